@@ -1,0 +1,127 @@
+// Definitions behind evaluate.hpp; included only by the instantiation units
+// (and by tests that need the operators' summaries).
+#pragma once
+
+#include "hla/evaluate.hpp"
+#include "hla/head.hpp"
+#include "hla/ops/ahla.hpp"
+#include "hla/ops/hla2.hpp"
+#include "hla/ops/la1.hpp"
+#include "hla/paper/ahla_paper.hpp"
+#include "hla/paper/hla2_paper.hpp"
+#include "hla/scan.hpp"
+
+#include <stdexcept>
+
+namespace hla {
+
+// Outputs of a scan form: per-token inclusive summaries, then the readout.
+template <class Op> auto scan_form(const Op& op, Index n, Index dv1, Form f, Index chunk) {
+  using T = typename decltype(op.readout(op.identity(), 0))::Scalar;
+  std::vector<typename Op::Summary> tok;
+  tok.reserve(static_cast<size_t>(n));
+  for (Index t = 0; t < n; ++t) tok.push_back(op.token(t));
+  std::vector<typename Op::Summary> inc;
+  switch (f) {
+    case Form::fold: inc = scan::inclusive_fold(op, tok); break;
+    case Form::blelloch: inc = scan::inclusive_blelloch(op, tok); break;
+    case Form::chunked_scan: inc = scan::inclusive_chunked(op, tok, static_cast<size_t>(chunk)); break;
+    default: throw std::logic_error("scan_form: not a scan form");
+  }
+  Mat<T> Y(n, dv1);
+  for (Index t = 0; t < n; ++t) Y.row(t) = op.readout(inc[static_cast<size_t>(t)], t);
+  return Y;
+}
+
+// One operator unit's forms, by name.
+#define HLA_DISPATCH_FORMS(ns)                                         \
+  switch (f) {                                                         \
+    case Form::naive: return ns::naive(h);                             \
+    case Form::streaming: return ns::streaming(h);                     \
+    case Form::chunked_matmul: return ns::chunked(h, chunk);           \
+    case Form::fold:                                                   \
+    case Form::blelloch:                                               \
+    case Form::chunked_scan: return scan_form(ns::Op<T>{h}, h.n(), h.dv1(), f, chunk); \
+    default: break;                                                    \
+  }
+
+template <class T> Mat<T> run_form(const Head<T>& h, Variant v, Form f, Index chunk) {
+  switch (v) {
+    case Variant::la1: HLA_DISPATCH_FORMS(la1) break;
+    case Variant::hla2:
+      if (f == Form::streaming_paper_state) return hla2::streaming_paper_state(h);
+      HLA_DISPATCH_FORMS(hla2) break;
+    case Variant::ahla: HLA_DISPATCH_FORMS(ahla) break;
+    default: break;
+  }
+  throw InputError("form " + to_string(f) + " is not implemented for variant " + to_string(v));
+}
+#undef HLA_DISPATCH_FORMS
+
+// SPEC §1 normalization, one place for every form.
+template <class S> Output<S> finish(const Options& opt, const Mat<S>& Y) {
+  const Index dv = Y.cols() - 1;
+  Output<S> o{Y.leftCols(dv), Y.col(dv), Y.leftCols(dv)};
+  if (!opt.normalize) return o;
+  const S eps = from_rational<S>(opt.eps);
+  for (Index t = 0; t < Y.rows(); ++t) {
+    using std::abs;
+    const S& d = o.den(t);
+    S div = opt.eps_mode == EpsMode::add ? S(d + eps) : S((d < S(0) ? S(-1) : S(1)) * (abs(d) < eps ? eps : S(abs(d))));
+    if constexpr (is_exact_v<S>) {
+      if (div == S(0))
+        throw std::domain_error("normalized output at token " + std::to_string(t) + " divides by den + eps = 0");
+    }
+    o.out.row(t) = o.num.row(t) / div;
+  }
+  return o;
+}
+
+template <class S> void check_form_args(const Problem<S>& p, Index chunk) {
+  p.validate();
+  if (chunk < 1) throw InputError("chunk width must be >= 1, got " + std::to_string(chunk));
+}
+
+template <class S> Output<S> evaluate(const Problem<S>& p, Form f, Index chunk) {
+  check_form_args(p, chunk);
+  const auto fs = forms_of(p.opt.variant);
+  if (std::find(fs.begin(), fs.end(), f) == fs.end())
+    throw InputError("variant " + to_string(p.opt.variant) + " has no form " + to_string(f));
+  return finish(p.opt, run_form(make_head(p), p.opt.variant, f, chunk));
+}
+
+template <class S> Output<S> evaluate_paper(const Problem<S>& p, PaperForm f, Index chunk) {
+  check_form_args(p, chunk);
+  if (p.opt.variant != variant_of(f))
+    throw InputError(to_string(f) + " is a form of " + to_string(variant_of(f)) + ", not " + to_string(p.opt.variant));
+  const Head<S> h = make_head(p);
+  auto scan = [&](const auto& op) { return scan_form(op, h.n(), h.dv1(), Form::blelloch, chunk); };
+  switch (f) {
+    case PaperForm::E1_hla2_streaming: return finish(p.opt, paper::hla2_streaming_E1(h));
+    case PaperForm::E2_hla2_scan: return finish(p.opt, scan(paper::Hla2OpE2<S>{{h}}));
+    case PaperForm::E3_ahla_scan: return finish(p.opt, scan(paper::AhlaOpE3<S>{{h}}));
+    case PaperForm::E5_hla2_chunked: return finish(p.opt, paper::hla2_chunked_E5(h, chunk));
+    case PaperForm::E6_ahla_chunked: return finish(p.opt, paper::ahla_chunked_E6(h, chunk));
+  }
+  throw std::logic_error("unknown paper form");
+}
+
+template <class S> Output<S> magnitude(const Problem<S>& p, bool unmasked_order) {
+  using std::abs;
+  auto absm = [](const Mat<S>& m) { return Mat<S>(m.unaryExpr([](const S& x) { return S(abs(x)); })); };
+  Problem<S> a{p.opt, absm(p.q), absm(p.k), absm(p.v)};
+  a.opt.scale = abs(p.opt.scale);
+  a.opt.normalize = false;
+  if (unmasked_order) {
+    if (a.opt.variant == Variant::hla3_paper) a.opt.variant = Variant::hla3;
+    if (has_unmasked(a.opt.variant)) a.opt.masked = false;
+  }
+  return evaluate(a, Form::naive);
+}
+
+}  // namespace hla
+
+#define HLA_INSTANTIATE_EVALUATE(S)                                                  \
+  template hla::Output<S> hla::evaluate<S>(const hla::Problem<S>&, hla::Form, hla::Index); \
+  template hla::Output<S> hla::evaluate_paper<S>(const hla::Problem<S>&, hla::PaperForm, hla::Index); \
+  template hla::Output<S> hla::magnitude<S>(const hla::Problem<S>&, bool);

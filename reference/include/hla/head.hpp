@@ -1,0 +1,79 @@
+// The per-head working form of a problem that every algorithm reads.
+//
+// Values carry one extra column of ones: whatever a form computes for that
+// column is the denominator (SPEC §1: "the same sum with every v_j replaced by
+// 1"), so each form is written once for numerator and denominator together.
+#pragma once
+
+#include "hla/problem.hpp"
+
+#include <vector>
+
+namespace hla {
+
+template <class S> struct Head {
+  Mat<S> q;  // already multiplied by `scale`
+  Mat<S> k;
+  Mat<S> v;  // n × (dv + 1); last column all ones
+  S gamma;
+  S lambda;
+  bool masked = true;
+  std::vector<S> gpow;  // gpow[e] = γ^e
+
+  Index n() const { return q.rows(); }
+  Index d() const { return q.cols(); }
+  Index dv1() const { return v.cols(); }
+  const S& g(Index e) const { return gpow[static_cast<size_t>(e)]; }
+  RowVec<S> qrow(Index t) const { return q.row(t); }
+};
+
+template <class S> Head<S> make_head(const Problem<S>& p) {
+  Head<S> h;
+  h.q = p.q * from_rational<S>(p.opt.scale);
+  h.k = p.k;
+  h.v.resize(p.n(), p.dv() + 1);
+  h.v.leftCols(p.dv()) = p.v;
+  h.v.col(p.dv()).setOnes();
+  h.gamma = from_rational<S>(p.opt.gamma);
+  h.lambda = from_rational<S>(p.opt.lambda);
+  h.masked = p.opt.masked;
+  // Third order weights reach γ^(3t); chunk forms use γ^(2w); one spare.
+  h.gpow.assign(static_cast<size_t>(3 * p.n() + 4), S(1));
+  for (size_t e = 1; e < h.gpow.size(); ++e) h.gpow[e] = h.gpow[e - 1] * h.gamma;
+  return h;
+}
+
+// Chunk helpers (SPEC §5), local indices 0..L-1 inside a chunk.
+// D(t, j) = γ^(t-j) for j <= t, else 0: decay-weighted causal mask.
+template <class S> Mat<S> decay_mask(const Head<S>& h, Index L) {
+  Mat<S> D = Mat<S>::Zero(L, L);
+  for (Index t = 0; t < L; ++t)
+    for (Index j = 0; j <= t; ++j) D(t, j) = h.g(t - j);
+  return D;
+}
+// Causal 0/1 mask, with (t, t) included or (strict) not.
+template <class S> Mat<S> causal_mask(Index L, bool strict = false) {
+  Mat<S> M = Mat<S>::Zero(L, L);
+  for (Index t = 0; t < L; ++t)
+    for (Index j = 0; j < (strict ? t : t + 1); ++j) M(t, j) = S(1);
+  return M;
+}
+// γ^(p·(t+1)) for t = 0..L-1: decay from the carry's last token to token t.
+template <class S> Vec<S> decay_from_carry(const Head<S>& h, Index L, Index p = 1) {
+  Vec<S> r(L);
+  for (Index t = 0; t < L; ++t) r(t) = h.g(p * (t + 1));
+  return r;
+}
+// γ^(p·(L-1-i)) for i = 0..L-1: decay from token i to the chunk's end.
+template <class S> Vec<S> decay_to_end(const Head<S>& h, Index L, Index p = 1) {
+  Vec<S> r(L);
+  for (Index i = 0; i < L; ++i) r(i) = h.g(p * (L - 1 - i));
+  return r;
+}
+
+// Calls body(c0, L) for chunks [c0, c0 + L) of width w; the last may be ragged.
+template <class F> void for_each_chunk(Index n, Index w, F&& body) {
+  for (Index c0 = 0; c0 < n; c0 += w) body(c0, std::min(w, n - c0));
+}
+
+}  // namespace hla

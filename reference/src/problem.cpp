@@ -1,0 +1,97 @@
+#include "hla/problem.hpp"
+
+#include <ostream>
+#include <sstream>
+
+namespace hla {
+
+const std::vector<Variant>& all_variants() {
+  static const std::vector<Variant> v{Variant::la1, Variant::hla2, Variant::ahla, Variant::hla3,
+                                      Variant::hla3_paper};
+  return v;
+}
+
+std::string to_string(Variant v) {
+  switch (v) {
+    case Variant::la1: return "la1";
+    case Variant::hla2: return "hla2";
+    case Variant::ahla: return "ahla";
+    case Variant::hla3: return "hla3";
+    case Variant::hla3_paper: return "hla3_paper";
+  }
+  return "?";
+}
+
+std::string to_string(EpsMode m) { return m == EpsMode::add ? "add" : "clamp"; }
+
+Variant parse_variant(std::string_view s) {
+  for (Variant v : all_variants())
+    if (to_string(v) == s) return v;
+  throw InputError("unknown variant '" + std::string(s) + "' (expected la1, hla2, ahla, hla3 or hla3_paper)");
+}
+
+EpsMode parse_eps_mode(std::string_view s) {
+  if (s == "add") return EpsMode::add;
+  if (s == "clamp") return EpsMode::clamp;
+  throw InputError("unknown eps_mode '" + std::string(s) + "' (expected add or clamp)");
+}
+
+bool has_unmasked(Variant v) { return v == Variant::hla2 || v == Variant::hla3; }
+bool has_ridge(Variant v) { return v == Variant::hla2; }
+bool needs_unit_gamma(Variant v) { return v == Variant::hla3_paper; }
+
+void Options::validate() const {
+  const std::string var = to_string(variant);
+  if (gamma <= 0 || gamma > 1)
+    throw InputError("gamma = " + to_string(gamma) + " is outside (0, 1]");
+  if (eps <= 0) throw InputError("eps = " + to_string(eps) + " must be > 0");
+  if (lambda < 0) throw InputError("lambda = " + to_string(lambda) + " must be >= 0");
+  if (lambda != 0 && !has_ridge(variant))
+    throw InputError("lambda (ridge) applies to hla2 only, not " + var);
+  if (!masked && !has_unmasked(variant))
+    throw InputError(var + " has no unmasked form (only hla2 and hla3 do)");
+  if (needs_unit_gamma(variant) && gamma != 1)
+    throw InputError(var + " is defined for gamma = 1 only (paper Alg. 3), got gamma = " + to_string(gamma));
+}
+
+std::string Options::describe() const {
+  std::ostringstream os;
+  os << *this;
+  return os.str();
+}
+
+std::ostream& operator<<(std::ostream& os, const Options& o) {
+  os << to_string(o.variant) << (o.masked ? " masked" : " unmasked") << " gamma=" << to_string(o.gamma)
+     << " lambda=" << to_string(o.lambda) << " scale=" << to_string(o.scale);
+  if (o.normalize) os << " normalize eps=" << to_string(o.eps) << " eps_mode=" << to_string(o.eps_mode);
+  return os;
+}
+
+std::ostream& operator<<(std::ostream& os, const Problem<Rational>& p) {
+  auto rows = [&](const char* name, const Mat<Rational>& m) {
+    os << "  " << name << " =";
+    for (Index t = 0; t < m.rows(); ++t) {
+      os << " [";
+      for (Index c = 0; c < m.cols(); ++c) os << (c ? " " : "") << to_string(m(t, c));
+      os << "]";
+    }
+    os << "\n";
+  };
+  os << "Problem{" << p.opt << "; n=" << p.n() << " d=" << p.d() << " dv=" << p.dv() << "\n";
+  rows("q", p.q);
+  rows("k", p.k);
+  rows("v", p.v);
+  return os << "}";
+}
+
+void validate_shapes(Index qn, Index qd, Index kn, Index kd, Index vn, Index vdv) {
+  auto shape = [](Index r, Index c) { return "(" + std::to_string(r) + ", " + std::to_string(c) + ")"; };
+  if (qd < 1) throw InputError("q has shape " + shape(qn, qd) + ": head dimension d must be >= 1");
+  if (vdv < 1) throw InputError("v has shape " + shape(vn, vdv) + ": value dimension dv must be >= 1");
+  if (kn != qn || kd != qd)
+    throw InputError("k has shape " + shape(kn, kd) + " but q has " + shape(qn, qd) + "; they must match");
+  if (vn != qn)
+    throw InputError("v has " + std::to_string(vn) + " tokens but q has " + std::to_string(qn));
+}
+
+}  // namespace hla
