@@ -1,0 +1,70 @@
+// Problems shaped as real kernels take them (SPEC §8): batch × heads × tokens
+// × dim, K/V shared by groups of query heads (MQA/GQA), optionally packed
+// variable-length sequences. Values are stored as doubles: every f32, bf16 and
+// f16 value is exactly a double, so one container holds any input dtype
+// exactly as the candidate saw it.
+#pragma once
+
+#include "hla/problem.hpp"
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace hla {
+
+enum class DType { f64, f32, bf16, f16 };
+std::string to_string(DType t);
+DType parse_dtype(std::string_view s);  // "f64" | "f32" | "bf16" | "f16" (also F64, F32, BF16, F16)
+size_t dtype_size(DType t);
+// Rounds x to the nearest value of type t (ties to even), returned as a double.
+double round_to(DType t, double x);
+bool representable(DType t, double x);  // round_to(t, x) == x (NaN counts as representable)
+
+struct BatchProblem {
+  Options opt;
+  DType dtype = DType::f32;  // storage type of q, k, v
+  Index batch = 1, heads = 1, kv_heads = 1, n = 0, d = 1, dv = 1;
+  std::vector<double> q;  // [batch][heads][n][d]
+  std::vector<double> k;  // [batch][kv_heads][n][d]
+  std::vector<double> v;  // [batch][kv_heads][n][dv]
+  // Packed variable-length sequences (cu_seqlens): empty, or 0 = o_0 < … < o_m = n
+  // with batch == 1; each [o_i, o_{i+1}) is an independent sequence.
+  std::vector<int64_t> offsets;
+
+  // Throws InputError naming the problem: options, dims < 1, heads not a
+  // multiple of kv_heads, buffer sizes, offsets, values not representable in
+  // dtype. Non-finite values are allowed only with allow_nonfinite.
+  void validate(bool allow_nonfinite = false) const;
+
+  Index kv_head_of(Index h) const { return h / (heads / kv_heads); }
+  // Sequences of one batch entry: [begin, end) token ranges.
+  std::vector<std::pair<Index, Index>> sequences() const;
+  size_t q_index(Index b, Index h, Index t, Index c) const { return static_cast<size_t>(((b * heads + h) * n + t) * d + c); }
+  size_t k_index(Index b, Index h, Index t, Index c) const { return static_cast<size_t>(((b * kv_heads + kv_head_of(h)) * n + t) * d + c); }
+  size_t v_index(Index b, Index h, Index t, Index c) const { return static_cast<size_t>(((b * kv_heads + kv_head_of(h)) * n + t) * dv + c); }
+  size_t out_index(Index b, Index h, Index t, Index c) const { return static_cast<size_t>(((b * heads + h) * n + t) * dv + c); }
+
+  // One head's sequence [t0, t1) as a single-head problem, converted exactly
+  // (Rational) or rounded once (other S).
+  template <class S> Problem<S> head(Index b, Index h, Index t0, Index t1) const {
+    Problem<S> p{opt, Mat<S>(t1 - t0, d), Mat<S>(t1 - t0, d), Mat<S>(t1 - t0, dv)};
+    for (Index t = t0; t < t1; ++t) {
+      for (Index c = 0; c < d; ++c) {
+        p.q(t - t0, c) = convert(q[q_index(b, h, t, c)], S());
+        p.k(t - t0, c) = convert(k[k_index(b, h, t, c)], S());
+      }
+      for (Index c = 0; c < dv; ++c) p.v(t - t0, c) = convert(v[v_index(b, h, t, c)], S());
+    }
+    return p;
+  }
+
+ private:
+  template <class S> static S convert(double x, S) {
+    if constexpr (std::is_same_v<S, Rational>) return to_rational(x);
+    else if constexpr (std::is_same_v<S, double> || std::is_same_v<S, f113>) return S(x);  // exact
+    else return from_rational<S>(to_rational(x));
+  }
+};
+
+}  // namespace hla

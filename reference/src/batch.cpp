@@ -1,0 +1,89 @@
+#include "hla/batch.hpp"
+
+#include <cmath>
+#include <limits>
+
+namespace hla {
+
+std::string to_string(DType t) {
+  switch (t) {
+    case DType::f64: return "f64";
+    case DType::f32: return "f32";
+    case DType::bf16: return "bf16";
+    case DType::f16: return "f16";
+  }
+  return "?";
+}
+
+DType parse_dtype(std::string_view s) {
+  for (DType t : {DType::f64, DType::f32, DType::bf16, DType::f16}) {
+    std::string a = to_string(t), b = a;
+    for (auto& ch : b) ch = static_cast<char>(std::toupper(static_cast<unsigned char>(ch)));
+    if (s == a || s == b) return t;
+  }
+  throw InputError("unknown dtype '" + std::string(s) + "' (expected f64, f32, bf16 or f16)");
+}
+
+size_t dtype_size(DType t) { return t == DType::f64 ? 8 : t == DType::f32 ? 4 : 2; }
+
+double round_to(DType t, double x) {
+  if (!std::isfinite(x)) return x;
+  switch (t) {
+    case DType::f64: return x;
+    case DType::f32: return static_cast<double>(static_cast<float>(x));
+    // Rounded once, from the exact value (double -> float -> bf16 would round twice).
+    case DType::bf16: return static_cast<double>(static_cast<float>(from_rational<bf16>(to_rational(x))));
+    case DType::f16: return static_cast<double>(static_cast<float>(from_rational<f16>(to_rational(x))));
+  }
+  return x;
+}
+
+bool representable(DType t, double x) { return std::isnan(x) || round_to(t, x) == x; }
+
+std::vector<std::pair<Index, Index>> BatchProblem::sequences() const {
+  if (offsets.empty()) return {{0, n}};
+  std::vector<std::pair<Index, Index>> s;
+  for (size_t i = 0; i + 1 < offsets.size(); ++i) s.emplace_back(offsets[i], offsets[i + 1]);
+  return s;
+}
+
+void BatchProblem::validate(bool allow_nonfinite) const {
+  opt.validate();
+  auto dim = [](const char* name, Index x, Index lo) {
+    if (x < lo) throw InputError(std::string(name) + " = " + std::to_string(x) + " must be >= " + std::to_string(lo));
+  };
+  dim("batch", batch, 1);
+  dim("heads", heads, 1);
+  dim("kv_heads", kv_heads, 1);
+  dim("n", n, 0);
+  dim("d", d, 1);
+  dim("dv", dv, 1);
+  if (heads % kv_heads != 0)
+    throw InputError("heads = " + std::to_string(heads) + " is not a multiple of kv_heads = " + std::to_string(kv_heads));
+  auto size = [&](const char* name, const std::vector<double>& x, Index want) {
+    if (static_cast<Index>(x.size()) != want)
+      throw InputError(std::string(name) + " holds " + std::to_string(x.size()) + " values, expected " +
+                       std::to_string(want));
+    for (size_t i = 0; i < x.size(); ++i) {
+      if (!allow_nonfinite && !std::isfinite(x[i]))
+        throw InputError(std::string(name) + "[" + std::to_string(i) + "] is not finite");
+      if (!representable(dtype, x[i]))
+        throw InputError(std::string(name) + "[" + std::to_string(i) + "] = " + std::to_string(x[i]) +
+                         " is not representable in " + to_string(dtype));
+    }
+  };
+  size("q", q, batch * heads * n * d);
+  size("k", k, batch * kv_heads * n * d);
+  size("v", v, batch * kv_heads * n * dv);
+  if (!offsets.empty()) {
+    if (batch != 1) throw InputError("packed sequences (offsets) need batch = 1, got " + std::to_string(batch));
+    if (offsets.size() < 2 || offsets.front() != 0 || offsets.back() != n)
+      throw InputError("offsets must start at 0 and end at n = " + std::to_string(n));
+    for (size_t i = 0; i + 1 < offsets.size(); ++i)
+      if (offsets[i + 1] <= offsets[i])
+        throw InputError("offsets must be strictly increasing (offsets[" + std::to_string(i + 1) + "] = " +
+                         std::to_string(offsets[i + 1]) + ")");
+  }
+}
+
+}  // namespace hla
