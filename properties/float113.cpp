@@ -34,7 +34,7 @@ void f113_within_bound(Variant v) {
       const auto p = *problem_gen({.variant = v, .random_scale = true});
       const Index w = is_chunked(f) ? *rc::gen::inRange<Index>(1, p.n() + 2) : 1;
       const auto exact = evaluate(p, Form::naive);
-      const auto mag = magnitude(p, subtracts_partial_sums(v, f));
+      const auto mag = magnitude(p, subtracts_partial_sums(p.opt, f));
       const auto got = evaluate(convert_problem<f113>(p), f, w);
       int flagged = 0;
       for (Index t = 0; t < p.n(); ++t) {

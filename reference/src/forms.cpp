@@ -59,7 +59,9 @@ Variant variant_of(PaperForm f) {
   return Variant::hla2;
 }
 
-bool subtracts_partial_sums(Variant v, Form f) {
+bool subtracts_partial_sums(const Options& o, Form f) {
+  const Variant v = o.variant;
+  if (!o.masked) return false;  // unmasked forms only add
   // hla2's paper state and its §4 summary read out u·C − qᵀG; hla3_paper's
   // Algorithm 3 and scan read out S^K S^Q P − G⁽¹⁾ − G⁽²⁾ − G⁽³⁾.
   const bool scan = f == Form::fold || f == Form::blelloch || f == Form::chunked_scan;

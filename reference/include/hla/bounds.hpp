@@ -16,16 +16,33 @@ namespace hla {
 // Returns nothing when the division is not bounded away from a pole: add mode
 // with |den + ε| ≤ eD, clamp mode with |den| ≤ eD (the sign may flip). Such
 // elements are ill-conditioned: they must be flagged, not scored.
+// The divisor of a normalized output: den + ε (add) or sign(den)·max(|den|, ε)
+// (clamp, sign(0) = +1).
+template <class R> R normalizer(const R& den, const R& eps, EpsMode mode) {
+  using std::abs;
+  if (mode == EpsMode::add) return den + eps;
+  return (den < R(0) ? R(-1) : R(1)) * (abs(den) < eps ? eps : R(abs(den)));
+}
+
+// First-order magnitude of a normalized output: errors u·magN in num and u·magD
+// in den move out = num/D by about u·(magN + |out|·magD)/|D|. Nothing at a pole (D = 0).
+template <class R>
+std::optional<R> normalized_magnitude(const R& num, const R& den, const R& eps, EpsMode mode, const R& magN, const R& magD) {
+  using std::abs;
+  const R D = normalizer(den, eps, mode);
+  if (D == R(0)) return std::nullopt;
+  return R((magN + abs(num / D) * magD) / abs(D));
+}
+
 template <class R>
 std::optional<R> normalized_error_bound(const R& num, const R& den, const R& eps, EpsMode mode, const R& eN, const R& eD) {
   using std::abs;
-  R D, floor;
+  const R D = normalizer(den, eps, mode);
+  R floor;
   if (mode == EpsMode::add) {
-    D = den + eps;
     floor = abs(D) - eD;
   } else {
     if (abs(den) <= eD) return std::nullopt;
-    D = (den < R(0) ? R(-1) : R(1)) * (abs(den) < eps ? eps : R(abs(den)));
     floor = abs(D) - eD < eps ? eps : R(abs(D) - eD);
   }
   if (floor <= R(0)) return std::nullopt;

@@ -61,6 +61,6 @@ template <class S> Output<S> evaluate_paper(const Problem<S>& p, PaperForm f, In
 template <class S> Output<S> magnitude(const Problem<S>& p, bool unmasked_order = false);
 
 // Whether a form subtracts partial sums (its error scales with the unmasked magnitude).
-bool subtracts_partial_sums(Variant v, Form f);
+bool subtracts_partial_sums(const Options& o, Form f);
 
 }  // namespace hla

@@ -2,6 +2,7 @@
 // (and by tests that need the operators' summaries).
 #pragma once
 
+#include "hla/bounds.hpp"
 #include "hla/evaluate.hpp"
 #include "hla/head.hpp"
 #include "hla/ops/ahla.hpp"
@@ -65,9 +66,7 @@ template <class S> Output<S> finish(const Options& opt, const Mat<S>& Y) {
   if (!opt.normalize) return o;
   const S eps = from_rational<S>(opt.eps);
   for (Index t = 0; t < Y.rows(); ++t) {
-    using std::abs;
-    const S& d = o.den(t);
-    S div = opt.eps_mode == EpsMode::add ? S(d + eps) : S((d < S(0) ? S(-1) : S(1)) * (abs(d) < eps ? eps : S(abs(d))));
+    const S div = normalizer(o.den(t), eps, opt.eps_mode);
     if constexpr (is_exact_v<S>) {
       if (div == S(0))
         throw std::domain_error("normalized output at token " + std::to_string(t) + " divides by den + eps = 0");
