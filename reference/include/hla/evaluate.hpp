@@ -57,7 +57,8 @@ template <class S> Output<S> evaluate_paper(const Problem<S>& p, PaperForm f, In
 // bounding |num| and |den| and the error of any form that adds only terms of
 // the sum. With `unmasked_order` it is the magnitude of the unmasked operator
 // of the same order, which also bounds the partial sums a form subtracts
-// (S_tC_t − G_t, S^K S^Q P − G⁽¹⁾ − G⁽²⁾ − G⁽³⁾).
+// (S_tC_t − G_t, S^K S^Q P − G⁽¹⁾ − G⁽²⁾ − G⁽³⁾). For hla3_paper it is always the
+// unmasked hla3 magnitude (an upper bound of the tied-maximum sum).
 template <class S> Output<S> magnitude(const Problem<S>& p, bool unmasked_order = false);
 
 // Whether a form subtracts partial sums (its error scales with the unmasked magnitude).

@@ -1,0 +1,64 @@
+// The one way any candidate is judged: a fixture's outputs, a user's library
+// through the C ABI, our own forms, the CUDA kernel. See README "The pass rule".
+#pragma once
+
+#include "hla/check/precision.hpp"
+#include "hla/check/reference.hpp"
+
+#include <nlohmann/json.hpp>
+
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace hla::check {
+
+// What a candidate produced, exactly as it produced it (values exact in f64).
+struct CandidateOutputs {
+  std::vector<double> out;  // [B, H, n, dv]
+  std::vector<double> den;  // [B, H, n], or empty when the candidate does not expose it
+  DType out_dtype = DType::f32;
+};
+
+struct CheckOptions {
+  std::optional<Precision> precision;  // default: the candidate's output dtype
+  bool exact_tier = false;             // demand bit equality (fixture says so)
+  size_t worst = 10;                   // worst elements listed
+};
+
+struct Element {
+  Index b = 0, h = 0, t = 0, c = -1;  // c = -1: the denominator
+  double candidate = 0, reference = 0, magnitude = 0, score = 0;
+};
+
+struct Report {
+  bool pass = false;
+  std::vector<std::string> reasons;  // why it failed (empty on pass)
+  Precision precision = Precision::f32;
+  double u = 0;
+  double bound = 0;            // K = depth_bound: every scored element must have score ≤ K
+  double noise_floor = 0;      // sqrt(K)
+  double max_score = 0;        // candidate, over scored elements
+  double baseline_max_score = 0;  // our chunked form in the same precision
+  double baseline_ratio = 0;   // max_score / max(baseline_max_score, noise_floor); must be ≤ 2
+  size_t elements = 0, scored = 0, ill_conditioned = 0, nonfinite = 0, over_bound = 0;
+  bool exact_tier = false;
+  size_t exact_mismatches = 0;
+  std::vector<Element> worst;
+  std::vector<std::pair<std::string, size_t>> histogram;  // score bins
+
+  std::string text() const;
+  nlohmann::json json() const;
+};
+
+// Throws InputError when the candidate's shapes do not match the problem.
+Report check(const BatchProblem& p, const Reference& ref, const CandidateOutputs& cand, const CheckOptions& opt = {});
+
+// Convenience for a user's own test: computes the reference, then checks.
+Report check(const BatchProblem& p, const CandidateOutputs& cand, const CheckOptions& opt = {});
+
+// Our own fast form evaluated in precision `prec` (rounding after every
+// operation for bf16/f16): the FlashAttention-style baseline.
+CandidateOutputs baseline(const BatchProblem& p, Precision prec);
+
+}  // namespace hla::check

@@ -1,0 +1,43 @@
+// The reference a candidate is judged against (SPEC §7): outputs evaluated in
+// ≥ 113 bits from the candidate's exact inputs, rounded to f64, with per-element
+// magnitudes and flags. A fixture file stores exactly this.
+#pragma once
+
+#include "hla/batch.hpp"
+
+#include <cstdint>
+#include <vector>
+
+namespace hla::check {
+
+enum Flag : uint8_t {
+  kUncertified = 1,     // the f64 value may not be the correctly rounded exact value (cancellation)
+  kIllConditioned = 2,  // normalized output: den ⊕ ε not bounded away from the pole
+};
+
+struct Reference {
+  std::vector<double> out;      // [B, H, n, dv]  num, or num/(den ⊕ ε) when normalized
+  std::vector<double> den;      // [B, H, n]
+  std::vector<double> mag_num;  // [B, H, n, dv] SPEC §7 magnitude of num
+  std::vector<double> mag_den;  // [B, H, n]     magnitude of den
+  std::vector<uint8_t> flags;   // [B, H, n, dv] Flag bits of out
+  std::vector<uint8_t> den_flags;  // [B, H, n] Flag bits of den
+  int bits = 113;               // precision the values were computed in (0 = exact)
+};
+
+// Orders of the variants: la1 1, hla2/ahla 2, hla3/hla3_paper 3.
+int order_of(Variant v);
+
+// A priori bound, in units of u·magnitude, on the error of any algorithm that
+// evaluates the defining sum in precision u by adding (not cancelling) its
+// terms: every term passes at most K roundings — p dot products of length d,
+// p+1 nested prefix sums of length ≤ n, and a few products and decays —
+// K = (p + 1)(n + d) + 16, with p the order.
+double depth_bound(Variant v, Index n, Index d);
+
+// Exact rationals (then certified) when every head is small (n ≤ exact_max_n,
+// d, dv ≤ 16), else binary128 through the streaming form. Problem validated
+// first (InputError).
+Reference compute_reference(const BatchProblem& p, Index exact_max_n = 48);
+
+}  // namespace hla::check

@@ -1,0 +1,228 @@
+// The pass rule (README "The pass rule"):
+//  (a) no non-finite candidate value where the reference is finite;
+//  (b) every scored element within the a priori bound: |cand − ref| ≤ (K + 1)·u·M
+//      (K = depth_bound, +1 for the f64 rounding of the reference, M the
+//      element's magnitude; normalized outputs use their conditioned magnitude);
+//  (c) the worst score at most twice our own fast form's worst score in the
+//      same precision, or twice the noise floor sqrt(K) if that is larger;
+//  (d) exact tier: bit equality with the exact reference.
+// Normalized elements whose pole lies within the bound are reported, not scored.
+#include "hla/check/check.hpp"
+
+#include "hla/bounds.hpp"
+#include "hla/evaluate.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <sstream>
+
+namespace hla::check {
+namespace {
+
+Precision precision_of(DType t) {
+  switch (t) {
+    case DType::f64: return Precision::f64;
+    case DType::f32: return Precision::f32;
+    case DType::bf16: return Precision::bf16;
+    case DType::f16: return Precision::f16;
+  }
+  return Precision::f32;
+}
+
+size_t den_index(const BatchProblem& p, Index b, Index h, Index t) { return static_cast<size_t>((b * p.heads + h) * p.n + t); }
+
+Index longest_sequence(const BatchProblem& p) {
+  Index m = 0;
+  for (const auto& [t0, t1] : p.sequences()) m = std::max(m, t1 - t0);
+  return m;
+}
+
+// Scores every element of `cand`; calls visit(element, scored, ill_conditioned).
+template <class Visit>
+void score_all(const BatchProblem& p, const Reference& ref, const CandidateOutputs& cand, double u, double K, Visit&& visit) {
+  const Options& o = p.opt;
+  const double eps = to_double(o.eps);
+  auto score = [&](double c, double r, double m) -> double {
+    if (!std::isfinite(c)) return HUGE_VAL;
+    const double err = std::fabs(c - r);
+    if (err == 0) return 0.0;
+    return m > 0 ? err / (u * m) : HUGE_VAL;
+  };
+  for (Index b = 0; b < p.batch; ++b)
+    for (Index h = 0; h < p.heads; ++h)
+      for (Index t = 0; t < p.n; ++t) {
+        const size_t di = den_index(p, b, h, t);
+        const double den = ref.den[di], magD = ref.mag_den[di];
+        for (Index c = 0; c < p.dv; ++c) {
+          const size_t i = p.out_index(b, h, t, c);
+          double m = ref.mag_num[i];
+          bool ill = false;
+          if (o.normalize) {
+            const double num = ref.out[i] * normalizer(den, eps, o.eps_mode);
+            const auto bound = normalized_error_bound(num, den, eps, o.eps_mode, K * u * m, K * u * magD);
+            const auto mo = normalized_magnitude(num, den, eps, o.eps_mode, m, magD);
+            ill = !bound || !mo || (ref.flags[i] & kIllConditioned);
+            m = mo.value_or(0);
+          }
+          visit(Element{b, h, t, c, cand.out[i], ref.out[i], m, ill ? 0 : score(cand.out[i], ref.out[i], m)}, ill);
+        }
+        if (!cand.den.empty())
+          visit(Element{b, h, t, -1, cand.den[di], den, magD, score(cand.den[di], den, magD)}, false);
+      }
+}
+
+std::string fmt(double x) {
+  std::ostringstream os;
+  os.precision(4);
+  os << x;
+  return os.str();
+}
+
+}  // namespace
+
+CandidateOutputs baseline(const BatchProblem& p, Precision prec) {
+  const Form f = [&] {
+    const auto fs = forms_of(p.opt.variant);
+    return std::find(fs.begin(), fs.end(), Form::chunked_matmul) != fs.end() ? Form::chunked_matmul : Form::streaming;
+  }();
+  CandidateOutputs out{std::vector<double>(static_cast<size_t>(p.batch * p.heads * p.n * p.dv)),
+                       std::vector<double>(static_cast<size_t>(p.batch * p.heads * p.n)), DType::f64};
+  auto run = [&](auto tag, Index b, Index h, Index t0, Index t1) {
+    using S = decltype(tag);
+    const Output<S> o = evaluate(p.head<S>(b, h, t0, t1), f, 64);
+    for (Index t = t0; t < t1; ++t) {
+      out.den[den_index(p, b, h, t)] = static_cast<double>(o.den(t - t0));
+      for (Index c = 0; c < p.dv; ++c) out.out[p.out_index(b, h, t, c)] = static_cast<double>(o.out(t - t0, c));
+    }
+  };
+  for (Index b = 0; b < p.batch; ++b)
+    for (Index h = 0; h < p.heads; ++h)
+      for (const auto& [t0, t1] : p.sequences()) switch (prec) {
+          case Precision::f64: run(double(), b, h, t0, t1); break;
+          case Precision::f32:
+          case Precision::tf32: run(float(), b, h, t0, t1); break;
+          case Precision::bf16: run(bf16(), b, h, t0, t1); break;
+          case Precision::f16: run(f16(), b, h, t0, t1); break;
+        }
+  return out;
+}
+
+Report check(const BatchProblem& p, const Reference& ref, const CandidateOutputs& cand, const CheckOptions& opt) {
+  const size_t no = static_cast<size_t>(p.batch * p.heads * p.n * p.dv), nd = static_cast<size_t>(p.batch * p.heads * p.n);
+  if (cand.out.size() != no)
+    throw InputError("candidate out holds " + std::to_string(cand.out.size()) + " values, expected " + std::to_string(no) +
+                     " = batch·heads·n·dv");
+  if (!cand.den.empty() && cand.den.size() != nd)
+    throw InputError("candidate den holds " + std::to_string(cand.den.size()) + " values, expected " + std::to_string(nd));
+  if (ref.out.size() != no || ref.den.size() != nd) throw InputError("reference does not match the problem's shape");
+
+  Report r;
+  r.precision = opt.precision.value_or(precision_of(cand.out_dtype));
+  r.u = unit_roundoff(r.precision);
+  const double K = depth_bound(p.opt.variant, longest_sequence(p), p.d);
+  r.bound = K + 1;
+  r.noise_floor = std::sqrt(K);
+  r.exact_tier = opt.exact_tier;
+
+  // Histogram bins: 0, (0,1], (1,2], (2,4], …, (2^19, 2^20], > 2^20.
+  std::vector<size_t> bins(23, 0);
+  auto bin = [](double s) {
+    if (s == 0) return size_t(0);
+    if (s <= 1) return size_t(1);
+    const int e = static_cast<int>(std::ceil(std::log2(s)));
+    return static_cast<size_t>(std::min(e + 1, 22));
+  };
+  std::vector<Element> all;
+  score_all(p, ref, cand, r.u, K, [&](const Element& e, bool ill) {
+    ++r.elements;
+    if (opt.exact_tier && !(e.candidate == e.reference)) ++r.exact_mismatches;
+    if (ill) {
+      ++r.ill_conditioned;
+      return;
+    }
+    ++r.scored;
+    if (!std::isfinite(e.candidate)) ++r.nonfinite;
+    else ++bins[bin(e.score)];
+    if (e.score > r.bound) ++r.over_bound;
+    r.max_score = std::max(r.max_score, e.score);
+    all.push_back(e);
+  });
+  const size_t k = std::min(opt.worst, all.size());
+  std::partial_sort(all.begin(), all.begin() + static_cast<std::ptrdiff_t>(k), all.end(),
+                    [](const Element& a, const Element& b) { return a.score > b.score; });
+  r.worst.assign(all.begin(), all.begin() + static_cast<std::ptrdiff_t>(k));
+
+  const CandidateOutputs base = baseline(p, r.precision);
+  score_all(p, ref, base, r.u, K, [&](const Element& e, bool ill) {
+    if (!ill && e.c >= 0) r.baseline_max_score = std::max(r.baseline_max_score, e.score);
+  });
+  r.baseline_ratio = r.max_score / std::max(r.baseline_max_score, r.noise_floor);
+
+  r.histogram.emplace_back("0", bins[0]);
+  r.histogram.emplace_back("(0, 1]", bins[1]);
+  for (size_t i = 2; i < 22; ++i)
+    r.histogram.emplace_back("(" + fmt(std::ldexp(1.0, static_cast<int>(i) - 2)) + ", " + fmt(std::ldexp(1.0, static_cast<int>(i) - 1)) + "]", bins[i]);
+  r.histogram.emplace_back("> 1.049e+06", bins[22]);
+  r.histogram.emplace_back("non-finite", r.nonfinite);
+  r.histogram.emplace_back("ill-conditioned (not scored)", r.ill_conditioned);
+
+  if (r.nonfinite) r.reasons.push_back(std::to_string(r.nonfinite) + " non-finite values where the reference is finite");
+  if (r.over_bound)
+    r.reasons.push_back(std::to_string(r.over_bound) + " elements exceed the a priori bound " + fmt(r.bound) + " u·magnitude");
+  if (!(r.baseline_ratio <= 2))
+    r.reasons.push_back("worst score " + fmt(r.max_score) + " is " + fmt(r.baseline_ratio) +
+                        "x the baseline's (our chunked form in " + to_string(r.precision) + ": " +
+                        fmt(r.baseline_max_score) + ", noise floor " + fmt(r.noise_floor) + "); limit 2x");
+  if (r.exact_mismatches)
+    r.reasons.push_back(std::to_string(r.exact_mismatches) + " elements differ from the exact reference (exact tier demands bit equality)");
+  r.pass = r.reasons.empty();
+  return r;
+}
+
+Report check(const BatchProblem& p, const CandidateOutputs& cand, const CheckOptions& opt) {
+  return check(p, compute_reference(p), cand, opt);
+}
+
+std::string Report::text() const {
+  std::ostringstream os;
+  os << (pass ? "PASS" : "FAIL") << "\n";
+  for (const auto& why : reasons) os << "  reason: " << why << "\n";
+  os << "  precision " << to_string(precision) << " (u = " << fmt(u) << "); scores are |candidate - reference| / (u * magnitude)\n"
+     << "  bound K+1 = " << fmt(bound) << ", noise floor sqrt(K) = " << fmt(noise_floor) << "\n"
+     << "  elements " << elements << ": scored " << scored << ", ill-conditioned " << ill_conditioned << ", non-finite "
+     << nonfinite << ", over bound " << over_bound << "\n"
+     << "  worst score " << fmt(max_score) << "; baseline worst " << fmt(baseline_max_score) << "; ratio "
+     << fmt(baseline_ratio) << " (limit 2)\n";
+  if (exact_tier) os << "  exact tier: " << exact_mismatches << " elements differ from the exact reference\n";
+  if (!worst.empty()) {
+    os << "  worst elements:\n    " << "batch head token column      candidate      reference      magnitude     score\n";
+    for (const auto& e : worst) {
+      char line[200];
+      std::snprintf(line, sizeof line, "    %5ld %4ld %5ld %6s %14.7g %14.7g %14.7g %9.4g\n", static_cast<long>(e.b),
+                    static_cast<long>(e.h), static_cast<long>(e.t), e.c < 0 ? "den" : std::to_string(e.c).c_str(),
+                    e.candidate, e.reference, e.magnitude, e.score);
+      os << line;
+    }
+  }
+  os << "  score histogram:\n";
+  for (const auto& [name, count] : histogram)
+    if (count) os << "    " << name << ": " << count << "\n";
+  return os.str();
+}
+
+nlohmann::json Report::json() const {
+  auto num = [](double x) -> nlohmann::json { return std::isfinite(x) ? nlohmann::json(x) : nlohmann::json(std::isnan(x) ? "nan" : (x > 0 ? "inf" : "-inf")); };
+  nlohmann::json w = nlohmann::json::array();
+  for (const auto& e : worst)
+    w.push_back({{"batch", e.b}, {"head", e.h}, {"token", e.t}, {"column", e.c < 0 ? nlohmann::json("den") : nlohmann::json(e.c)},
+                 {"candidate", num(e.candidate)}, {"reference", num(e.reference)}, {"magnitude", num(e.magnitude)}, {"score", num(e.score)}});
+  nlohmann::json h = nlohmann::json::array();
+  for (const auto& [name, count] : histogram) h.push_back({{"bin", name}, {"count", count}});
+  return {{"pass", pass}, {"reasons", reasons}, {"precision", to_string(precision)}, {"u", u}, {"bound", bound},
+          {"noise_floor", noise_floor}, {"max_score", num(max_score)}, {"baseline_max_score", num(baseline_max_score)},
+          {"baseline_ratio", num(baseline_ratio)}, {"elements", elements}, {"scored", scored},
+          {"ill_conditioned", ill_conditioned}, {"nonfinite", nonfinite}, {"over_bound", over_bound},
+          {"exact_tier", exact_tier}, {"exact_mismatches", exact_mismatches}, {"worst", w}, {"histogram", h}};
+}
+
+}  // namespace hla::check

@@ -1,0 +1,126 @@
+#include "hla/check/reference.hpp"
+
+#include "hla/bounds.hpp"
+#include "hla/evaluate.hpp"
+
+#include <cmath>
+
+namespace hla::check {
+
+int order_of(Variant v) {
+  switch (v) {
+    case Variant::la1: return 1;
+    case Variant::hla2:
+    case Variant::ahla: return 2;
+    case Variant::hla3:
+    case Variant::hla3_paper: return 3;
+  }
+  return 3;
+}
+
+double depth_bound(Variant v, Index n, Index d) {
+  return static_cast<double>((order_of(v) + 1) * (n + d) + 16);
+}
+
+namespace {
+
+// Whether every value within e of x rounds to the same double as x does
+// (then RN64(x) is the correctly rounded exact value).
+bool certifies(const f113& x, const f113& e) {
+  const double r = static_cast<double>(x);
+  if (!std::isfinite(r)) return false;
+  const f113 lo = (f113(r) + f113(std::nextafter(r, -INFINITY))) / 2;
+  const f113 hi = (f113(r) + f113(std::nextafter(r, INFINITY))) / 2;
+  return x - e > lo && x + e < hi;
+}
+
+struct Sink {
+  Reference& ref;
+  const BatchProblem& p;
+  size_t out_at(Index b, Index h, Index t, Index c) const { return p.out_index(b, h, t, c); }
+  size_t den_at(Index b, Index h, Index t) const { return static_cast<size_t>((b * p.heads + h) * p.n + t); }
+};
+
+void exact_head(Sink& s, Index b, Index h, Index t0, Index t1) {
+  const Problem<Rational> ph = s.p.head<Rational>(b, h, t0, t1);
+  const Output<Rational> o = evaluate(ph, Form::streaming);
+  const Output<Rational> m = magnitude(ph);
+  for (Index t = t0; t < t1; ++t) {
+    const Index lt = t - t0;
+    s.ref.den[s.den_at(b, h, t)] = to_double(o.den(lt));
+    s.ref.mag_den[s.den_at(b, h, t)] = to_double(m.den(lt));
+    for (Index c = 0; c < s.p.dv; ++c) {
+      const size_t i = s.out_at(b, h, t, c);
+      s.ref.out[i] = to_double(o.out(lt, c));
+      s.ref.mag_num[i] = to_double(m.num(lt, c));
+    }
+  }
+}
+
+void f113_head(Sink& s, Index b, Index h, Index t0, Index t1) {
+  const Options& opt = s.p.opt;
+  const Problem<f113> ph = s.p.head<f113>(b, h, t0, t1);
+  const Output<f113> o = evaluate(ph, Form::streaming);
+  const Output<f113> m = magnitude(ph);
+  // The reference form's own error: K·u113 times the magnitude of what it adds
+  // (the unmasked-order magnitude where it subtracts partial sums).
+  const bool sub = subtracts_partial_sums(opt, Form::streaming);
+  const Output<f113> M = sub ? magnitude(ph, true) : m;
+  const f113 k = f113(depth_bound(opt.variant, t1 - t0, s.p.d)) * f113(std::ldexp(1.0, -112));  // 2·u113: slack for the bound's own rounding
+  const f113 eps = from_rational<f113>(opt.eps);
+  for (Index t = t0; t < t1; ++t) {
+    const Index lt = t - t0;
+    const size_t di = s.den_at(b, h, t);
+    const f113 eD = k * M.den(lt);
+    s.ref.den[di] = static_cast<double>(o.den(lt));
+    s.ref.mag_den[di] = static_cast<double>(m.den(lt));
+    if (!certifies(o.den(lt), eD)) s.ref.den_flags[di] |= kUncertified;
+    for (Index c = 0; c < s.p.dv; ++c) {
+      const size_t i = s.out_at(b, h, t, c);
+      const f113 eN = k * M.num(lt, c);
+      s.ref.out[i] = static_cast<double>(o.out(lt, c));
+      s.ref.mag_num[i] = static_cast<double>(m.num(lt, c));
+      if (!opt.normalize) {
+        if (!certifies(o.num(lt, c), eN)) s.ref.flags[i] |= kUncertified;
+        continue;
+      }
+      const auto eO = normalized_error_bound(o.num(lt, c), o.den(lt), eps, opt.eps_mode, eN, eD);
+      if (!eO) s.ref.flags[i] |= kIllConditioned | kUncertified;
+      else if (!certifies(o.out(lt, c), *eO)) s.ref.flags[i] |= kUncertified;
+    }
+  }
+}
+
+}  // namespace
+
+Reference compute_reference(const BatchProblem& p, Index exact_max_n) {
+  p.validate();
+  Reference ref;
+  const size_t no = static_cast<size_t>(p.batch * p.heads * p.n * p.dv), nd = static_cast<size_t>(p.batch * p.heads * p.n);
+  ref.out.assign(no, 0);
+  ref.mag_num.assign(no, 0);
+  ref.flags.assign(no, 0);
+  ref.den.assign(nd, 0);
+  ref.mag_den.assign(nd, 0);
+  ref.den_flags.assign(nd, 0);
+  bool exact = p.d <= 16 && p.dv <= 16;
+  for (const auto& [t0, t1] : p.sequences()) exact = exact && t1 - t0 <= exact_max_n;
+  ref.bits = exact ? 0 : 113;
+  Sink s{ref, p};
+  for (Index b = 0; b < p.batch; ++b)
+    for (Index h = 0; h < p.heads; ++h)
+      for (const auto& [t0, t1] : p.sequences()) {
+        if (exact) {
+          try {
+            exact_head(s, b, h, t0, t1);
+            continue;
+          } catch (const std::domain_error&) {  // den + ε = 0 exactly: let binary128 flag the pole
+            ref.bits = 113;
+          }
+        }
+        f113_head(s, b, h, t0, t1);
+      }
+  return ref;
+}
+
+}  // namespace hla::check
