@@ -1,0 +1,175 @@
+// The checker judges right candidates PASS and wrong ones FAIL (issue #4).
+#include "hla/check/check.hpp"
+#include "hla/evaluate.hpp"
+
+#include "harness.hpp"
+
+#include <catch2/catch.hpp>
+
+#include <cmath>
+#include <random>
+
+using namespace hla;
+using namespace hla::check;
+
+namespace {
+
+// Gaussian inputs rounded to `dt`, deterministic in the seed.
+BatchProblem gaussian(Variant v, Index n, Index d, uint64_t seed, DType dt = DType::f32) {
+  BatchProblem p;
+  p.opt.variant = v;
+  p.opt.gamma = needs_unit_gamma(v) ? Rational(1) : Rational(7, 8);
+  p.dtype = dt;
+  p.batch = 2, p.heads = 2, p.kv_heads = 1, p.n = n, p.d = d, p.dv = d;
+  std::mt19937_64 rng(seed);
+  std::normal_distribution<double> N;
+  auto fill = [&](std::vector<double>& x, Index size) {
+    x.resize(static_cast<size_t>(size));
+    for (auto& e : x) e = round_to(dt, N(rng));
+  };
+  fill(p.q, p.batch * p.heads * n * d);
+  fill(p.k, p.batch * p.kv_heads * n * d);
+  fill(p.v, p.batch * p.kv_heads * n * d);
+  return p;
+}
+
+// Runs `eval(head problem in S)` for every head: a candidate built from one of our forms.
+template <class S, class Eval> CandidateOutputs candidate_from(const BatchProblem& p, DType dt, Eval&& eval) {
+  CandidateOutputs c{std::vector<double>(static_cast<size_t>(p.batch * p.heads * p.n * p.dv)),
+                     std::vector<double>(static_cast<size_t>(p.batch * p.heads * p.n)), dt};
+  for (Index b = 0; b < p.batch; ++b)
+    for (Index h = 0; h < p.heads; ++h)
+      for (const auto& [t0, t1] : p.sequences()) {
+        const Output<S> o = eval(p.head<S>(b, h, t0, t1));
+        for (Index t = t0; t < t1; ++t) {
+          c.den[static_cast<size_t>((b * p.heads + h) * p.n + t)] = round_to(dt, static_cast<double>(o.den(t - t0)));
+          for (Index j = 0; j < p.dv; ++j)
+            c.out[p.out_index(b, h, t, j)] = round_to(dt, static_cast<double>(o.out(t - t0, j)));
+        }
+      }
+  return c;
+}
+
+template <class S> CandidateOutputs ours(const BatchProblem& p, Form f, DType dt) {
+  return candidate_from<S>(p, dt, [f](const Problem<S>& h) { return evaluate(h, f, 16); });
+}
+
+}  // namespace
+
+TEST_CASE("check: every form of ours passes in f64 and f32", "[check]") {
+  for (Variant v : {Variant::la1, Variant::hla2, Variant::ahla}) {
+    for (bool normalize : {false, true}) {
+      auto p = gaussian(v, 40, 8, 11);
+      p.opt.normalize = normalize;
+      const Reference ref = compute_reference(p);
+      for (Form f : forms_of(v)) {
+        INFO(to_string(v) << " " << to_string(f) << " normalize=" << normalize);
+        const Report r64 = check::check(p, ref, ours<double>(p, f, DType::f64));
+        INFO(r64.text());
+        CHECK(r64.pass);
+        const Report r32 = check::check(p, ref, ours<float>(p, f, DType::f32));
+        INFO(r32.text());
+        CHECK(r32.pass);
+      }
+    }
+  }
+}
+
+TEST_CASE("check: the paper-literal forms fail", "[check][errata]") {
+  for (PaperForm f : {PaperForm::E1_hla2_streaming, PaperForm::E2_hla2_scan, PaperForm::E3_ahla_scan,
+                      PaperForm::E5_hla2_chunked, PaperForm::E6_ahla_chunked}) {
+    const auto p = gaussian(variant_of(f), 40, 8, 12);
+    const Report r = check::check(p, candidate_from<double>(p, DType::f64, [f](const Problem<double>& h) {
+                                    return evaluate_paper(h, f, 16);
+                                  }));
+    INFO(to_string(f) << "\n" << r.text());
+    CHECK_FALSE(r.pass);
+    CHECK(r.over_bound > 0);
+  }
+}
+
+TEST_CASE("check: lower precision than declared fails the baseline ratio", "[check]") {
+  // The streaming form computed in f16 (rounding after every operation) but
+  // declared f32: within the a priori bound is not enough, the baseline catches it.
+  const auto p = gaussian(Variant::hla2, 64, 8, 13, DType::f16);
+  const auto cand = ours<f16>(p, Form::streaming, DType::f32);
+  const Report bad = check::check(p, cand, {.precision = Precision::f32});
+  INFO(bad.text());
+  CHECK_FALSE(bad.pass);
+  CHECK(bad.baseline_ratio > 2);
+}
+
+TEST_CASE("check: perturbations above the noise floor fail, below pass", "[check]") {
+  const auto p = gaussian(Variant::hla2, 32, 8, 14);
+  const Reference ref = compute_reference(p);
+  CandidateOutputs c{ref.out, ref.den, DType::f32};
+  const double u = unit_roundoff(Precision::f32);
+  const double K = depth_bound(p.opt.variant, p.n, p.d);
+  for (size_t i = 0; i < c.out.size(); ++i) c.out[i] += 0.5 * u * ref.mag_num[i];
+  {
+    const Report r = check::check(p, ref, c);
+    INFO(r.text());
+    CHECK(r.pass);
+  }
+  c.out[7] = ref.out[7] + 2.5 * std::sqrt(K) * u * ref.mag_num[7];  // above 2x the noise floor
+  {
+    const Report r = check::check(p, ref, c);
+    INFO(r.text());
+    CHECK_FALSE(r.pass);
+    REQUIRE(!r.worst.empty());
+    CHECK(r.worst.front().t == 7 / p.dv);
+    CHECK(r.worst.front().c == 7 % p.dv);
+  }
+  c = CandidateOutputs{ref.out, ref.den, DType::f32};
+  c.den[3] = ref.den[3] * (1 + 1e-3);
+  CHECK_FALSE(check::check(p, ref, c).pass);
+  c = CandidateOutputs{ref.out, {}, DType::f32};
+  c.out[5] = std::nan("");
+  const Report r = check::check(p, ref, c);
+  CHECK_FALSE(r.pass);
+  CHECK(r.nonfinite == 1);
+}
+
+TEST_CASE("check: exact tier demands bit equality", "[check][exact]") {
+  BatchProblem p = gaussian(Variant::hla2, 24, 4, 15);
+  p.opt.gamma = 1;
+  std::mt19937_64 rng(3);
+  for (auto* x : {&p.q, &p.k, &p.v})
+    for (auto& e : *x) e = static_cast<double>(static_cast<int>(rng() % 5) - 2);
+  const Reference ref = compute_reference(p);
+  REQUIRE(ref.bits == 0);  // exact rationals
+  // Small integers and γ = 1: every term and partial sum is an integer below
+  // the unmasked magnitude < 2^24, so float is exact in any order.
+  const auto f32 = ours<float>(p, Form::chunked_matmul, DType::f32);
+  const Report ok = check::check(p, ref, f32, {.exact_tier = true});
+  INFO(ok.text());
+  CHECK(ok.pass);
+  auto off = f32;
+  off.out[10] = std::nextafter(static_cast<float>(off.out[10]), 1e30f);
+  const Report bad = check::check(p, ref, off, {.exact_tier = true});
+  CHECK_FALSE(bad.pass);
+  CHECK(bad.exact_mismatches == 1);
+}
+
+TEST_CASE("check: shape mismatch is an input error", "[check]") {
+  const auto p = gaussian(Variant::la1, 8, 2, 16);
+  CandidateOutputs c{std::vector<double>(3), {}, DType::f32};
+  CHECK_THROWS_AS(check::check(p, c), InputError);
+}
+
+TEST_CASE("check: normalized elements at the pole are flagged, not scored", "[check]") {
+  // One token whose denominator is exactly -eps: out is ill-conditioned.
+  BatchProblem p;
+  p.opt.variant = Variant::la1;
+  p.opt.normalize = true;
+  p.opt.eps = Rational(1, 4);
+  p.dtype = DType::f32;
+  p.n = 1, p.d = 1, p.dv = 1;
+  p.q = {1}, p.k = {-0.25}, p.v = {1};  // den = q·k = -1/4 = -eps
+  const Reference ref = compute_reference(p);
+  CandidateOutputs c{{123.0}, {}, DType::f32};
+  const Report r = check::check(p, ref, c);
+  INFO(r.text());
+  CHECK(r.ill_conditioned == 1);
+  CHECK(r.scored == 0);
+}
