@@ -1,0 +1,153 @@
+#include "suite.hpp"
+
+#include "hla/evaluate.hpp"
+
+#include <cmath>
+
+namespace hla::gen {
+namespace {
+
+struct Shape {
+  Index batch = 1, heads = 2, kv_heads = 1, n = 37, d = 8, dv = 4;
+  std::vector<int64_t> offsets;
+};
+
+// The operator configurations every suite sweeps.
+struct Config {
+  std::string name;
+  Options opt;
+};
+
+std::vector<Config> configs() {
+  std::vector<Config> c;
+  auto add = [&](std::string name, Variant v, bool masked = true, Rational lambda = 0) {
+    Options o;
+    o.variant = v;
+    o.masked = masked;
+    o.lambda = lambda;
+    o.gamma = needs_unit_gamma(v) ? Rational(1) : Rational(7, 8);
+    c.push_back({std::move(name), o});
+  };
+  add("la1", Variant::la1);
+  add("hla2", Variant::hla2);
+  add("hla2-unmasked", Variant::hla2, false);
+  add("hla2-ridge", Variant::hla2, true, Rational(1, 4));
+  add("ahla", Variant::ahla);
+  add("hla3", Variant::hla3);
+  add("hla3-unmasked", Variant::hla3, false);
+  add("hla3_paper", Variant::hla3_paper);
+  return c;
+}
+
+struct Builder {
+  uint64_t seed;
+  std::vector<Case> cases;
+
+  void add(const Config& cfg, const std::string& norm, DType dt, Dist dist, const Shape& s, const std::string& extra = "") {
+    Case c;
+    c.problem.opt = cfg.opt;
+    c.problem.opt.normalize = norm != "raw";
+    if (norm == "clamp") c.problem.opt.eps_mode = EpsMode::clamp;
+    c.problem.dtype = dt;
+    c.problem.batch = s.batch, c.problem.heads = s.heads, c.problem.kv_heads = s.kv_heads;
+    c.problem.n = s.n, c.problem.d = s.d, c.problem.dv = s.dv;
+    c.problem.offsets = s.offsets;
+    c.problem.q.assign(static_cast<size_t>(s.batch * s.heads * s.n * s.d), 0);
+    c.problem.k.assign(static_cast<size_t>(s.batch * s.kv_heads * s.n * s.d), 0);
+    c.problem.v.assign(static_cast<size_t>(s.batch * s.kv_heads * s.n * s.dv), 0);
+    c.dist = dist;
+    c.seed = derive_seed(seed, cases.size());
+    c.name = cfg.name + "-" + norm + "-" + to_string(dt) + "-" + to_string(dist) + "-n" + std::to_string(s.n) + "-d" +
+             std::to_string(s.d) + "-B" + std::to_string(s.batch) + "H" + std::to_string(s.heads) + "K" +
+             std::to_string(s.kv_heads) + (s.offsets.empty() ? "" : "-varlen") + extra;
+    Rng rng(c.seed);
+    fill(c.problem, dist, rng);
+    if (dist == Dist::small_int) {
+      c.problem.opt.gamma = 1;
+      c.exact_tier = qualifies_exact_tier(c.problem);
+      if (!c.exact_tier) throw std::logic_error("suite case " + c.name + " does not qualify for the exact tier");
+    }
+    cases.push_back(std::move(c));
+  }
+};
+
+void golden(Builder& b) {
+  const auto cfgs = configs();
+  for (const Config& cfg : cfgs)
+    for (const char* norm : {"raw", "add", "clamp"}) b.add(cfg, norm, DType::f32, Dist::gaussian, Shape{});
+  // Exact tier: small integers, γ = 1 (third order needs shorter, narrower heads to stay below 2^24).
+  for (const Config& cfg : cfgs) {
+    const bool third = cfg.opt.variant == Variant::hla3 || cfg.opt.variant == Variant::hla3_paper;
+    b.add(cfg, "raw", DType::f32, Dist::small_int, third ? Shape{1, 2, 1, 8, 4, 4} : Shape{1, 2, 1, 20, 8, 4});
+  }
+  // Input dtypes, on the default operator.
+  for (DType dt : {DType::f64, DType::bf16, DType::f16}) b.add(cfgs[1], "add", dt, Dist::gaussian, Shape{});
+  // Adversarial inputs on each operator family.
+  for (size_t i : {1, 4, 5})
+    for (Dist d : {Dist::dynamic_range, Dist::cancellation, Dist::near_zero_den, Dist::repeated, Dist::zero_vectors})
+      b.add(cfgs[i], d == Dist::near_zero_den ? "add" : "raw", DType::f32, d, Shape{});
+  // Shapes: one token, grouped heads, packed sequences, a chunk boundary ± 1.
+  b.add(cfgs[1], "raw", DType::f32, Dist::gaussian, Shape{1, 1, 1, 1, 8, 4});
+  b.add(cfgs[1], "raw", DType::f32, Dist::gaussian, Shape{2, 4, 2, 17, 8, 4});
+  b.add(cfgs[4], "raw", DType::f32, Dist::gaussian, Shape{1, 2, 2, 40, 8, 4, {0, 5, 17, 40}});
+  for (Index n : {63, 65}) b.add(cfgs[1], "raw", DType::f32, Dist::gaussian, Shape{1, 1, 1, n, 8, 4});
+  // scale = 1/sqrt(d), as attention kernels use it.
+  Config scaled = cfgs[1];
+  scaled.opt.scale = Rational(1, 4);
+  b.add(scaled, "raw", DType::f32, Dist::gaussian, Shape{1, 1, 1, 37, 16, 4}, "-scale");
+}
+
+void full(Builder& b) {
+  golden(b);
+  const auto cfgs = configs();
+  // Every operator × normalization × dtype, across chunk boundaries.
+  for (const Config& cfg : cfgs)
+    for (const char* norm : {"raw", "add"})
+      for (DType dt : {DType::f64, DType::f32, DType::bf16, DType::f16})
+        for (Index n : {1, 16, 17, 129}) b.add(cfg, norm, dt, Dist::gaussian, Shape{1, 2, 1, n, 16, 16});
+  // Adversarial inputs on every operator.
+  for (const Config& cfg : cfgs)
+    for (Dist d : {Dist::uniform, Dist::dynamic_range, Dist::cancellation, Dist::near_zero_den, Dist::repeated, Dist::zero_vectors})
+      b.add(cfg, d == Dist::near_zero_den ? "add" : "raw", DType::f32, d, Shape{1, 2, 1, 65, 16, 16});
+  // Long sequences at head size 64 (γ = 1 for the longest: no decay to hide growth).
+  for (size_t i : {0, 1, 4, 5}) {
+    b.add(cfgs[i], "raw", DType::f32, Dist::gaussian, Shape{1, 1, 1, 256, 64, 64});
+    b.add(cfgs[i], "raw", DType::bf16, Dist::gaussian, Shape{1, 1, 1, 1024, 64, 64});
+  }
+  Config long_cfg = cfgs[1];
+  long_cfg.opt.gamma = 1;
+  long_cfg.name = "hla2-gamma1";
+  b.add(long_cfg, "add", DType::f32, Dist::gaussian, Shape{1, 1, 1, 4096, 64, 64});
+}
+
+}  // namespace
+
+const std::vector<std::string>& suite_names() {
+  static const std::vector<std::string> s{"golden", "default"};
+  return s;
+}
+
+std::vector<Case> make_suite(const std::string& name, uint64_t seed) {
+  Builder b{seed, {}};
+  if (name == "golden") golden(b);
+  else if (name == "default") full(b);
+  else throw InputError("unknown suite '" + name + "' (expected golden or default)");
+  return std::move(b.cases);
+}
+
+bool qualifies_exact_tier(const BatchProblem& p) {
+  if (p.opt.gamma != 1 || p.opt.normalize || p.opt.scale != 1) return false;
+  for (const auto* t : {&p.q, &p.k, &p.v})
+    for (double e : *t)
+      if (e != std::trunc(e)) return false;
+  const Rational limit = Rational(mp::mpz_int(1) << 24);
+  for (Index b = 0; b < p.batch; ++b)
+    for (Index h = 0; h < p.heads; ++h)
+      for (const auto& [t0, t1] : p.sequences()) {
+        const Output<Rational> m = magnitude(p.head<Rational>(b, h, t0, t1), true);
+        if ((m.num.size() && m.num.maxCoeff() >= limit) || (m.den.size() && m.den.maxCoeff() >= limit)) return false;
+      }
+  return true;
+}
+
+}  // namespace hla::gen

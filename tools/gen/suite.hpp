@@ -1,0 +1,31 @@
+// Named suites of fixture cases for `hla gen`. A case is a problem plus how
+// it was made; the reference is computed when it is written.
+#pragma once
+
+#include "distributions.hpp"
+
+#include <string>
+#include <vector>
+
+namespace hla::gen {
+
+struct Case {
+  std::string name;  // unique in the suite; the fixture's file stem
+  BatchProblem problem;
+  Dist dist = Dist::gaussian;
+  uint64_t seed = 0;        // of this case's values
+  bool exact_tier = false;  // float32 evaluation is exact: the check demands bit equality
+};
+
+// "golden" (small, committed under fixtures/), "default" (every variant ×
+// option × dtype, n = 1 … 4096, ragged chunk boundaries, exact tier,
+// adversarial inputs). Throws InputError for an unknown name.
+std::vector<Case> make_suite(const std::string& name, uint64_t seed);
+const std::vector<std::string>& suite_names();
+
+// Exact tier rule: integer inputs, γ = 1, unnormalized, and every head's
+// unmasked-order magnitude below 2^24 — then every term and every partial sum
+// a kernel can form is an integer of smaller magnitude, exact in float32.
+bool qualifies_exact_tier(const BatchProblem& p);
+
+}  // namespace hla::gen
