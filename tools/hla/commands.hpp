@@ -11,5 +11,7 @@ namespace hla::cli {
 using Action = std::function<int()>;  // exit status: 0 ok, 1 check failed, 2 usage/input error
 
 void add_demo(CLI::App& app, Action& action);
+void add_gen(CLI::App& app, Action& action);
+void add_check(CLI::App& app, Action& action);
 
 }  // namespace hla::cli

@@ -11,6 +11,8 @@ int main(int argc, char** argv) {
   app.require_subcommand(1);
   hla::cli::Action action;
   hla::cli::add_demo(app, action);
+  hla::cli::add_gen(app, action);
+  hla::cli::add_check(app, action);
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {

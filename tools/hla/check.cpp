@@ -1,0 +1,55 @@
+// `hla check FIXTURE CANDIDATE [--json]`: judges a kernel's outputs against a
+// fixture. Exit 0 pass, 1 fail, 2 usage or input error.
+#include "commands.hpp"
+
+#include "hla/check/fixture.hpp"
+#include "hla/io/candidate.hpp"
+
+#include <iostream>
+
+namespace hla::cli {
+namespace {
+
+struct CheckArgs {
+  std::string fixture, candidate, precision;
+  bool json = false;
+  size_t worst = 10;
+};
+
+int run_check(const CheckArgs& a) {
+  const io::Fixture f = io::read_fixture(a.fixture);
+  const io::Candidate c = io::read_candidate(a.candidate, f);
+  check::CheckOptions opt;
+  if (!a.precision.empty()) opt.precision = check::parse_precision(a.precision);
+  opt.worst = a.worst;
+  const check::Report r = check::check_fixture(f, c, opt);
+  if (a.json) {
+    nlohmann::json j = r.json();
+    j["fixture"] = a.fixture;
+    j["candidate"] = a.candidate;
+    j["case"] = f.case_name;
+    std::cout << j.dump(2) << "\n";
+  } else {
+    std::cout << "hla check " << a.candidate << " against " << a.fixture << "\n  case " << f.case_name << ": "
+              << f.problem.opt.describe() << ", B=" << f.problem.batch << " H=" << f.problem.heads
+              << " Hkv=" << f.problem.kv_heads << " n=" << f.problem.n << " d=" << f.problem.d << " dv=" << f.problem.dv
+              << " inputs " << to_string(f.problem.dtype) << "\n"
+              << r.text();
+  }
+  return r.pass ? 0 : 1;
+}
+
+}  // namespace
+
+void add_check(CLI::App& app, Action& action) {
+  auto a = std::make_shared<CheckArgs>();
+  CLI::App* c = app.add_subcommand("check", "check a candidate's outputs against a fixture (exit 0 pass, 1 fail, 2 input error)");
+  c->add_option("FIXTURE", a->fixture, "fixture file written by `hla gen`")->required();
+  c->add_option("CANDIDATE", a->candidate, "safetensors file with `out` [B,H,n,dv] (and optionally `den` [B,H,n])")->required();
+  c->add_option("--precision", a->precision, "declared compute precision: f64 | f32 | tf32 | bf16 | f16 (default: dtype of `out`)");
+  c->add_flag("--json", a->json, "print the report as JSON");
+  c->add_option("--worst", a->worst, "how many worst elements to list");
+  c->callback([a, &action] { action = [a] { return run_check(*a); }; });
+}
+
+}  // namespace hla::cli
