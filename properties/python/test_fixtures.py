@@ -84,8 +84,8 @@ def test_fixture_is_well_formed(path):
         assert dt[name] == FIXTURE_DTYPE[md["dtype"]]
     for name in ("ref_out", "ref_den", "mag_num", "mag_den"):
         assert dt[name] == "F64"
-    for name in ("mag_num", "mag_den"):
-        assert np.all(t[name] >= 0), f"{path}: {name} has negative entries"
+    for name in ("mag_num", "mag_den"):  # NaN allowed: inputs with NaN (causality cases)
+        assert not np.any(t[name] < 0), f"{path}: {name} has negative entries"
     if "flags" in t:
         assert dt["flags"] == "U8" and list(t["flags"].shape) == want["ref_out"]
         assert np.all(t["flags"] & ~np.uint8(3) == 0)
@@ -128,27 +128,27 @@ REL = 1e-12
 MAX_LOOP = 3_000_000  # Python loop iterations a fixture may cost here
 
 
-def sequences(t, n):
-    off = t.get("offsets")
-    return [(0, n)] if off is None else [(int(a), int(b)) for a, b in zip(off[:-1], off[1:])]
-
-
-def seq_lengths(t, n):
-    return [b - a for a, b in sequences(t, n)]
+def sequences(offsets, n):
+    if offsets is None:
+        return [(0, n)]
+    return [(int(a), int(b)) for a, b in zip(offsets[:-1], offsets[1:])]
 
 
 def hla2_candidates():
+    """hla2 fixtures where 1e-12·magnitude is a proven bound and the loop is affordable.
+    Reads metadata and offsets only, so that a large golden set stays cheap to scan."""
     out = []
     for path in FILES:
         with safe_open(str(path), framework="np") as f:
             md = f.metadata() or {}
-        if md.get("variant") != "hla2":
-            continue
+            if md.get("variant") != "hla2":
+                continue
+            offsets = f.get_tensor("offsets") if "offsets" in f.keys() else None
         g = dims(md)
-        t, _, _ = load(path)
-        L = max(seq_lengths(t, g["n"]), default=0)
+        lengths = [b - a for a, b in sequences(offsets, g["n"])]
+        L = max(lengths, default=0)
         k = L * L + 3 * L + 2 * g["d"] + 10
-        cost = g["batch"] * g["heads"] * sum(x**3 for x in seq_lengths(t, g["n"])) * (g["d"] + g["dv"] + 1)
+        cost = g["batch"] * g["heads"] * sum(x**3 for x in lengths) * (g["d"] + g["dv"] + 1)
         if k * U <= REL and cost <= MAX_LOOP:
             out.append(path)
     return out
@@ -193,16 +193,22 @@ def test_hla2_reference_matches_naive_float64(path):
     for b in range(g["batch"]):
         for h in range(g["heads"]):
             hk = h // group
-            for t0, t1 in sequences(t, g["n"]):
+            for t0, t1 in sequences(t.get("offsets"), g["n"]):
                 num, den = naive_hla2(q[b, h, t0:t1] * scale, k[b, hk, t0:t1], v[b, hk, t0:t1], masked, gamma, lam)
                 ref_out, ref_den = t["ref_out"][b, h, t0:t1], t["ref_den"][b, h, t0:t1]
                 mag_num, mag_den = t["mag_num"][b, h, t0:t1], t["mag_den"][b, h, t0:t1]
                 where = f"{path.name} b={b} h={h} tokens [{t0}, {t1})"
-                err_den = np.abs(den - ref_den)
-                assert np.all(err_den <= REL * mag_den), f"{where}: den off by {err_den.max()} > 1e-12·|den|"
+                # Non-finite inputs (causality cases) reach the same elements in both;
+                # only finite elements are compared numerically.
+                fin_den = np.isfinite(ref_den)
+                assert np.array_equal(fin_den, np.isfinite(den)), f"{where}: den finite in one, not the other"
+                err_den = np.abs(den - ref_den)[fin_den]
+                assert np.all(err_den <= REL * mag_den[fin_den]), f"{where}: den off by {err_den.max()} > 1e-12·|den|"
                 if not normalize:
-                    err = np.abs(num - ref_out)
-                    assert np.all(err <= REL * mag_num), f"{where}: num off by {err.max()} > 1e-12·|num|"
+                    fin = np.isfinite(ref_out)
+                    assert np.array_equal(fin, np.isfinite(num)), f"{where}: num finite in one, not the other"
+                    err = np.abs(num - ref_out)[fin]
+                    assert np.all(err <= REL * mag_num[fin]), f"{where}: num off by {err.max()} > 1e-12·|num|"
                 else:
                     # SPEC §7 / bounds.hpp: with |Δnum| ≤ eN and |Δden| ≤ eD, the normalized
                     # output moves by at most (eN + |out|·eD) / (|D| − eD), plus one rounding
@@ -219,8 +225,9 @@ def test_hla2_reference_matches_naive_float64(path):
                     den_mine = den + eps if md["eps_mode"] == "add" else \
                         np.where(den < 0, -1.0, 1.0) * np.maximum(np.abs(den), eps)
                     out = num / den_mine[:, None]
-                    ok = floor > 0  # elsewhere the division is ill-conditioned: not scored
-                    bound = (eN + np.abs(ref_out) * eD[:, None]) / np.where(ok, floor, 1.0)[:, None] \
+                    # Elsewhere the division is ill-conditioned (or non-finite): not scored.
+                    ok = (floor > 0)[:, None] & np.isfinite(ref_out)
+                    bound = (eN + np.abs(ref_out) * eD[:, None]) / np.where(floor > 0, floor, 1.0)[:, None] \
                         + 2 * U * np.abs(ref_out)
                     err = np.abs(out - ref_out)
                     assert np.all((err <= bound)[ok]), f"{where}: normalized out off by {err[ok].max()}"
