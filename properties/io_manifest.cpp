@@ -22,7 +22,7 @@ TEST_CASE("sha256: FIPS 180-4 example vectors", "[io][sha256]") {
         "cf5b16a778af8380036ce59e7b0492370b249b11e8f07a51afac45037afee9d1");
 }
 
-TEST_CASE("sha256: pieces of any size hash like the whole; lengths around the padding boundary", "[io][sha256]") {
+TEST_CASE("sha256: pieces of any size hash like the whole, at lengths around the padding boundary", "[io][sha256]") {
   std::string msg;
   for (int i = 0; i < 300; ++i) msg.push_back(static_cast<char>(i * 7 + 3));
   for (std::size_t len : {55, 56, 57, 63, 64, 65, 119, 120, 128, 300}) {

@@ -63,7 +63,7 @@ TEST_CASE("safetensors: write then read returns the same tensors and metadata", 
   require_input_error([&] { (void)float_values(g.tensors.at("idx"), "tensor 'idx'"); }, {"tensor 'idx'", "I64", "float"});
 }
 
-TEST_CASE("safetensors: identical content gives identical bytes; layout as specified", "[io][safetensors]") {
+TEST_CASE("safetensors: identical content gives identical bytes, laid out as specified", "[io][safetensors]") {
   ScratchDir dir;
   write_safetensors(dir / "1.safetensors", sample());
   write_safetensors(dir / "2.safetensors", sample());
