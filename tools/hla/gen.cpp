@@ -27,6 +27,11 @@ struct GenArgs {
   bool quiet = false;
 };
 
+void write_case_fixture(const fs::path& file, const gen::Case& c, const std::string& suite) {
+  const check::Reference ref = check::compute_reference(c.problem);
+  io::write_fixture(file, check::make_fixture(c.problem, ref, {suite, c.name, c.seed, c.exact_tier}));
+}
+
 int run_gen(const GenArgs& a) {
   const auto t0 = std::chrono::steady_clock::now();
   std::vector<gen::Case> cases = gen::make_suite(a.suite, a.seed);
@@ -51,7 +56,7 @@ int run_gen(const GenArgs& a) {
   for (size_t i = 0; i < cases.size(); ++i) {
     const auto c0 = std::chrono::steady_clock::now();
     const fs::path file = dir / (cases[i].name + ".safetensors");
-    check::write_case_fixture(file, cases[i], a.suite);
+    write_case_fixture(file, cases[i], a.suite);
     bytes += fs::file_size(file);
     if (!a.quiet)
       std::fprintf(stderr, "[%4zu/%zu] %-70s %7.2f s\n", i + 1, cases.size(), cases[i].name.c_str(),

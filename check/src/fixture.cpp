@@ -1,0 +1,63 @@
+#include "hla/check/fixture.hpp"
+
+namespace hla::check {
+
+io::Fixture make_fixture(const BatchProblem& p, const Reference& ref, const FixtureMeta& meta) {
+  io::Fixture f;
+  f.problem = p;
+  f.ref_out = ref.out;
+  f.ref_den = ref.den;
+  f.mag_num = ref.mag_num;
+  f.mag_den = ref.mag_den;
+  auto any = [](const std::vector<uint8_t>& v) {
+    for (auto x : v)
+      if (x) return true;
+    return false;
+  };
+  if (any(ref.flags)) f.flags = ref.flags;
+  if (any(ref.den_flags)) f.den_flags = ref.den_flags;
+  f.suite = meta.suite;
+  f.case_name = meta.case_name;
+  f.seed = meta.seed;
+  f.generator_version = kGeneratorVersion;
+  f.reference_bits = ref.bits;
+  f.exact_tier = meta.exact_tier;
+  return f;
+}
+
+Reference reference_of(const io::Fixture& f) {
+  Reference r;
+  r.out = f.ref_out;
+  r.den = f.ref_den;
+  r.mag_num = f.mag_num;
+  r.mag_den = f.mag_den;
+  r.flags = f.flags.empty() ? std::vector<uint8_t>(f.ref_out.size(), 0) : f.flags;
+  r.den_flags = f.den_flags.empty() ? std::vector<uint8_t>(f.ref_den.size(), 0) : f.den_flags;
+  r.bits = f.reference_bits;
+  return r;
+}
+
+CandidateOutputs outputs_of(const io::Candidate& c) { return {c.out, c.den.value_or(std::vector<double>{}), c.out_dtype}; }
+
+io::Candidate candidate_of(const CandidateOutputs& c) {
+  io::Candidate k;
+  k.out = c.out;
+  k.out_dtype = c.out_dtype;
+  if (!c.den.empty()) {
+    k.den = c.den;
+    k.den_dtype = c.out_dtype;
+  }
+  return k;
+}
+
+Report check_fixture(const io::Fixture& f, const io::Candidate& c, CheckOptions opt) {
+  opt.exact_tier = opt.exact_tier || f.exact_tier;
+  return check(f.problem, reference_of(f), outputs_of(c), opt);
+}
+
+void dump_case(const std::filesystem::path& stem, const io::Fixture& f, const CandidateOutputs& c) {
+  io::write_fixture(stem.string() + ".safetensors", f);
+  io::write_candidate(stem.string() + ".candidate.safetensors", candidate_of(c), f);
+}
+
+}  // namespace hla::check

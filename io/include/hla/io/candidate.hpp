@@ -1,0 +1,38 @@
+// Candidate files: what a user's kernel writes for a fixture. A safetensors
+// file with `out` [B,H,n,dv] in any float dtype, optionally `den` [B,H,n] and
+// `state.<name>` tensors shaped like the fixture's state of that name. Values
+// are read exactly into doubles; NaN and ±Inf are kept (scoring them is the
+// checker's job). Metadata, if any, is ignored.
+#pragma once
+
+#include "hla/io/fixture.hpp"
+
+#include <filesystem>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace hla::io {
+
+struct Candidate {
+  std::vector<double> out;                 // [B,H,n,dv]
+  DType out_dtype = DType::f32;            // dtype the kernel stored `out` in
+  std::optional<std::vector<double>> den;  // [B,H,n], when the kernel wrote it
+  DType den_dtype = DType::f32;
+  std::map<std::string, std::vector<double>> state;  // name (without "state.") -> values
+  std::map<std::string, DType> state_dtypes;
+};
+
+// Checks names, dtypes (float only) and shapes against the fixture: a missing
+// `out`, a wrong shape (expected vs got) or a tensor the fixture does not
+// know is an InputError naming `source`.
+Candidate candidate_from_safetensors(const SafetensorsFile& file, const Fixture& fixture, const std::string& source);
+Candidate read_candidate(const std::filesystem::path& path, const Fixture& fixture);
+
+// Stores out/den/state in their dtypes (values must be representable). Throws
+// InputError on sizes that do not match the fixture.
+SafetensorsFile candidate_to_safetensors(const Candidate& c, const Fixture& fixture);
+void write_candidate(const std::filesystem::path& path, const Candidate& c, const Fixture& fixture);  // atomic
+
+}  // namespace hla::io

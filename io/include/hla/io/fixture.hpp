@@ -1,0 +1,81 @@
+// Fixture files (issue #4): one safetensors file holding a BatchProblem, the
+// reference result and what a checker needs to score a candidate against it.
+//
+// Tensors: q [B,H,n,d], k [B,Hkv,n,d], v [B,Hkv,n,dv] in the problem's dtype;
+// offsets [m+1] I64 when the batch is packed; ref_out, mag_num [B,H,n,dv] and
+// ref_den, mag_den [B,H,n] F64; flags [B,H,n,dv] and den_flags [B,H,n] U8 when
+// present; state.<name>
+// F64. __metadata__ (all strings): format = "hla-oracle-fixture",
+// format_version = "1", variant, masked, normalize, eps_mode, gamma, eps,
+// lambda, scale (exact rationals), batch, heads, kv_heads, n, d, dv, dtype,
+// seed, generator_version, reference_bits, exact_tier, suite, case.
+// The reader accepts exactly these names: anything else (a missing or unknown
+// key or tensor) is an error, so that a changed format needs a new version.
+#pragma once
+
+#include "hla/batch.hpp"
+#include "hla/io/safetensors.hpp"
+
+#include <cstdint>
+#include <filesystem>
+#include <map>
+#include <string>
+#include <vector>
+
+namespace hla::io {
+
+inline constexpr const char* kFixtureFormat = "hla-oracle-fixture";
+inline constexpr const char* kFixtureFormatVersion = "1";
+
+// Bits of Fixture::flags.
+inline constexpr std::uint8_t kFlagNotCertified = 1;     // reference not certified to f64 (cancellation)
+inline constexpr std::uint8_t kFlagIllConditioned = 2;   // normalized element ill-conditioned (SPEC §7)
+
+struct Fixture {
+  // Options, dims, dtype and the inputs, exactly as the candidate kernel sees them.
+  // Non-finite inputs are allowed (the causality fixtures of SPEC §7 carry NaN/Inf).
+  BatchProblem problem;
+  // Reference output per query head and token: num, or the normalized output
+  // when problem.opt.normalize; float64 rounded from the reference evaluation.
+  std::vector<double> ref_out;  // [B,H,n,dv]
+  std::vector<double> ref_den;  // [B,H,n] the denominator (SPEC §1)
+  // SPEC §7 magnitudes (sums of absolute values) of num and den: the scale
+  // against which errors of a candidate are judged, per element.
+  std::vector<double> mag_num;  // [B,H,n,dv]
+  std::vector<double> mag_den;  // [B,H,n]
+  // Per element kFlag* bits; empty when the generator flagged nothing.
+  std::vector<std::uint8_t> flags;      // [B,H,n,dv] or empty
+  std::vector<std::uint8_t> den_flags;  // [B,H,n] or empty: the same bits for ref_den
+  // Optional final state tensors (SPEC §8), name -> values (row major) and shape.
+  std::map<std::string, std::vector<double>> state;
+  std::map<std::string, std::vector<std::int64_t>> state_shapes;
+  std::string suite;      // which set the case belongs to
+  std::string case_name;  // metadata key "case"
+  std::uint64_t seed = 0; // generator seed that reproduces the inputs
+  std::string generator_version;
+  // Significand bits of the evaluation the reference was rounded from; 0 = exact rational.
+  int reference_bits = 113;
+  // Inputs chosen so that float32 sums are exact (TOOLCHAIN "exact tier"): a
+  // candidate must then match bit for bit.
+  bool exact_tier = false;
+};
+
+// Shapes of the fixture's tensors, from the problem's dims.
+std::vector<std::int64_t> out_shape(const BatchProblem& p);  // [B,H,n,dv]
+std::vector<std::int64_t> den_shape(const BatchProblem& p);  // [B,H,n]
+
+// Throws InputError naming the problem: problem.validate(allow non-finite),
+// array sizes against the dims, unknown flag bits, state without a shape or
+// with a shape its values do not fill.
+void validate_fixture(const Fixture& f);
+
+SafetensorsFile fixture_to_safetensors(const Fixture& f);  // validates first
+// Checks metadata (every key present, well formed, no unknown key), tensor
+// names, dtypes and shapes against the metadata, then validate_fixture.
+// `source` names the file in messages.
+Fixture fixture_from_safetensors(const SafetensorsFile& file, const std::string& source);
+
+Fixture read_fixture(const std::filesystem::path& path);
+void write_fixture(const std::filesystem::path& path, const Fixture& f);  // atomic
+
+}  // namespace hla::io

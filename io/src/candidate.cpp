@@ -1,0 +1,74 @@
+#include "hla/io/candidate.hpp"
+
+namespace hla::io {
+namespace {
+
+constexpr const char* kStatePrefix = "state.";
+
+std::string expected_names(const Fixture& fx) {
+  std::string s = "out, den";
+  for (const auto& [name, shape] : fx.state_shapes) s += ", state." + name;
+  return s;
+}
+
+}  // namespace
+
+Candidate candidate_from_safetensors(const SafetensorsFile& file, const Fixture& fx, const std::string& source) {
+  auto fail = [&](const std::string& what) { return InputError(source + ": " + what); };
+  auto read = [&](const std::string& name, const Tensor& t, const std::vector<std::int64_t>& shape, DType& dtype) {
+    const auto ft = float_dtype(t.dtype);
+    if (!ft) throw fail("tensor '" + name + "' has dtype " + to_string(t.dtype) + "; expected F64, F32, BF16 or F16");
+    if (t.shape != shape)
+      throw fail("tensor '" + name + "' has shape " + shape_string(t.shape) + ", expected " + shape_string(shape));
+    dtype = *ft;
+    return float_values(t, name);
+  };
+  Candidate c;
+  const auto out = file.tensors.find("out");
+  if (out == file.tensors.end())
+    throw fail("tensor 'out' is missing (a candidate file holds out " + shape_string(out_shape(fx.problem)) +
+               ", optionally den and state.<name>)");
+  c.out = read("out", out->second, out_shape(fx.problem), c.out_dtype);
+  for (const auto& [name, t] : file.tensors) {
+    if (name == "out") continue;
+    if (name == "den") {
+      c.den = read(name, t, den_shape(fx.problem), c.den_dtype);
+      continue;
+    }
+    if (name.rfind(kStatePrefix, 0) == 0) {
+      const std::string s = name.substr(std::string(kStatePrefix).size());
+      const auto it = fx.state_shapes.find(s);
+      if (it == fx.state_shapes.end())
+        throw fail("unknown tensor '" + name + "': the fixture has no state '" + s + "' (expected " +
+                   expected_names(fx) + ")");
+      c.state[s] = read(name, t, it->second, c.state_dtypes[s]);
+      continue;
+    }
+    throw fail("unknown tensor '" + name + "' (expected " + expected_names(fx) + ")");
+  }
+  return c;
+}
+
+Candidate read_candidate(const std::filesystem::path& path, const Fixture& fixture) {
+  return candidate_from_safetensors(read_safetensors(path), fixture, path.string());
+}
+
+SafetensorsFile candidate_to_safetensors(const Candidate& c, const Fixture& fx) {
+  SafetensorsFile st;
+  st.tensors["out"] = float_tensor(c.out_dtype, out_shape(fx.problem), c.out, "candidate out");
+  if (c.den) st.tensors["den"] = float_tensor(c.den_dtype, den_shape(fx.problem), *c.den, "candidate den");
+  for (const auto& [name, values] : c.state) {
+    const auto it = fx.state_shapes.find(name);
+    if (it == fx.state_shapes.end()) throw InputError("candidate state '" + name + "' is not a state of the fixture");
+    const auto dt = c.state_dtypes.find(name);
+    st.tensors[kStatePrefix + name] =
+        float_tensor(dt == c.state_dtypes.end() ? DType::f64 : dt->second, it->second, values, "candidate state." + name);
+  }
+  return st;
+}
+
+void write_candidate(const std::filesystem::path& path, const Candidate& c, const Fixture& fixture) {
+  write_safetensors(path, candidate_to_safetensors(c, fixture));
+}
+
+}  // namespace hla::io

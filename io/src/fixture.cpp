@@ -1,0 +1,259 @@
+#include "hla/io/fixture.hpp"
+
+#include <set>
+
+namespace hla::io {
+namespace {
+
+constexpr const char* kStatePrefix = "state.";
+
+const std::vector<std::string>& metadata_keys() {
+  static const std::vector<std::string> keys{
+      "format", "format_version", "variant", "masked", "normalize", "eps_mode", "gamma", "eps",
+      "lambda", "scale", "batch", "heads", "kv_heads", "n", "d", "dv", "dtype", "seed",
+      "generator_version", "reference_bits", "exact_tier", "suite", "case"};
+  return keys;
+}
+
+std::string bool_string(bool b) { return b ? "true" : "false"; }
+
+std::uint64_t product(const std::vector<std::int64_t>& shape) {
+  std::uint64_t p = 1;
+  for (auto s : shape) p *= static_cast<std::uint64_t>(s);
+  return p;
+}
+
+// Metadata reader: every accessor names the key and the text it could not use.
+struct Meta {
+  const std::map<std::string, std::string>& m;
+  std::string source;
+
+  InputError bad(const std::string& key, const std::string& want) const {
+    return InputError(source + ": metadata " + key + " = '" + m.at(key) + "' is not " + want);
+  }
+  const std::string& str(const std::string& key) const { return m.at(key); }
+  bool boolean(const std::string& key) const {
+    if (str(key) == "true") return true;
+    if (str(key) == "false") return false;
+    throw bad(key, "true or false");
+  }
+  // Canonical decimal only (what std::to_string writes), so that nothing is read loosely.
+  std::uint64_t unsigned_int(const std::string& key) const {
+    const std::string& s = str(key);
+    if (s.empty() || s.size() > 20 || s.find_first_not_of("0123456789") != std::string::npos || (s.size() > 1 && s[0] == '0'))
+      throw bad(key, "a non-negative decimal integer");
+    try {
+      return std::stoull(s);
+    } catch (const std::exception&) {
+      throw bad(key, "a 64-bit integer");
+    }
+  }
+  Index dim(const std::string& key) const {
+    const std::uint64_t x = unsigned_int(key);
+    if (x > (std::uint64_t{1} << 40)) throw bad(key, "a dimension below 2^40");
+    return static_cast<Index>(x);
+  }
+  Rational rational(const std::string& key) const {
+    try {
+      return parse_rational(str(key));
+    } catch (const InputError& e) {
+      throw InputError(source + ": metadata " + key + ": " + e.what());
+    }
+  }
+};
+
+}  // namespace
+
+std::vector<std::int64_t> out_shape(const BatchProblem& p) { return {p.batch, p.heads, p.n, p.dv}; }
+std::vector<std::int64_t> den_shape(const BatchProblem& p) { return {p.batch, p.heads, p.n}; }
+
+void validate_fixture(const Fixture& f) {
+  const BatchProblem& p = f.problem;
+  p.validate(/*allow_nonfinite=*/true);
+  auto size = [](const char* name, std::size_t got, const std::vector<std::int64_t>& shape) {
+    if (got != product(shape))
+      throw InputError(std::string(name) + " holds " + std::to_string(got) + " values, expected " +
+                       std::to_string(product(shape)) + " for shape " + shape_string(shape));
+  };
+  size("ref_out", f.ref_out.size(), out_shape(p));
+  size("ref_den", f.ref_den.size(), den_shape(p));
+  size("mag_num", f.mag_num.size(), out_shape(p));
+  size("mag_den", f.mag_den.size(), den_shape(p));
+  auto check_flags = [&](const char* name, const std::vector<std::uint8_t>& flags, const std::vector<std::int64_t>& shape) {
+    if (flags.empty()) return;
+    size(name, flags.size(), shape);
+    for (std::size_t i = 0; i < flags.size(); ++i)
+      if (flags[i] & ~(kFlagNotCertified | kFlagIllConditioned))
+        throw InputError(std::string(name) + "[" + std::to_string(i) + "] = " + std::to_string(flags[i]) +
+                         " has bits other than 1 (not certified) and 2 (ill-conditioned)");
+  };
+  check_flags("flags", f.flags, out_shape(p));
+  check_flags("den_flags", f.den_flags, den_shape(p));
+  for (const auto& [name, values] : f.state) {
+    if (name.empty()) throw InputError("a state tensor needs a name");
+    const auto it = f.state_shapes.find(name);
+    if (it == f.state_shapes.end()) throw InputError("state '" + name + "' has no shape in state_shapes");
+    for (auto s : it->second)
+      if (s < 0) throw InputError("state '" + name + "' has shape " + shape_string(it->second) + " with a negative entry");
+    size(("state." + name).c_str(), values.size(), it->second);
+  }
+  for (const auto& [name, shape] : f.state_shapes)
+    if (!f.state.count(name)) throw InputError("state_shapes names '" + name + "' but state has no such tensor");
+  if (f.reference_bits < 0) throw InputError("reference_bits = " + std::to_string(f.reference_bits) + " must be >= 0");
+}
+
+SafetensorsFile fixture_to_safetensors(const Fixture& f) {
+  validate_fixture(f);
+  const BatchProblem& p = f.problem;
+  const Options& o = p.opt;
+  SafetensorsFile st;
+  st.tensors["q"] = float_tensor(p.dtype, {p.batch, p.heads, p.n, p.d}, p.q, "q");
+  st.tensors["k"] = float_tensor(p.dtype, {p.batch, p.kv_heads, p.n, p.d}, p.k, "k");
+  st.tensors["v"] = float_tensor(p.dtype, {p.batch, p.kv_heads, p.n, p.dv}, p.v, "v");
+  if (!p.offsets.empty()) st.tensors["offsets"] = i64_tensor({static_cast<std::int64_t>(p.offsets.size())}, p.offsets);
+  st.tensors["ref_out"] = float_tensor(DType::f64, out_shape(p), f.ref_out, "ref_out");
+  st.tensors["ref_den"] = float_tensor(DType::f64, den_shape(p), f.ref_den, "ref_den");
+  st.tensors["mag_num"] = float_tensor(DType::f64, out_shape(p), f.mag_num, "mag_num");
+  st.tensors["mag_den"] = float_tensor(DType::f64, den_shape(p), f.mag_den, "mag_den");
+  if (!f.flags.empty()) st.tensors["flags"] = u8_tensor(out_shape(p), f.flags);
+  if (!f.den_flags.empty()) st.tensors["den_flags"] = u8_tensor(den_shape(p), f.den_flags);
+  for (const auto& [name, values] : f.state)
+    st.tensors[kStatePrefix + name] = float_tensor(DType::f64, f.state_shapes.at(name), values, kStatePrefix + name);
+
+  auto& m = st.metadata;
+  m["format"] = kFixtureFormat;
+  m["format_version"] = kFixtureFormatVersion;
+  m["variant"] = to_string(o.variant);
+  m["masked"] = bool_string(o.masked);
+  m["normalize"] = bool_string(o.normalize);
+  m["eps_mode"] = to_string(o.eps_mode);
+  m["gamma"] = hla::to_string(o.gamma);
+  m["eps"] = hla::to_string(o.eps);
+  m["lambda"] = hla::to_string(o.lambda);
+  m["scale"] = hla::to_string(o.scale);
+  m["batch"] = std::to_string(p.batch);
+  m["heads"] = std::to_string(p.heads);
+  m["kv_heads"] = std::to_string(p.kv_heads);
+  m["n"] = std::to_string(p.n);
+  m["d"] = std::to_string(p.d);
+  m["dv"] = std::to_string(p.dv);
+  m["dtype"] = to_string(p.dtype);
+  m["seed"] = std::to_string(f.seed);
+  m["generator_version"] = f.generator_version;
+  m["reference_bits"] = std::to_string(f.reference_bits);
+  m["exact_tier"] = bool_string(f.exact_tier);
+  m["suite"] = f.suite;
+  m["case"] = f.case_name;
+  return st;
+}
+
+Fixture fixture_from_safetensors(const SafetensorsFile& file, const std::string& source) {
+  auto fail = [&](const std::string& what) { return InputError(source + ": " + what); };
+  const auto& md = file.metadata;
+  for (const auto& key : metadata_keys())
+    if (!md.count(key)) throw fail("metadata key '" + key + "' is missing (not an hla-oracle fixture?)");
+  const std::set<std::string> known(metadata_keys().begin(), metadata_keys().end());
+  for (const auto& [key, value] : md)
+    if (!known.count(key)) throw fail("unknown metadata key '" + key + "'");
+  if (md.at("format") != kFixtureFormat)
+    throw fail("metadata format = '" + md.at("format") + "', expected '" + kFixtureFormat + "'");
+  if (md.at("format_version") != kFixtureFormatVersion)
+    throw fail("metadata format_version = '" + md.at("format_version") + "' is not supported (this reader reads " +
+               kFixtureFormatVersion + ")");
+
+  const Meta meta{md, source};
+  Fixture f;
+  BatchProblem& p = f.problem;
+  Options& o = p.opt;
+  try {
+    o.variant = parse_variant(md.at("variant"));
+    o.eps_mode = parse_eps_mode(md.at("eps_mode"));
+    p.dtype = parse_dtype(md.at("dtype"));
+  } catch (const InputError& e) {
+    throw fail(std::string("metadata: ") + e.what());
+  }
+  o.masked = meta.boolean("masked");
+  o.normalize = meta.boolean("normalize");
+  o.gamma = meta.rational("gamma");
+  o.eps = meta.rational("eps");
+  o.lambda = meta.rational("lambda");
+  o.scale = meta.rational("scale");
+  p.batch = meta.dim("batch");
+  p.heads = meta.dim("heads");
+  p.kv_heads = meta.dim("kv_heads");
+  p.n = meta.dim("n");
+  p.d = meta.dim("d");
+  p.dv = meta.dim("dv");
+  f.seed = meta.unsigned_int("seed");
+  const std::uint64_t bits = meta.unsigned_int("reference_bits");
+  if (bits > 1'000'000) throw meta.bad("reference_bits", "a plausible precision in bits");
+  f.reference_bits = static_cast<int>(bits);
+  f.exact_tier = meta.boolean("exact_tier");
+  f.generator_version = md.at("generator_version");
+  f.suite = md.at("suite");
+  f.case_name = md.at("case");
+
+  // Tensors: names, dtypes, shapes.
+  std::set<std::string> seen;
+  // Checks dtype and, when given, shape; records the name as expected.
+  auto take = [&](const std::string& name, StDType dtype,
+                  const std::optional<std::vector<std::int64_t>>& shape) -> const Tensor& {
+    const auto it = file.tensors.find(name);
+    if (it == file.tensors.end()) throw fail("tensor '" + name + "' is missing");
+    seen.insert(name);
+    const Tensor& t = it->second;
+    if (t.dtype != dtype)
+      throw fail("tensor '" + name + "' has dtype " + to_string(t.dtype) + ", expected " + to_string(dtype) +
+                 (name == "q" || name == "k" || name == "v" ? " (metadata dtype = " + md.at("dtype") + ")" : ""));
+    if (shape && t.shape != *shape)
+      throw fail("tensor '" + name + "' has shape " + shape_string(t.shape) + ", expected " + shape_string(*shape) +
+                 " from the metadata dims");
+    return t;
+  };
+  const StDType in = st_dtype(p.dtype);
+  auto values = [&](const std::string& name, StDType dtype, const std::vector<std::int64_t>& shape) {
+    return float_values(take(name, dtype, shape), source + ": tensor '" + name + "'");
+  };
+  p.q = values("q", in, {p.batch, p.heads, p.n, p.d});
+  p.k = values("k", in, {p.batch, p.kv_heads, p.n, p.d});
+  p.v = values("v", in, {p.batch, p.kv_heads, p.n, p.dv});
+  if (file.tensors.count("offsets")) {
+    const Tensor& t = take("offsets", StDType::I64, std::nullopt);
+    if (t.shape.size() != 1) throw fail("tensor 'offsets' has shape " + shape_string(t.shape) + ", expected 1-D");
+    p.offsets = i64_values(t, "offsets");
+  }
+  f.ref_out = values("ref_out", StDType::F64, out_shape(p));
+  f.ref_den = values("ref_den", StDType::F64, den_shape(p));
+  f.mag_num = values("mag_num", StDType::F64, out_shape(p));
+  f.mag_den = values("mag_den", StDType::F64, den_shape(p));
+  if (file.tensors.count("flags")) f.flags = u8_values(take("flags", StDType::U8, out_shape(p)), "flags");
+  if (file.tensors.count("den_flags")) f.den_flags = u8_values(take("den_flags", StDType::U8, den_shape(p)), "den_flags");
+  for (const auto& [name, t] : file.tensors) {
+    if (name.rfind(kStatePrefix, 0) != 0) continue;
+    const std::string s = name.substr(std::string(kStatePrefix).size());
+    if (s.empty()) throw fail("tensor 'state.' has no state name");
+    take(name, StDType::F64, std::nullopt);
+    f.state[s] = float_values(t, name);
+    f.state_shapes[s] = t.shape;
+  }
+  for (const auto& [name, t] : file.tensors)
+    if (!seen.count(name))
+      throw fail("unknown tensor '" + name + "' (a fixture holds q, k, v, offsets, ref_out, ref_den, mag_num, mag_den, "
+                 "flags, den_flags, state.<name>)");
+  try {
+    validate_fixture(f);
+  } catch (const InputError& e) {
+    throw fail(e.what());
+  }
+  return f;
+}
+
+Fixture read_fixture(const std::filesystem::path& path) {
+  return fixture_from_safetensors(read_safetensors(path), path.string());
+}
+
+void write_fixture(const std::filesystem::path& path, const Fixture& f) {
+  write_safetensors(path, fixture_to_safetensors(f));
+}
+
+}  // namespace hla::io

@@ -1,0 +1,339 @@
+#include "hla/io/safetensors.hpp"
+
+#include "hla/io/atomic_file.hpp"
+#include "hla/io/float_bits.hpp"
+
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <cstdio>
+#include <limits>
+#include <set>
+
+namespace hla::io {
+namespace {
+
+using json = nlohmann::json;
+
+struct DTypeInfo {
+  StDType t;
+  const char* name;
+  std::size_t size;
+};
+constexpr DTypeInfo kDTypes[] = {
+    {StDType::BOOL, "BOOL", 1},       {StDType::U8, "U8", 1},   {StDType::I8, "I8", 1},   {StDType::I16, "I16", 2},
+    {StDType::U16, "U16", 2},         {StDType::I32, "I32", 4}, {StDType::U32, "U32", 4}, {StDType::I64, "I64", 8},
+    {StDType::U64, "U64", 8},         {StDType::F8_E4M3, "F8_E4M3", 1},                   {StDType::F8_E5M2, "F8_E5M2", 1},
+    {StDType::F16, "F16", 2},         {StDType::BF16, "BF16", 2},                         {StDType::F32, "F32", 4},
+    {StDType::F64, "F64", 8}};
+
+const DTypeInfo& info(StDType t) {
+  for (const auto& i : kDTypes)
+    if (i.t == t) return i;
+  return kDTypes[0];
+}
+
+std::string known_dtypes() {
+  std::string s;
+  for (const auto& i : kDTypes) s += (s.empty() ? "" : ", ") + std::string(i.name);
+  return s;
+}
+
+std::uint64_t load_le(const char* p, std::size_t n) {
+  std::uint64_t x = 0;
+  for (std::size_t i = 0; i < n; ++i) x |= std::uint64_t{static_cast<unsigned char>(p[i])} << (8 * i);
+  return x;
+}
+
+void store_le(std::string& out, std::uint64_t x, std::size_t n) {
+  for (std::size_t i = 0; i < n; ++i) out.push_back(static_cast<char>((x >> (8 * i)) & 0xff));
+}
+
+std::string number(double x) {
+  char buf[40];
+  std::snprintf(buf, sizeof buf, "%.17g", x);
+  return buf;
+}
+
+// Elements of a shape, or nothing on overflow of 64 bits.
+std::optional<std::uint64_t> product(const std::vector<std::int64_t>& shape) {
+  std::uint64_t p = 1;
+  for (std::int64_t s : shape) {
+    if (s < 0 || __builtin_mul_overflow(p, static_cast<std::uint64_t>(s), &p)) return std::nullopt;
+  }
+  return p;
+}
+
+// Rejects duplicate keys in any object of the header (nlohmann keeps the last).
+struct DuplicateKeyCheck {
+  std::vector<std::set<std::string>> open;
+  std::string duplicate;
+  bool operator()(int, json::parse_event_t ev, json& parsed) {
+    if (ev == json::parse_event_t::object_start) open.emplace_back();
+    else if (ev == json::parse_event_t::object_end) open.pop_back();
+    else if (ev == json::parse_event_t::key && !open.empty() && !open.back().insert(parsed.get<std::string>()).second &&
+             duplicate.empty())
+      duplicate = parsed.get<std::string>();
+    return true;
+  }
+};
+
+}  // namespace
+
+std::string to_string(StDType t) { return info(t).name; }
+
+std::optional<StDType> parse_st_dtype(std::string_view s) {
+  for (const auto& i : kDTypes)
+    if (s == i.name) return i.t;
+  return std::nullopt;
+}
+
+std::size_t st_dtype_size(StDType t) { return info(t).size; }
+
+StDType st_dtype(DType t) {
+  switch (t) {
+    case DType::f64: return StDType::F64;
+    case DType::f32: return StDType::F32;
+    case DType::bf16: return StDType::BF16;
+    case DType::f16: return StDType::F16;
+  }
+  return StDType::F64;
+}
+
+std::optional<DType> float_dtype(StDType t) {
+  switch (t) {
+    case StDType::F64: return DType::f64;
+    case StDType::F32: return DType::f32;
+    case StDType::BF16: return DType::bf16;
+    case StDType::F16: return DType::f16;
+    default: return std::nullopt;
+  }
+}
+
+std::uint64_t Tensor::elements() const { return product(shape).value_or(0); }
+
+std::string shape_string(const std::vector<std::int64_t>& shape) {
+  std::string s = "[";
+  for (std::size_t i = 0; i < shape.size(); ++i) s += (i ? ", " : "") + std::to_string(shape[i]);
+  return s + "]";
+}
+
+SafetensorsFile parse_safetensors(std::string_view bytes, const std::string& source) {
+  auto fail = [&](const std::string& what) { return InputError(source + ": " + what); };
+  if (bytes.size() < 8)
+    throw fail("truncated: " + std::to_string(bytes.size()) +
+               " bytes, too short for the 8-byte header length of a safetensors file");
+  const std::uint64_t n = load_le(bytes.data(), 8);
+  if (n > kMaxHeaderBytes)
+    throw fail("header length " + std::to_string(n) + " exceeds the limit of " + std::to_string(kMaxHeaderBytes) +
+               " bytes");
+  if (n > bytes.size() - 8)
+    throw fail("truncated: header length " + std::to_string(n) + " exceeds the " + std::to_string(bytes.size() - 8) +
+               " bytes that follow it");
+  const std::string_view header = bytes.substr(8, n);
+  const std::uint64_t buffer = bytes.size() - 8 - n;
+
+  DuplicateKeyCheck dup;
+  json h;
+  try {
+    h = json::parse(header.begin(), header.end(), std::ref(dup));
+  } catch (const json::exception& e) {
+    throw fail(std::string("header is not valid JSON: ") + e.what());
+  }
+  if (!dup.duplicate.empty()) throw fail("header has the key '" + dup.duplicate + "' twice (duplicate names)");
+  if (!h.is_object()) throw fail(std::string("header must be a JSON object, got ") + h.type_name());
+
+  SafetensorsFile out;
+  struct Span {
+    std::uint64_t begin, end;
+    std::string name;
+  };
+  std::vector<Span> spans;
+  for (const auto& [name, entry] : h.items()) {
+    if (name == "__metadata__") {
+      if (!entry.is_object())
+        throw fail(std::string("__metadata__ must be an object of strings, got ") + entry.type_name());
+      for (const auto& [k, v] : entry.items()) {
+        if (!v.is_string())
+          throw fail("__metadata__ value of '" + k + "' must be a string, got " + v.type_name() + " " + v.dump());
+        out.metadata[k] = v.get<std::string>();
+      }
+      continue;
+    }
+    auto bad = [&](const std::string& what) { return fail("tensor '" + name + "': " + what); };
+    if (!entry.is_object()) throw bad(std::string("entry must be an object, got ") + entry.type_name());
+    for (const auto& [k, v] : entry.items()) {
+      (void)v;
+      if (k != "dtype" && k != "shape" && k != "data_offsets")
+        throw bad("unknown key '" + k + "' (expected dtype, shape, data_offsets)");
+    }
+    for (const char* k : {"dtype", "shape", "data_offsets"})
+      if (!entry.contains(k)) throw bad(std::string("missing key '") + k + "'");
+
+    const json& jd = entry["dtype"];
+    if (!jd.is_string()) throw bad(std::string("dtype must be a string, got ") + jd.dump());
+    const auto dtype = parse_st_dtype(jd.get<std::string>());
+    if (!dtype) throw bad("unknown dtype '" + jd.get<std::string>() + "' (known: " + known_dtypes() + ")");
+
+    Tensor t;
+    t.dtype = *dtype;
+    const json& js = entry["shape"];
+    if (!js.is_array()) throw bad("shape must be an array, got " + js.dump());
+    for (const json& s : js) {
+      if (!s.is_number_integer() || (s.is_number_integer() && !s.is_number_unsigned() && s.get<std::int64_t>() < 0))
+        throw bad("shape " + js.dump() + " must hold non-negative integers");
+      if (s.is_number_unsigned() && s.get<std::uint64_t>() > std::uint64_t(std::numeric_limits<std::int64_t>::max()))
+        throw bad("shape " + js.dump() + " has an entry too large");
+      t.shape.push_back(s.get<std::int64_t>());
+    }
+
+    const json& jo = entry["data_offsets"];
+    if (!jo.is_array() || jo.size() != 2 || !jo[0].is_number_unsigned() || !jo[1].is_number_unsigned())
+      throw bad("data_offsets must be [begin, end], two non-negative integers, got " + jo.dump());
+    const std::uint64_t b = jo[0].get<std::uint64_t>(), e = jo[1].get<std::uint64_t>();
+    if (b > e) throw bad("data_offsets " + jo.dump() + " end before they begin");
+    if (e > buffer)
+      throw bad("data_offsets " + jo.dump() + " lie outside the data buffer of " + std::to_string(buffer) + " bytes");
+    const auto elems = product(t.shape);
+    std::uint64_t want = 0;
+    if (!elems || __builtin_mul_overflow(*elems, std::uint64_t{st_dtype_size(t.dtype)}, &want))
+      throw bad("shape " + shape_string(t.shape) + " overflows 64 bits");
+    if (want != e - b)
+      throw bad("shape " + shape_string(t.shape) + " of " + to_string(t.dtype) + " needs " + std::to_string(want) +
+                " bytes but data_offsets " + jo.dump() + " give " + std::to_string(e - b));
+    t.bytes.assign(bytes.substr(8 + n + b, e - b));
+    spans.push_back({b, e, name});
+    out.tensors.emplace(name, std::move(t));
+  }
+
+  std::sort(spans.begin(), spans.end(),
+            [](const Span& x, const Span& y) { return std::tie(x.begin, x.end, x.name) < std::tie(y.begin, y.end, y.name); });
+  std::uint64_t at = 0;
+  std::string prev;
+  for (const Span& s : spans) {
+    if (s.begin < at)
+      throw fail("tensor '" + s.name + "' (bytes " + std::to_string(s.begin) + ".." + std::to_string(s.end) +
+                 ") overlaps tensor '" + prev + "' (which ends at " + std::to_string(at) + ")");
+    if (s.begin > at)
+      throw fail("gap in the data buffer: bytes " + std::to_string(at) + ".." + std::to_string(s.begin) +
+                 " before tensor '" + s.name + "' belong to no tensor");
+    at = s.end;
+    prev = s.name;
+  }
+  if (at != buffer)
+    throw fail("trailing bytes: the data buffer holds " + std::to_string(buffer) + " bytes but the tensors cover " +
+               std::to_string(at) + " (file length must be exactly 8 + header + data)");
+  return out;
+}
+
+SafetensorsFile read_safetensors(const std::filesystem::path& path) {
+  return parse_safetensors(read_file_bytes(path), path.string());
+}
+
+std::string serialize_safetensors(const SafetensorsFile& file) {
+  std::vector<std::pair<const std::string*, const Tensor*>> order;
+  for (const auto& [name, t] : file.tensors) {
+    if (name == "__metadata__") throw InputError("a tensor may not be called __metadata__");
+    const auto elems = product(t.shape);
+    std::uint64_t want = 0;
+    if (!elems || __builtin_mul_overflow(*elems, std::uint64_t{st_dtype_size(t.dtype)}, &want) ||
+        want != t.bytes.size())
+      throw InputError("tensor '" + name + "': " + std::to_string(t.bytes.size()) + " bytes do not fit shape " +
+                       shape_string(t.shape) + " of " + to_string(t.dtype));
+    order.emplace_back(&name, &t);
+  }
+  // Largest element first keeps every tensor aligned to its element size.
+  std::stable_sort(order.begin(), order.end(), [](const auto& a, const auto& b) {
+    return st_dtype_size(a.second->dtype) > st_dtype_size(b.second->dtype);
+  });
+
+  json h = json::object();
+  std::uint64_t at = 0;
+  for (const auto& [name, t] : order) {
+    h[*name] = {{"dtype", to_string(t->dtype)}, {"shape", t->shape}, {"data_offsets", {at, at + t->bytes.size()}}};
+    at += t->bytes.size();
+  }
+  if (!file.metadata.empty()) h["__metadata__"] = file.metadata;
+  std::string text;
+  try {
+    text = h.dump();  // std::map keys: sorted; no whitespace
+  } catch (const json::exception& e) {
+    throw InputError(std::string("safetensors header cannot be written: ") + e.what());
+  }
+  text.append((8 - text.size() % 8) % 8, ' ');
+
+  std::string out;
+  out.reserve(8 + text.size() + at);
+  store_le(out, text.size(), 8);
+  out += text;
+  for (const auto& [name, t] : order) out += t->bytes;
+  return out;
+}
+
+void write_safetensors(const std::filesystem::path& path, const SafetensorsFile& file) {
+  write_file_atomically(path, serialize_safetensors(file));
+}
+
+Tensor float_tensor(DType t, std::vector<std::int64_t> shape, const std::vector<double>& values,
+                    const std::string& what) {
+  Tensor out;
+  out.dtype = st_dtype(t);
+  out.shape = std::move(shape);
+  if (product(out.shape) != values.size())
+    throw InputError(what + ": " + std::to_string(values.size()) + " values do not fill shape " +
+                     shape_string(out.shape));
+  const std::size_t size = dtype_size(t);
+  out.bytes.reserve(values.size() * size);
+  for (std::size_t i = 0; i < values.size(); ++i) {
+    if (!representable(t, values[i]))
+      throw InputError(what + ": element " + std::to_string(i) + " = " + number(values[i]) +
+                       " is not exactly representable in " + to_string(out.dtype));
+    const auto bits = encode_float(t, values[i]);
+    if (!bits) throw std::logic_error("encode_float disagrees with representable() on " + number(values[i]));
+    store_le(out.bytes, *bits, size);
+  }
+  return out;
+}
+
+Tensor i64_tensor(std::vector<std::int64_t> shape, const std::vector<std::int64_t>& values) {
+  Tensor out;
+  out.dtype = StDType::I64;
+  out.shape = std::move(shape);
+  if (product(out.shape) != values.size())
+    throw InputError(std::to_string(values.size()) + " values do not fill shape " + shape_string(out.shape));
+  for (std::int64_t v : values) store_le(out.bytes, static_cast<std::uint64_t>(v), 8);
+  return out;
+}
+
+Tensor u8_tensor(std::vector<std::int64_t> shape, const std::vector<std::uint8_t>& values) {
+  Tensor out;
+  out.dtype = StDType::U8;
+  out.shape = std::move(shape);
+  if (product(out.shape) != values.size())
+    throw InputError(std::to_string(values.size()) + " values do not fill shape " + shape_string(out.shape));
+  out.bytes.assign(values.begin(), values.end());
+  return out;
+}
+
+std::vector<double> float_values(const Tensor& t, const std::string& what) {
+  const auto ft = float_dtype(t.dtype);
+  if (!ft) throw InputError(what + " has dtype " + to_string(t.dtype) + "; expected a float dtype (F64, F32, BF16, F16)");
+  const std::size_t size = dtype_size(*ft);
+  std::vector<double> out(t.bytes.size() / size);
+  for (std::size_t i = 0; i < out.size(); ++i) out[i] = decode_float(*ft, load_le(t.bytes.data() + i * size, size));
+  return out;
+}
+
+std::vector<std::int64_t> i64_values(const Tensor& t, const std::string& what) {
+  if (t.dtype != StDType::I64) throw InputError(what + " has dtype " + to_string(t.dtype) + "; expected I64");
+  std::vector<std::int64_t> out(t.bytes.size() / 8);
+  for (std::size_t i = 0; i < out.size(); ++i) out[i] = static_cast<std::int64_t>(load_le(t.bytes.data() + 8 * i, 8));
+  return out;
+}
+
+std::vector<std::uint8_t> u8_values(const Tensor& t, const std::string& what) {
+  if (t.dtype != StDType::U8) throw InputError(what + " has dtype " + to_string(t.dtype) + "; expected U8");
+  return std::vector<std::uint8_t>(t.bytes.begin(), t.bytes.end());
+}
+
+}  // namespace hla::io

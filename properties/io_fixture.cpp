@@ -1,0 +1,249 @@
+// Fixture files: round trips (hand-made and random), deterministic bytes,
+// metadata and shape validation, and the committed fixtures/ set.
+#include "harness.hpp"
+#include "hla/io/atomic_file.hpp"
+#include "hla/io/fixture.hpp"
+#include "hla/io/float_bits.hpp"
+#include "hla/io/manifest.hpp"
+#include "io_util.hpp"
+
+#include <cstring>
+
+using namespace hla;
+using namespace hla::io;
+using hla::test::require_input_error;
+using hla::test::ScratchDir;
+using hla::test::tiny_fixture;
+
+namespace {
+
+bool same_bits(const std::vector<double>& a, const std::vector<double>& b) {
+  return a.size() == b.size() && (a.empty() || std::memcmp(a.data(), b.data(), a.size() * sizeof(double)) == 0);
+}
+
+// The first field where two fixtures differ ("" when they are the same, bit for bit).
+std::string fixture_difference(const Fixture& a, const Fixture& b) {
+  const BatchProblem &p = a.problem, &q = b.problem;
+  if (!(p.opt == q.opt)) return "options: " + p.opt.describe() + " vs " + q.opt.describe();
+  if (p.dtype != q.dtype || p.batch != q.batch || p.heads != q.heads || p.kv_heads != q.kv_heads || p.n != q.n ||
+      p.d != q.d || p.dv != q.dv)
+    return "dims or dtype";
+  if (!same_bits(p.q, q.q)) return "q";
+  if (!same_bits(p.k, q.k)) return "k";
+  if (!same_bits(p.v, q.v)) return "v";
+  if (p.offsets != q.offsets) return "offsets";
+  if (!same_bits(a.ref_out, b.ref_out)) return "ref_out";
+  if (!same_bits(a.ref_den, b.ref_den)) return "ref_den";
+  if (!same_bits(a.mag_num, b.mag_num)) return "mag_num";
+  if (!same_bits(a.mag_den, b.mag_den)) return "mag_den";
+  if (a.flags != b.flags) return "flags";
+  if (a.state_shapes != b.state_shapes) return "state_shapes";
+  if (a.state.size() != b.state.size()) return "state";
+  for (const auto& [name, v] : a.state)
+    if (!b.state.count(name) || !same_bits(v, b.state.at(name))) return "state." + name;
+  if (a.suite != b.suite || a.case_name != b.case_name || a.seed != b.seed || a.generator_version != b.generator_version ||
+      a.reference_bits != b.reference_bits || a.exact_tier != b.exact_tier)
+    return "descriptive fields";
+  return "";
+}
+
+// Writes `st` as-is and expects read_fixture to refuse it with every needle (and the file name).
+void refuse(const SafetensorsFile& st, std::initializer_list<std::string> needles) {
+  ScratchDir dir;
+  const auto path = dir / "bad.safetensors";
+  write_safetensors(path, st);
+  require_input_error([&] { (void)read_fixture(path); }, {path.string()});
+  require_input_error([&] { (void)read_fixture(path); }, needles);
+}
+
+SafetensorsFile tiny_file() { return fixture_to_safetensors(tiny_fixture()); }
+
+}  // namespace
+
+TEST_CASE("fixture: write then read gives the same fixture, bit for bit", "[io][fixture]") {
+  ScratchDir dir;
+  for (DType t : {DType::f64, DType::f32, DType::bf16, DType::f16}) {
+    const Fixture f = tiny_fixture(t);
+    write_fixture(dir / "f.safetensors", f);
+    const Fixture g = read_fixture(dir / "f.safetensors");
+    INFO(to_string(t));
+    CHECK(fixture_difference(f, g) == "");
+  }
+}
+
+TEST_CASE("fixture: identical fixtures give identical bytes", "[io][fixture]") {
+  ScratchDir dir;
+  write_fixture(dir / "a.safetensors", tiny_fixture());
+  write_fixture(dir / "b.safetensors", tiny_fixture());
+  CHECK(read_file_bytes(dir / "a.safetensors") == read_file_bytes(dir / "b.safetensors"));
+  const auto md = read_safetensors(dir / "a.safetensors").metadata;
+  CHECK(md.at("scale") == "-5/7");
+  CHECK(md.at("lambda") == "1/3");
+  CHECK(md.at("seed") == "18446744073709551615");
+  CHECK(md.at("eps_mode") == "clamp");
+  CHECK(md.at("exact_tier") == "true");
+}
+
+TEST_CASE("fixture: the writer refuses invalid fixtures", "[io][fixture]") {
+  ScratchDir dir;
+  const auto path = dir / "f.safetensors";
+  Fixture f = tiny_fixture(DType::f16);
+  f.problem.q[5] = 0.1;
+  require_input_error([&] { write_fixture(path, f); }, {"q[5]", "not representable in f16"});
+  f = tiny_fixture();
+  f.ref_den.pop_back();
+  require_input_error([&] { write_fixture(path, f); }, {"ref_den holds 5 values, expected 6 for shape [1, 2, 3]"});
+  f = tiny_fixture();
+  f.flags[0] = 4;
+  require_input_error([&] { write_fixture(path, f); }, {"flags[0] = 4"});
+  f = tiny_fixture();
+  f.state_shapes["S"] = {3};
+  require_input_error([&] { write_fixture(path, f); }, {"state.S holds 8 values, expected 3"});
+  f = tiny_fixture();
+  f.problem.opt.gamma = 2;
+  require_input_error([&] { write_fixture(path, f); }, {"gamma = 2 is outside (0, 1]"});
+  CHECK(dir.listing().empty());
+}
+
+TEST_CASE("fixture: missing, unknown and malformed metadata", "[io][fixture][hardening]") {
+  auto with = [](const std::string& key, const std::string& value) {
+    SafetensorsFile st = tiny_file();
+    st.metadata[key] = value;
+    return st;
+  };
+  SafetensorsFile st = tiny_file();
+  st.metadata.erase("gamma");
+  refuse(st, {"metadata key 'gamma' is missing"});
+  st = tiny_file();
+  st.metadata.clear();
+  refuse(st, {"metadata key 'format' is missing"});
+  refuse(with("colour", "red"), {"unknown metadata key 'colour'"});
+  refuse(with("format", "other"), {"metadata format = 'other', expected 'hla-oracle-fixture'"});
+  refuse(with("format_version", "2"), {"format_version = '2' is not supported"});
+  refuse(with("gamma", "three quarters"), {"metadata gamma", "'three quarters' is not a number"});
+  refuse(with("gamma", "2"), {"gamma = 2 is outside (0, 1]"});
+  refuse(with("masked", "yes"), {"metadata masked = 'yes' is not true or false"});
+  refuse(with("n", "-3"), {"metadata n = '-3' is not a non-negative decimal integer"});
+  refuse(with("n", "03"), {"metadata n = '03'"});
+  refuse(with("seed", "18446744073709551616"), {"metadata seed", "not a 64-bit integer"});
+  refuse(with("dtype", "f8"), {"unknown dtype 'f8'"});
+  refuse(with("variant", "hla9"), {"unknown variant 'hla9'"});
+  refuse(with("eps_mode", "max"), {"unknown eps_mode 'max'"});
+  refuse(with("variant", "ahla"), {"lambda (ridge) applies to hla2 only"});
+}
+
+TEST_CASE("fixture: tensors inconsistent with the metadata", "[io][fixture][hardening]") {
+  auto with = [](const std::string& key, const std::string& value) {
+    SafetensorsFile st = tiny_file();
+    st.metadata[key] = value;
+    return st;
+  };
+  refuse(with("n", "4"), {"tensor 'q' has shape [1, 2, 3, 2], expected [1, 2, 4, 2] from the metadata dims"});
+  refuse(with("kv_heads", "2"), {"tensor 'k' has shape [1, 1, 3, 2], expected [1, 2, 3, 2]"});
+  refuse(with("dtype", "f64"), {"tensor 'q' has dtype F32, expected F64 (metadata dtype = f64)"});
+  SafetensorsFile st = tiny_file();
+  st.tensors.erase("ref_den");
+  refuse(st, {"tensor 'ref_den' is missing"});
+  st = tiny_file();
+  st.tensors["extra"] = float_tensor(DType::f64, {1}, {1.0}, "extra");
+  refuse(st, {"unknown tensor 'extra'"});
+  st = tiny_file();
+  st.tensors["ref_out"] = float_tensor(DType::f32, {1, 2, 3, 2}, std::vector<double>(12, 1.0), "ref_out");
+  refuse(st, {"tensor 'ref_out' has dtype F32, expected F64"});
+  st = tiny_file();
+  st.tensors["offsets"] = i64_tensor({3}, {0, 1, 2});
+  refuse(st, {"offsets must start at 0 and end at n = 3"});
+  st = tiny_file();
+  st.tensors["offsets"] = i64_tensor({1, 3}, {0, 1, 3});
+  refuse(st, {"tensor 'offsets' has shape [1, 3], expected 1-D"});
+  st = tiny_file();
+  st.tensors["flags"] = u8_tensor({12}, std::vector<std::uint8_t>(12, 0));
+  refuse(st, {"tensor 'flags' has shape [12], expected [1, 2, 3, 2]"});
+  st = tiny_file();
+  st.tensors["state.S"] = float_tensor(DType::f32, {2}, {1, 2}, "s");
+  refuse(st, {"tensor 'state.S' has dtype F32, expected F64"});
+}
+
+TEST_CASE("fixture: random fixtures round-trip exactly", "[io][fixture][property]") {
+  ScratchDir dir;
+  hla::test::prop("write_fixture then read_fixture is the identity, and writes are deterministic", [&] {
+    Fixture f;
+    BatchProblem& p = f.problem;
+    p.dtype = *rc::gen::element(DType::f64, DType::f32, DType::bf16, DType::f16);
+    const Index group = *rc::gen::inRange<Index>(1, 3);
+    p.kv_heads = *rc::gen::inRange<Index>(1, 3);
+    p.heads = p.kv_heads * group;
+    p.batch = *rc::gen::inRange<Index>(1, 3);
+    p.n = *rc::gen::inRange<Index>(0, 6);
+    p.d = *rc::gen::inRange<Index>(1, 4);
+    p.dv = *rc::gen::inRange<Index>(1, 4);
+    if (p.batch == 1 && p.n > 0 && *rc::gen::arbitrary<bool>()) {
+      p.offsets = {0};
+      for (Index t = 1; t < p.n; ++t)
+        if (*rc::gen::arbitrary<bool>()) p.offsets.push_back(t);
+      p.offsets.push_back(p.n);
+    }
+    Options& o = p.opt;
+    o.variant = *rc::gen::elementOf(all_variants());
+    o.masked = !has_unmasked(o.variant) || *rc::gen::arbitrary<bool>();
+    o.normalize = *rc::gen::arbitrary<bool>();
+    o.eps_mode = *rc::gen::element(EpsMode::add, EpsMode::clamp);
+    const int a = *rc::gen::inRange(1, 1000), b = *rc::gen::inRange(0, 1000);
+    o.gamma = needs_unit_gamma(o.variant) ? Rational(1) : Rational(a, a + b);
+    o.eps = Rational(*rc::gen::inRange(1, 1000), *rc::gen::inRange(1, 1000000));
+    o.lambda = has_ridge(o.variant) ? Rational(*rc::gen::inRange(0, 50), *rc::gen::inRange(1, 7)) : Rational(0);
+    o.scale = Rational(*rc::gen::nonZero<int>(), *rc::gen::inRange(1, 1 << 20));
+    // Any bit pattern of the dtype: subnormals, ±0, ±Inf and NaNs included.
+    const std::uint64_t mask = p.dtype == DType::f64 ? ~std::uint64_t{0} : (std::uint64_t{1} << (8 * dtype_size(p.dtype))) - 1;
+    auto values = [&](Index count, DType t, std::uint64_t m) {
+      std::vector<double> x(static_cast<std::size_t>(count));
+      for (double& e : x) e = decode_float(t, *rc::gen::arbitrary<std::uint64_t>() & m);
+      return x;
+    };
+    p.q = values(p.batch * p.heads * p.n * p.d, p.dtype, mask);
+    p.k = values(p.batch * p.kv_heads * p.n * p.d, p.dtype, mask);
+    p.v = values(p.batch * p.kv_heads * p.n * p.dv, p.dtype, mask);
+    const Index outs = p.batch * p.heads * p.n * p.dv, dens = p.batch * p.heads * p.n;
+    f.ref_out = values(outs, DType::f64, ~std::uint64_t{0});
+    f.ref_den = values(dens, DType::f64, ~std::uint64_t{0});
+    f.mag_num = values(outs, DType::f64, ~std::uint64_t{0});
+    f.mag_den = values(dens, DType::f64, ~std::uint64_t{0});
+    if (*rc::gen::arbitrary<bool>())
+      f.flags = *rc::gen::container<std::vector<std::uint8_t>>(static_cast<std::size_t>(outs), rc::gen::inRange<std::uint8_t>(0, 4));
+    const int states = *rc::gen::inRange(0, 3);
+    for (int s = 0; s < states; ++s) {
+      const std::string name = "S" + std::to_string(s);
+      f.state_shapes[name] = *rc::gen::container<std::vector<std::int64_t>>(rc::gen::inRange<std::int64_t>(0, 4));
+      std::int64_t count = 1;
+      for (auto e : f.state_shapes[name]) count *= e;
+      f.state[name] = values(count, DType::f64, ~std::uint64_t{0});
+    }
+    const auto text = rc::gen::container<std::string>(rc::gen::element('a', 'Z', '-', '/', ' ', '"', '\\', '\n'));
+    f.suite = *text;
+    f.case_name = *text;
+    f.generator_version = *text;
+    f.seed = *rc::gen::arbitrary<std::uint64_t>();
+    f.reference_bits = *rc::gen::inRange(0, 300);
+    f.exact_tier = *rc::gen::arbitrary<bool>();
+
+    write_fixture(dir / "r.safetensors", f);
+    const std::string diff = fixture_difference(f, read_fixture(dir / "r.safetensors"));
+    if (!diff.empty()) RC_FAIL("round trip changed " + diff);
+    write_fixture(dir / "s.safetensors", f);
+    RC_ASSERT(read_file_bytes(dir / "r.safetensors") == read_file_bytes(dir / "s.safetensors"));
+  });
+}
+
+TEST_CASE("fixture: the committed fixtures/ set reads and matches its manifest", "[io][fixture][committed]") {
+  const std::filesystem::path dir = std::filesystem::path(HLA_SOURCE_DIR) / "fixtures";
+  const auto files = scan_fixture_dir(dir);
+  REQUIRE_FALSE(files.empty());
+  for (const auto& [name, entry] : files) {
+    INFO(name);
+    const Fixture f = read_fixture(dir / name);
+    CHECK(f.ref_out.size() == static_cast<std::size_t>(f.problem.batch * f.problem.heads * f.problem.n * f.problem.dv));
+  }
+  const ManifestReport r = verify_manifest(dir);
+  INFO(r.describe());
+  CHECK(r.ok());
+}
