@@ -35,8 +35,8 @@ template <class Op> auto scan_form(const Op& op, Index n, Index dv1, Form f, Ind
   return Y;
 }
 
-// One operator unit's forms, by name (HLA_SCAN_FORMS: all but the matmul form).
-#define HLA_SCAN_FORMS(ns)                                             \
+// One operator unit's forms, by name.
+#define HLA_FORMS_BUT_MATMUL(ns)                                       \
   case Form::naive: return ns::naive(h);                               \
   case Form::streaming: return ns::streaming(h);                       \
   case Form::fold:                                                     \
@@ -44,7 +44,7 @@ template <class Op> auto scan_form(const Op& op, Index n, Index dv1, Form f, Ind
   case Form::chunked_scan: return scan_form(ns::Op<T>{h}, h.n(), h.dv1(), f, chunk);
 #define HLA_DISPATCH_FORMS(ns)                                         \
   switch (f) {                                                         \
-    HLA_SCAN_FORMS(ns)                                                 \
+    HLA_FORMS_BUT_MATMUL(ns)                                           \
     case Form::chunked_matmul: return ns::chunked(h, chunk);           \
     default: break;                                                    \
   }
@@ -59,7 +59,7 @@ template <class T> Mat<T> run_form(const Head<T>& h, Variant v, Form f, Index ch
     case Variant::hla3: HLA_DISPATCH_FORMS(hla3) break;
     case Variant::hla3_paper:  // the paper gives no matmul form for third order
       switch (f) {
-        HLA_SCAN_FORMS(hla3_paper)
+        HLA_FORMS_BUT_MATMUL(hla3_paper)
         default: break;
       }
       break;
@@ -67,7 +67,7 @@ template <class T> Mat<T> run_form(const Head<T>& h, Variant v, Form f, Index ch
   throw InputError("form " + to_string(f) + " is not implemented for variant " + to_string(v));
 }
 #undef HLA_DISPATCH_FORMS
-#undef HLA_SCAN_FORMS
+#undef HLA_FORMS_BUT_MATMUL
 
 // SPEC §1 normalization, one place for every form.
 template <class S> Output<S> finish(const Options& opt, const Mat<S>& Y) {
