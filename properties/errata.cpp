@@ -1,7 +1,9 @@
-// The paper's printed formulas are wrong where SPEC §6 says (E1, E2, E3, E5,
-// E6): each test runs the paper-literal form against the ground truth as a
-// property that must be FALSIFIED, and prints the shrunk counterexample.
-// With γ = 1 the decay errata vanish: those properties must hold.
+// The paper's printed formulas are wrong where SPEC §6 says (E1-E6): each
+// test runs the paper-literal form against the ground truth as a property
+// that must be FALSIFIED, and prints the shrunk counterexample.
+// With γ = 1 the decay errata vanish: those properties must hold. E4 is not
+// about decay: the paper's third order (variant hla3_paper, γ = 1) is another
+// sum, which its own scan reproduces (props_forms, props_scan).
 #include "hla/evaluate_impl.hpp"
 
 #include "generators.hpp"
@@ -52,6 +54,25 @@ TEST_CASE("E3: paper decayed AHLA concatenation (sec. 6.2) is not associative", 
                  paper_equals_naive(PaperForm::E3_ahla_scan, masked_spec(Variant::ahla)));
   prop("E3 (control): with γ = 1 the paper AHLA scan is right",
        paper_equals_naive(PaperForm::E3_ahla_scan, masked_spec(Variant::ahla), true));
+}
+
+TEST_CASE("E4: paper Algorithm 3 (sec. 7, Thm 7.1) is not the masked third-order product", "[errata][E4]") {
+  prop_falsified("E4: paper Alg. 3, q_tᵀ(S^K S^Q P − G⁽¹⁾ − G⁽²⁾ − G⁽³⁾), == naive masked hla3 (γ = 1)", [] {
+    const auto p = *problem_gen(masked_spec(Variant::hla3_paper));
+    auto masked = p;
+    masked.opt.variant = Variant::hla3;
+    HLA_ASSERT_SAME(evaluate(p, Form::streaming), evaluate(masked, Form::naive), "paper", "naive");
+  });
+  prop_falsified("E4: ((W Wᵀ W) ⊙ L) V, the product without the u ≤ t mask, is causal", [] {
+    const auto p = *problem_gen(masked_spec(Variant::hla3));
+    RC_PRE(p.n() >= 1);
+    const Index t = *rc::gen::inRange<Index>(0, p.n());
+    auto product = [](const Problem<Rational>& x) {
+      const auto [W, L] = masked_scores(x);
+      return Mat<Rational>((W * W.transpose() * W).cwiseProduct(L) * x.v);
+    };
+    RC_ASSERT(Mat<Rational>(product(p).topRows(t + 1)) == Mat<Rational>(product(with_future_redrawn(p, t)).topRows(t + 1)));
+  });
 }
 
 TEST_CASE("E5: paper chunk form of hla2 (Fig. 1C) misses the carry x chunk term", "[errata][E5]") {

@@ -9,9 +9,10 @@
 // depth of the summation (a few n for sequential sums, about log n levels ×
 // a few for the scans; at most n² ≤ 576 for the grouped naive sums). For
 // n ≤ 24, d ≤ 6 this k is far below 2^13 = 8192, and 8192·u = 2^-100.
-// Forms that subtract partial sums (hla2's paper state and §4 summary: uC − qᵀG)
-// are bounded by the magnitude of the unmasked operator of the same order,
-// which bounds both partial sums. Normalized outputs use
+// Forms that subtract partial sums (hla2's paper state and §4 summary: uC − qᵀG;
+// the paper's Algorithm 3: S^K S^Q P − G⁽¹⁾ − G⁽²⁾ − G⁽³⁾) are bounded by the
+// magnitude of the unmasked operator of the same order, which bounds every
+// partial sum. Normalized outputs use
 // normalized_error_bound (SPEC §7 conditioning); ill-conditioned elements
 // (the pole within the bound) are skipped and counted.
 #include "hla/bounds.hpp"
@@ -61,6 +62,10 @@ void f113_within_bound(Variant v) {
 TEST_CASE("f113: la1 forms within 2^-100 of the magnitude", "[float][la1]") { f113_within_bound(Variant::la1); }
 TEST_CASE("f113: hla2 forms within 2^-100 of the magnitude", "[float][hla2]") { f113_within_bound(Variant::hla2); }
 TEST_CASE("f113: ahla forms within 2^-100 of the magnitude", "[float][ahla]") { f113_within_bound(Variant::ahla); }
+TEST_CASE("f113: hla3 forms within 2^-100 of the magnitude", "[float][hla3]") { f113_within_bound(Variant::hla3); }
+TEST_CASE("f113: hla3_paper forms within 2^-100 of the magnitude", "[float][hla3_paper]") {
+  f113_within_bound(Variant::hla3_paper);
+}
 
 TEST_CASE("f113 bound is not vacuous: double misses it", "[float]") {
   // The same check at double precision must fail somewhere, or the bound

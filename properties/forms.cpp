@@ -24,16 +24,16 @@ void every_form_equals_naive(Variant v) {
 TEST_CASE("la1: every form equals the naive definition", "[forms][la1]") { every_form_equals_naive(Variant::la1); }
 TEST_CASE("hla2: every form equals the naive definition", "[forms][hla2]") { every_form_equals_naive(Variant::hla2); }
 TEST_CASE("ahla: every form equals the naive definition", "[forms][ahla]") { every_form_equals_naive(Variant::ahla); }
+TEST_CASE("hla3: every form equals the naive definition", "[forms][hla3]") { every_form_equals_naive(Variant::hla3); }
+TEST_CASE("hla3_paper: every form (Alg. 3, the paper's scan) equals the tied-maximum sum", "[forms][hla3_paper]") {
+  every_form_equals_naive(Variant::hla3_paper);
+}
 
 TEST_CASE("hla2 masked with gamma = 1 is ((W Wt) . L) V", "[forms][hla2]") {
   prop("hla2: naive == ((W Wᵀ) ⊙ L) V for γ = 1, masked (SPEC §2)", [] {
     auto p = *problem_gen({.variant = Variant::hla2, .random_masked = false, .random_ridge = false, .random_normalize = false});
     p.opt.gamma = 1;
-    const Index n = p.n();
-    Mat<Rational> W = p.q * p.k.transpose(), L = Mat<Rational>::Zero(n, n);
-    for (Index t = 0; t < n; ++t)
-      for (Index j = 0; j <= t; ++j) L(t, j) = 1;
-    W = W.cwiseProduct(L);
+    const auto [W, L] = masked_scores(p);
     RC_ASSERT(evaluate(p, Form::naive).num == Mat<Rational>((W * W.transpose()).cwiseProduct(L) * p.v));
   });
 }
@@ -42,11 +42,16 @@ TEST_CASE("ahla with gamma = 1 is ((W W) . L) V", "[forms][ahla]") {
   prop("ahla: naive == ((W W) ⊙ L) V for γ = 1 (SPEC §2)", [] {
     auto p = *problem_gen({.variant = Variant::ahla, .random_normalize = false});
     p.opt.gamma = 1;
-    const Index n = p.n();
-    Mat<Rational> W = p.q * p.k.transpose(), L = Mat<Rational>::Zero(n, n);
-    for (Index t = 0; t < n; ++t)
-      for (Index j = 0; j <= t; ++j) L(t, j) = 1;
-    W = W.cwiseProduct(L);
+    const auto [W, L] = masked_scores(p);
     RC_ASSERT(evaluate(p, Form::naive).num == Mat<Rational>((W * W).cwiseProduct(L) * p.v));
+  });
+}
+
+TEST_CASE("hla3 masked with gamma = 1 is (((W Wt) . L) W) V", "[forms][hla3]") {
+  prop("hla3: naive == (((W Wᵀ) ⊙ L) W) V for γ = 1, masked (SPEC §2)", [] {
+    auto p = *problem_gen({.variant = Variant::hla3, .random_masked = false, .random_normalize = false});
+    p.opt.gamma = 1;
+    const auto [W, L] = masked_scores(p);
+    RC_ASSERT(evaluate(p, Form::naive).num == Mat<Rational>((W * W.transpose()).cwiseProduct(L) * W * p.v));
   });
 }

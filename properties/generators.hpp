@@ -10,6 +10,7 @@
 #include <rapidcheck.h>
 
 #include <ostream>
+#include <utility>
 
 namespace hla {
 // RapidCheck prints generated values with operator<<.
@@ -143,6 +144,24 @@ inline std::string first_difference(const Output<Rational>& a, const Output<Rati
 inline bool same_rows_upto(const Output<Rational>& a, const Output<Rational>& b, Index t) {
   return a.num.topRows(t + 1) == b.num.topRows(t + 1) && a.den.head(t + 1) == b.den.head(t + 1) &&
          a.out.topRows(t + 1) == b.out.topRows(t + 1);
+}
+
+// p with every token after t replaced by fresh random ones (inside a property).
+inline Problem<Rational> with_future_redrawn(const Problem<Rational>& p, Index t) {
+  const Index rest = p.n() - t - 1;
+  auto p2 = p;
+  p2.q.bottomRows(rest) = *rational_matrix(rest, p.d());
+  p2.k.bottomRows(rest) = *rational_matrix(rest, p.d());
+  p2.v.bottomRows(rest) = *rational_matrix(rest, p.dv());
+  return p2;
+}
+
+// W = L ⊙ QKᵀ and the causal mask L (SPEC §1).
+inline std::pair<Mat<Rational>, Mat<Rational>> masked_scores(const Problem<Rational>& p) {
+  Mat<Rational> L = Mat<Rational>::Zero(p.n(), p.n());
+  for (Index t = 0; t < p.n(); ++t)
+    for (Index j = 0; j <= t; ++j) L(t, j) = 1;
+  return {Mat<Rational>(p.q * p.k.transpose()).cwiseProduct(L), L};
 }
 
 }  // namespace hla::test

@@ -35,11 +35,7 @@ void causality(Variant v) {
       const auto p = *problem_gen({.variant = v});
       RC_PRE(p.n() >= 1);
       const Index t = *rc::gen::inRange<Index>(0, p.n());
-      const Index rest = p.n() - t - 1;
-      auto p2 = p;
-      p2.q.bottomRows(rest) = *rational_matrix(rest, p.d());
-      p2.k.bottomRows(rest) = *rational_matrix(rest, p.d());
-      p2.v.bottomRows(rest) = *rational_matrix(rest, p.dv());
+      const auto p2 = with_future_redrawn(p, t);
       const Index w = *rc::gen::inRange<Index>(1, p.n() + 2);
       RC_ASSERT(same_rows_upto(evaluate(p, f, w), evaluate(p2, f, w), t));
     });
@@ -79,15 +75,15 @@ void scale_is_query_scaling(Variant v) {
 }  // namespace
 
 TEST_CASE("causality", "[causality]") {
-  for (Variant v : {Variant::la1, Variant::hla2, Variant::ahla}) causality(v);
+  for (Variant v : all_variants()) causality(v);
 }
 
 TEST_CASE("homogeneity", "[homogeneity]") {
-  for (Variant v : {Variant::la1, Variant::hla2, Variant::ahla}) homogeneity(v);
+  for (Variant v : all_variants()) homogeneity(v);
 }
 
 TEST_CASE("scale option", "[scale]") {
-  for (Variant v : {Variant::la1, Variant::hla2, Variant::ahla}) scale_is_query_scaling(v);
+  for (Variant v : all_variants()) scale_is_query_scaling(v);
 }
 
 TEST_CASE("ridge link: hla2(lambda) - hla2(0) = lambda * la1(k := q)", "[ridge][hla2]") {

@@ -67,6 +67,7 @@ TEST_CASE("invalid shapes are rejected with a message naming them", "[problem]")
   require_error(p, "value dimension dv must be >= 1");
   CHECK_THROWS_AS(evaluate(small(Variant::hla2), Form::chunked_matmul, 0), InputError);
   CHECK_THROWS_AS(evaluate(small(Variant::la1), Form::streaming_paper_state), InputError);
+  CHECK_THROWS_AS(evaluate(small(Variant::hla3_paper), Form::chunked_matmul), InputError);
 }
 
 TEST_CASE("empty sequences are valid", "[problem]") {

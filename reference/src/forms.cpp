@@ -29,9 +29,12 @@ Form parse_form(std::string_view s) {
 }
 
 std::vector<Form> forms_of(Variant v) {
+  // streaming_paper_state is hla2's; the paper gives third order no matmul form.
   std::vector<Form> out;
   for (Form f : all_forms())
-    if (f != Form::streaming_paper_state || v == Variant::hla2) out.push_back(f);
+    if ((f != Form::streaming_paper_state || v == Variant::hla2) &&
+        (f != Form::chunked_matmul || v != Variant::hla3_paper))
+      out.push_back(f);
   return out;
 }
 
@@ -63,10 +66,12 @@ bool subtracts_partial_sums(const Options& o, Form f) {
   const Variant v = o.variant;
   if (!o.masked) return false;  // unmasked forms only add
   // hla2's paper state and its §4 summary read out u·C − qᵀG; hla3_paper's
-  // Algorithm 3 and scan read out S^K S^Q P − G⁽¹⁾ − G⁽²⁾ − G⁽³⁾.
+  // Algorithm 3 reads out S^K S^Q P − G⁽¹⁾ − G⁽²⁾ − G⁽³⁾. The paper's third-order
+  // scan carries the corrected F of Eq. (7.4) and only adds terms (Eq. 7.7),
+  // as do all hla3 forms.
   const bool scan = f == Form::fold || f == Form::blelloch || f == Form::chunked_scan;
   return (v == Variant::hla2 && (f == Form::streaming_paper_state || scan)) ||
-         (v == Variant::hla3_paper && f != Form::naive);
+         (v == Variant::hla3_paper && f == Form::streaming);
 }
 
 }  // namespace hla

@@ -25,7 +25,8 @@ enum class Form {
 std::string to_string(Form f);
 Form parse_form(std::string_view s);  // throws InputError
 const std::vector<Form>& all_forms();
-// The forms that exist for a variant (all but streaming_paper_state, which is hla2's).
+// The forms that exist for a variant: all but streaming_paper_state (hla2 only)
+// and chunked_matmul for hla3_paper (the paper gives third order none).
 std::vector<Form> forms_of(Variant v);
 // Forms whose result depends on a chunk width.
 bool is_chunked(Form f);

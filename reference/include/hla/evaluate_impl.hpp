@@ -7,9 +7,11 @@
 #include "hla/head.hpp"
 #include "hla/ops/ahla.hpp"
 #include "hla/ops/hla2.hpp"
+#include "hla/ops/hla3.hpp"
 #include "hla/ops/la1.hpp"
 #include "hla/paper/ahla_paper.hpp"
 #include "hla/paper/hla2_paper.hpp"
+#include "hla/paper/hla3_paper.hpp"
 #include "hla/scan.hpp"
 
 #include <stdexcept>
@@ -35,14 +37,16 @@ template <class Op> auto scan_form(const Op& op, Index n, Index dv1, Form f, Ind
 }
 
 // One operator unit's forms, by name.
+#define HLA_FORMS_BUT_MATMUL(ns)                                       \
+  case Form::naive: return ns::naive(h);                               \
+  case Form::streaming: return ns::streaming(h);                       \
+  case Form::fold:                                                     \
+  case Form::blelloch:                                                 \
+  case Form::chunked_scan: return scan_form(ns::Op<T>{h}, h.n(), h.dv1(), f, chunk);
 #define HLA_DISPATCH_FORMS(ns)                                         \
   switch (f) {                                                         \
-    case Form::naive: return ns::naive(h);                             \
-    case Form::streaming: return ns::streaming(h);                     \
+    HLA_FORMS_BUT_MATMUL(ns)                                           \
     case Form::chunked_matmul: return ns::chunked(h, chunk);           \
-    case Form::fold:                                                   \
-    case Form::blelloch:                                               \
-    case Form::chunked_scan: return scan_form(ns::Op<T>{h}, h.n(), h.dv1(), f, chunk); \
     default: break;                                                    \
   }
 
@@ -53,11 +57,18 @@ template <class T> Mat<T> run_form(const Head<T>& h, Variant v, Form f, Index ch
       if (f == Form::streaming_paper_state) return hla2::streaming_paper_state(h);
       HLA_DISPATCH_FORMS(hla2) break;
     case Variant::ahla: HLA_DISPATCH_FORMS(ahla) break;
-    default: break;
+    case Variant::hla3: HLA_DISPATCH_FORMS(hla3) break;
+    case Variant::hla3_paper:  // the paper gives no matmul form for third order
+      switch (f) {
+        HLA_FORMS_BUT_MATMUL(hla3_paper)
+        default: break;
+      }
+      break;
   }
   throw InputError("form " + to_string(f) + " is not implemented for variant " + to_string(v));
 }
 #undef HLA_DISPATCH_FORMS
+#undef HLA_FORMS_BUT_MATMUL
 
 // SPEC §1 normalization, one place for every form.
 template <class S> Output<S> finish(const Options& opt, const Mat<S>& Y) {

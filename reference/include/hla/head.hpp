@@ -37,18 +37,18 @@ template <class S> Head<S> make_head(const Problem<S>& p) {
   h.gamma = from_rational<S>(p.opt.gamma);
   h.lambda = from_rational<S>(p.opt.lambda);
   h.masked = p.opt.masked;
-  // Third order weights reach γ^(3t); chunk forms use γ^(2w); one spare.
+  // Third order weights reach γ^(3t); chunk forms up to γ^(3w) (hla3); one spare.
   h.gpow.assign(static_cast<size_t>(3 * p.n() + 4), S(1));
   for (size_t e = 1; e < h.gpow.size(); ++e) h.gpow[e] = h.gpow[e - 1] * h.gamma;
   return h;
 }
 
 // Chunk helpers (SPEC §5), local indices 0..L-1 inside a chunk.
-// D(t, j) = γ^(t-j) for j <= t, else 0: decay-weighted causal mask.
-template <class S> Mat<S> decay_mask(const Head<S>& h, Index L) {
+// D(t, j) = γ^(p·(t-j)) for j <= t, else 0: decay-weighted causal mask.
+template <class S> Mat<S> decay_mask(const Head<S>& h, Index L, Index p = 1) {
   Mat<S> D = Mat<S>::Zero(L, L);
   for (Index t = 0; t < L; ++t)
-    for (Index j = 0; j <= t; ++j) D(t, j) = h.g(t - j);
+    for (Index j = 0; j <= t; ++j) D(t, j) = h.g(p * (t - j));
   return D;
 }
 // Causal 0/1 mask, with (t, t) included or (strict) not.
