@@ -78,21 +78,17 @@ std::string fmt(double x) {
   return os.str();
 }
 
-}  // namespace
-
-CandidateOutputs baseline(const BatchProblem& p, Precision prec) {
-  const Form f = [&] {
-    const auto fs = forms_of(p.opt.variant);
-    return std::find(fs.begin(), fs.end(), Form::chunked_matmul) != fs.end() ? Form::chunked_matmul : Form::streaming;
-  }();
+// Runs eval(head problem in S) on every head and sequence in precision prec.
+template <class Eval> CandidateOutputs run_ours(const BatchProblem& p, Precision prec, DType out_dtype, Eval&& eval) {
   CandidateOutputs out{std::vector<double>(static_cast<size_t>(p.batch * p.heads * p.n * p.dv)),
-                       std::vector<double>(static_cast<size_t>(p.batch * p.heads * p.n)), DType::f64};
+                       std::vector<double>(static_cast<size_t>(p.batch * p.heads * p.n)), out_dtype};
   auto run = [&](auto tag, Index b, Index h, Index t0, Index t1) {
     using S = decltype(tag);
-    const Output<S> o = evaluate(p.head<S>(b, h, t0, t1), f, 64);
+    const Output<S> o = eval(p.head<S>(b, h, t0, t1));
     for (Index t = t0; t < t1; ++t) {
-      out.den[den_index(p, b, h, t)] = static_cast<double>(o.den(t - t0));
-      for (Index c = 0; c < p.dv; ++c) out.out[p.out_index(b, h, t, c)] = static_cast<double>(o.out(t - t0, c));
+      out.den[den_index(p, b, h, t)] = round_to(out_dtype, static_cast<double>(o.den(t - t0)));
+      for (Index c = 0; c < p.dv; ++c)
+        out.out[p.out_index(b, h, t, c)] = round_to(out_dtype, static_cast<double>(o.out(t - t0, c)));
     }
   };
   for (Index b = 0; b < p.batch; ++b)
@@ -106,6 +102,23 @@ CandidateOutputs baseline(const BatchProblem& p, Precision prec) {
         }
   return out;
 }
+
+}  // namespace
+
+CandidateOutputs ours(const BatchProblem& p, Precision prec, Form f, Index chunk, DType out) {
+  return run_ours(p, prec, out, [&](const auto& head) { return evaluate(head, f, chunk); });
+}
+
+CandidateOutputs ours_paper(const BatchProblem& p, Precision prec, PaperForm f, Index chunk, DType out) {
+  return run_ours(p, prec, out, [&](const auto& head) { return evaluate_paper(head, f, chunk); });
+}
+
+Form baseline_form(Variant v) {
+  const auto fs = forms_of(v);
+  return std::find(fs.begin(), fs.end(), Form::chunked_matmul) != fs.end() ? Form::chunked_matmul : Form::streaming;
+}
+
+CandidateOutputs baseline(const BatchProblem& p, Precision prec) { return ours(p, prec, baseline_form(p.opt.variant)); }
 
 Report check(const BatchProblem& p, const Reference& ref, const CandidateOutputs& cand, const CheckOptions& opt) {
   const size_t no = static_cast<size_t>(p.batch * p.heads * p.n * p.dv), nd = static_cast<size_t>(p.batch * p.heads * p.n);

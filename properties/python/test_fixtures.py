@@ -89,10 +89,13 @@ def test_fixture_is_well_formed(path):
     if "flags" in t:
         assert dt["flags"] == "U8" and list(t["flags"].shape) == want["ref_out"]
         assert np.all(t["flags"] & ~np.uint8(3) == 0)
+    if "den_flags" in t:
+        assert dt["den_flags"] == "U8" and list(t["den_flags"].shape) == want["ref_den"]
+        assert np.all(t["den_flags"] & ~np.uint8(3) == 0)
     if "offsets" in t:
         off = t["offsets"]
         assert dt["offsets"] == "I64" and B == 1 and off[0] == 0 and off[-1] == n and np.all(np.diff(off) > 0)
-    others = set(t) - set(want) - {"flags", "offsets"}
+    others = set(t) - set(want) - {"flags", "den_flags", "offsets"}
     assert all(name.startswith("state.") and dt[name] == "F64" for name in others), others
     Fraction(md["gamma"]), Fraction(md["eps"]), Fraction(md["lambda"]), Fraction(md["scale"])
 

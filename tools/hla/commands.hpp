@@ -13,5 +13,6 @@ using Action = std::function<int()>;  // exit status: 0 ok, 1 check failed, 2 us
 void add_demo(CLI::App& app, Action& action);
 void add_gen(CLI::App& app, Action& action);
 void add_check(CLI::App& app, Action& action);
+void add_eval(CLI::App& app, Action& action);
 
 }  // namespace hla::cli

@@ -4,6 +4,7 @@
 
 #include "hla/check/precision.hpp"
 #include "hla/check/reference.hpp"
+#include "hla/evaluate.hpp"
 
 #include <nlohmann/json.hpp>
 
@@ -57,8 +58,15 @@ Report check(const BatchProblem& p, const Reference& ref, const CandidateOutputs
 // Convenience for a user's own test: computes the reference, then checks.
 Report check(const BatchProblem& p, const CandidateOutputs& cand, const CheckOptions& opt = {});
 
-// Our own fast form evaluated in precision `prec` (rounding after every
-// operation for bf16/f16): the FlashAttention-style baseline.
+// One of our forms on every head and sequence, evaluated in precision `prec`
+// (rounding after every operation for bf16/f16; tf32 runs as f32), outputs
+// rounded to `out`. A paper-literal form when `paper` is set.
+CandidateOutputs ours(const BatchProblem& p, Precision prec, Form f, Index chunk = 64, DType out = DType::f64);
+CandidateOutputs ours_paper(const BatchProblem& p, Precision prec, PaperForm f, Index chunk = 64, DType out = DType::f64);
+
+// The FlashAttention-style baseline: our chunked matmul form (streaming where
+// a variant has none) in the candidate's precision.
+Form baseline_form(Variant v);
 CandidateOutputs baseline(const BatchProblem& p, Precision prec);
 
 }  // namespace hla::check
