@@ -1,0 +1,99 @@
+/* hla_impl.h — the C ABI through which `hla fuzz` (and any harness) calls an
+ * HLA implementation. Public, self-contained, C99 and C++.
+ *
+ * A library exports two functions:
+ *
+ *   const hla_impl_info* hla_impl_info_get(void);
+ *   int hla_impl_run(const hla_problem* p, char* err, size_t err_len);
+ *
+ * hla_impl_info_get says what the implementation supports; the fuzzer only
+ * generates problems inside it. hla_impl_run computes the outputs of one
+ * problem and returns 0, or non-zero with a message in err (NUL-terminated,
+ * at most err_len bytes). All pointers are HOST pointers: a CUDA library
+ * copies inputs to the device and outputs back itself. The fuzzer calls the
+ * library in a child process, so a crash or hang is a finding, not a fault of
+ * the fuzzer; a library need not be thread-safe.
+ *
+ * Semantics: SPEC.md of hla-oracle (variants, options, shapes). Tensors are
+ * dense row-major:
+ *   q   [batch][heads][n][d]        k [batch][kv_heads][n][d]
+ *   v   [batch][kv_heads][n][dv]    out [batch][heads][n][dv]
+ *   den [batch][heads][n]           (optional output)
+ * Query head h uses K/V head h / (heads / kv_heads) (grouped / multi-query).
+ * With offsets (packed variable-length batches, batch == 1), sequence s is
+ * tokens [offsets[s], offsets[s+1]) and no state crosses sequences.
+ * Values of q, k, v, out are stored in `dtype`: F64 double, F32 float, BF16
+ * and F16 as uint16_t bit patterns.
+ */
+#ifndef HLA_IMPL_H
+#define HLA_IMPL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define HLA_IMPL_ABI_VERSION 1
+
+typedef enum { HLA_LA1 = 0, HLA_HLA2 = 1, HLA_AHLA = 2, HLA_HLA3 = 3, HLA_HLA3_PAPER = 4 } hla_variant;
+typedef enum { HLA_F64 = 0, HLA_F32 = 1, HLA_BF16 = 2, HLA_F16 = 3 } hla_dtype;
+typedef enum { HLA_EPS_ADD = 0, HLA_EPS_CLAMP = 1 } hla_eps_mode;
+
+/* Feature bits of hla_impl_info.features. */
+#define HLA_FEAT_UNMASKED  (1u << 0) /* masked = 0 (hla2, hla3) */
+#define HLA_FEAT_NORMALIZE (1u << 1) /* normalize = 1 with eps_mode ADD */
+#define HLA_FEAT_CLAMP     (1u << 2) /* normalize = 1 with eps_mode CLAMP */
+#define HLA_FEAT_DECAY     (1u << 3) /* gamma < 1 */
+#define HLA_FEAT_RIDGE     (1u << 4) /* lambda > 0 (hla2) */
+#define HLA_FEAT_SCALE     (1u << 5) /* scale != 1 */
+#define HLA_FEAT_GQA       (1u << 6) /* kv_heads < heads */
+#define HLA_FEAT_VARLEN    (1u << 7) /* offsets != NULL */
+#define HLA_FEAT_STATE     (1u << 8) /* state_in / state_out */
+#define HLA_FEAT_DEN       (1u << 9) /* writes den when p->den != NULL */
+
+typedef struct {
+  int32_t abi_version;    /* HLA_IMPL_ABI_VERSION */
+  const char* name;       /* for reports */
+  uint32_t variants;      /* bit (1u << hla_variant) per supported variant */
+  uint32_t dtypes;        /* bit (1u << hla_dtype) per supported input/output dtype */
+  uint32_t features;      /* HLA_FEAT_* */
+  int64_t max_n, max_d, max_dv; /* 0: no limit */
+  const char* precision;  /* declared compute precision: "f64", "f32", "tf32", "bf16" or "f16" */
+} hla_impl_info;
+
+typedef struct {
+  int32_t abi_version;    /* HLA_IMPL_ABI_VERSION */
+  hla_variant variant;
+  int32_t masked;         /* 1: causal (default); 0: unmasked (hla2, hla3 only) */
+  int32_t normalize;      /* 1: out = num / (den (+) eps) */
+  hla_eps_mode eps_mode;
+  /* Options rounded to double, and exactly as rationals ("7/8", "1/1000000"). */
+  double gamma, eps, lambda, scale;
+  const char *gamma_exact, *eps_exact, *lambda_exact, *scale_exact;
+  int64_t batch, heads, kv_heads, n, d, dv;
+  hla_dtype dtype;        /* of q, k, v and out */
+  const void *q, *k, *v;
+  const int64_t* offsets; /* NULL, or num_offsets = sequences + 1 entries, 0 ... n */
+  int64_t num_offsets;
+  /* Opaque state, hla_impl_state_size(p) doubles per (batch, head, sequence)
+   * in that order. state_in NULL: start from zero. state_out NULL: not wanted.
+   * Running tokens [0, m) with state_out, then [m, n) with that as state_in,
+   * must equal one run over [0, n). Only with HLA_FEAT_STATE. */
+  const double* state_in;
+  double* state_out;
+  void* out;              /* [batch][heads][n][dv] in dtype: always written */
+  double* den;            /* [batch][heads][n] or NULL: written when HLA_FEAT_DEN */
+} hla_problem;
+
+const hla_impl_info* hla_impl_info_get(void);
+int hla_impl_run(const hla_problem* p, char* err, size_t err_len);
+/* Only with HLA_FEAT_STATE: doubles of state per (batch, head, sequence). */
+int64_t hla_impl_state_size(const hla_problem* p);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* HLA_IMPL_H */
