@@ -14,6 +14,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <sstream>
 
 namespace hla::check {
@@ -29,6 +30,39 @@ Precision precision_of(DType t) {
   return Precision::f32;
 }
 
+// Smallest normal number of a compute precision.
+double smallest_normal(Precision p) {
+  switch (p) {
+    case Precision::f64: return std::numeric_limits<double>::min();
+    case Precision::f32:
+    case Precision::tf32:
+    case Precision::bf16: return std::numeric_limits<float>::min();
+    case Precision::f16: return std::ldexp(1.0, -14);
+  }
+  return 0;
+}
+
+double max_finite(DType t) {
+  switch (t) {
+    case DType::f64: return std::numeric_limits<double>::max();
+    case DType::f32: return std::numeric_limits<float>::max();
+    case DType::bf16: return 3.38953139e38;  // (2 − 2^-7)·2^127
+    case DType::f16: return 65504;
+  }
+  return 0;
+}
+
+// Largest error of rounding x to type t: u_t·|x| plus half the smallest subnormal.
+double storage_rounding(DType t, double x) {
+  switch (t) {
+    case DType::f64: return std::ldexp(std::fabs(x), -53) + std::ldexp(1.0, -1075);
+    case DType::f32: return std::ldexp(std::fabs(x), -24) + std::ldexp(1.0, -150);
+    case DType::bf16: return std::ldexp(std::fabs(x), -8) + std::ldexp(1.0, -134);
+    case DType::f16: return std::ldexp(std::fabs(x), -11) + std::ldexp(1.0, -25);
+  }
+  return 0;
+}
+
 size_t den_index(const BatchProblem& p, Index b, Index h, Index t) { return static_cast<size_t>((b * p.heads + h) * p.n + t); }
 
 Index longest_sequence(const BatchProblem& p) {
@@ -37,16 +71,27 @@ Index longest_sequence(const BatchProblem& p) {
   return m;
 }
 
-// Scores every element of `cand`; calls visit(element, scored, ill_conditioned).
+// Scores every element of `cand` and calls visit(element); elements that are
+// not scored say why in Element::skip.
 template <class Visit>
-void score_all(const BatchProblem& p, const Reference& ref, const CandidateOutputs& cand, double u, double K, Visit&& visit) {
+void score_all(const BatchProblem& p, const Reference& ref, const CandidateOutputs& cand, double u, double tiny, double K,
+               Visit&& visit) {
   const Options& o = p.opt;
   const double eps = to_double(o.eps);
-  auto score = [&](double c, double r, double m) -> double {
-    if (!std::isfinite(c)) return HUGE_VAL;
-    const double err = std::fabs(c - r);
-    if (err == 0) return 0.0;
-    return m > 0 ? err / (u * m) : HUGE_VAL;
+  // Storing a result in its output dtype may round it once more: that much
+  // (relative u_t, or half the smallest subnormal) is not the kernel's
+  // compute error and is taken off before scoring.
+  auto judge = [&](Element& e, DType t) {
+    if (!std::isfinite(e.reference)) e.skip = Skip::reference_nonfinite;
+    else if (std::fabs(e.reference) > max_finite(t)) e.skip = Skip::out_of_range;
+    else if (u * e.magnitude < tiny && e.magnitude > 0) e.skip = Skip::underflow;
+    if (e.skip != Skip::none) return;
+    if (!std::isfinite(e.candidate)) {
+      e.score = HUGE_VAL;
+      return;
+    }
+    const double err = std::max(0.0, std::fabs(e.candidate - e.reference) - storage_rounding(t, e.reference));
+    e.score = err == 0 ? 0.0 : e.magnitude > 0 ? err / (u * e.magnitude) : HUGE_VAL;
   };
   for (Index b = 0; b < p.batch; ++b)
     for (Index h = 0; h < p.heads; ++h)
@@ -55,19 +100,24 @@ void score_all(const BatchProblem& p, const Reference& ref, const CandidateOutpu
         const double den = ref.den[di], magD = ref.mag_den[di];
         for (Index c = 0; c < p.dv; ++c) {
           const size_t i = p.out_index(b, h, t, c);
-          double m = ref.mag_num[i];
-          bool ill = false;
-          if (o.normalize) {
+          Element e{b, h, t, c, cand.out[i], ref.out[i], ref.mag_num[i]};
+          if (o.normalize && (ref.flags[i] & kIllConditioned)) {
+            e.skip = Skip::ill_conditioned;  // at the pole already for the reference
+          } else if (o.normalize && std::isfinite(e.reference)) {
             const double num = ref.out[i] * normalizer(den, eps, o.eps_mode);
-            const auto bound = normalized_error_bound(num, den, eps, o.eps_mode, K * u * m, K * u * magD);
-            const auto mo = normalized_magnitude(num, den, eps, o.eps_mode, m, magD);
-            ill = !bound || !mo || (ref.flags[i] & kIllConditioned);
-            m = mo.value_or(0);
+            const auto bound = normalized_error_bound(num, den, eps, o.eps_mode, K * u * e.magnitude, K * u * magD);
+            const auto mo = normalized_magnitude(num, den, eps, o.eps_mode, e.magnitude, magD);
+            if (!bound || !mo) e.skip = Skip::ill_conditioned;
+            e.magnitude = mo.value_or(0);
           }
-          visit(Element{b, h, t, c, cand.out[i], ref.out[i], m, ill ? 0 : score(cand.out[i], ref.out[i], m)}, ill);
+          if (e.skip == Skip::none) judge(e, cand.out_dtype);
+          visit(e);
         }
-        if (!cand.den.empty())
-          visit(Element{b, h, t, -1, cand.den[di], den, magD, score(cand.den[di], den, magD)}, false);
+        if (!cand.den.empty()) {
+          Element e{b, h, t, -1, cand.den[di], den, magD};
+          judge(e, cand.den_dtype);
+          visit(e);
+        }
       }
 }
 
@@ -81,7 +131,7 @@ std::string fmt(double x) {
 // Runs eval(head problem in S) on every head and sequence in precision prec.
 template <class Eval> CandidateOutputs run_ours(const BatchProblem& p, Precision prec, DType out_dtype, Eval&& eval) {
   CandidateOutputs out{std::vector<double>(static_cast<size_t>(p.batch * p.heads * p.n * p.dv)),
-                       std::vector<double>(static_cast<size_t>(p.batch * p.heads * p.n)), out_dtype};
+                       std::vector<double>(static_cast<size_t>(p.batch * p.heads * p.n)), out_dtype, out_dtype};
   auto run = [&](auto tag, Index b, Index h, Index t0, Index t1) {
     using S = decltype(tag);
     const Output<S> o = eval(p.head<S>(b, h, t0, t1));
@@ -118,7 +168,15 @@ Form baseline_form(Variant v) {
   return std::find(fs.begin(), fs.end(), Form::chunked_matmul) != fs.end() ? Form::chunked_matmul : Form::streaming;
 }
 
-CandidateOutputs baseline(const BatchProblem& p, Precision prec) { return ours(p, prec, baseline_form(p.opt.variant)); }
+CandidateOutputs baseline(const BatchProblem& p, Precision prec) {
+  // Our chunked form masks by multiplying with 0, which lets a NaN reach
+  // earlier tokens of its chunk; with non-finite inputs the streaming form is
+  // the honest baseline (a NaN enters the state at its own token).
+  for (const auto* x : {&p.q, &p.k, &p.v})
+    for (double e : *x)
+      if (!std::isfinite(e)) return ours(p, prec, Form::streaming);
+  return ours(p, prec, baseline_form(p.opt.variant));
+}
 
 Report check(const BatchProblem& p, const Reference& ref, const CandidateOutputs& cand, const CheckOptions& opt) {
   const size_t no = static_cast<size_t>(p.batch * p.heads * p.n * p.dv), nd = static_cast<size_t>(p.batch * p.heads * p.n);
@@ -134,6 +192,7 @@ Report check(const BatchProblem& p, const Reference& ref, const CandidateOutputs
   r.u = unit_roundoff(r.precision);
   const double K = depth_bound(p.opt.variant, longest_sequence(p), p.d);
   r.bound = K + 1;
+  const double tiny = smallest_normal(r.precision);
   r.noise_floor = std::sqrt(K);
   r.exact_tier = opt.exact_tier;
 
@@ -146,13 +205,17 @@ Report check(const BatchProblem& p, const Reference& ref, const CandidateOutputs
     return static_cast<size_t>(std::min(e + 1, 22));
   };
   std::vector<Element> all;
-  score_all(p, ref, cand, r.u, K, [&](const Element& e, bool ill) {
+  score_all(p, ref, cand, r.u, tiny, K, [&](const Element& e) {
     ++r.elements;
-    if (opt.exact_tier && !(e.candidate == e.reference)) ++r.exact_mismatches;
-    if (ill) {
-      ++r.ill_conditioned;
-      return;
+    switch (e.skip) {
+      case Skip::none: break;
+      case Skip::ill_conditioned: ++r.ill_conditioned; break;
+      case Skip::reference_nonfinite: ++r.reference_nonfinite; return;
+      case Skip::out_of_range: ++r.out_of_range; return;
+      case Skip::underflow: ++r.underflow; break;
     }
+    if (opt.exact_tier && !(e.candidate == e.reference)) ++r.exact_mismatches;
+    if (e.skip != Skip::none) return;
     ++r.scored;
     if (!std::isfinite(e.candidate)) ++r.nonfinite;
     else ++bins[bin(e.score)];
@@ -166,8 +229,8 @@ Report check(const BatchProblem& p, const Reference& ref, const CandidateOutputs
   r.worst.assign(all.begin(), all.begin() + static_cast<std::ptrdiff_t>(k));
 
   const CandidateOutputs base = baseline(p, r.precision);
-  score_all(p, ref, base, r.u, K, [&](const Element& e, bool ill) {
-    if (!ill && e.c >= 0) r.baseline_max_score = std::max(r.baseline_max_score, e.score);
+  score_all(p, ref, base, r.u, tiny, K, [&](const Element& e) {
+    if (e.skip == Skip::none && e.c >= 0) r.baseline_max_score = std::max(r.baseline_max_score, e.score);
   });
   r.baseline_ratio = r.max_score / std::max(r.baseline_max_score, r.noise_floor);
 
@@ -178,6 +241,9 @@ Report check(const BatchProblem& p, const Reference& ref, const CandidateOutputs
   r.histogram.emplace_back("> 1.049e+06", bins[22]);
   r.histogram.emplace_back("non-finite", r.nonfinite);
   r.histogram.emplace_back("ill-conditioned (not scored)", r.ill_conditioned);
+  r.histogram.emplace_back("reference non-finite (not scored)", r.reference_nonfinite);
+  r.histogram.emplace_back("beyond the output dtype's range (not scored)", r.out_of_range);
+  r.histogram.emplace_back("underflow regime (not scored)", r.underflow);
 
   if (r.nonfinite) r.reasons.push_back(std::to_string(r.nonfinite) + " non-finite values where the reference is finite");
   if (r.over_bound)
@@ -203,7 +269,11 @@ std::string Report::text() const {
   os << "  precision " << to_string(precision) << " (u = " << fmt(u) << "); scores are |candidate - reference| / (u * magnitude)\n"
      << "  bound K+1 = " << fmt(bound) << ", noise floor sqrt(K) = " << fmt(noise_floor) << "\n"
      << "  elements " << elements << ": scored " << scored << ", ill-conditioned " << ill_conditioned << ", non-finite "
-     << nonfinite << ", over bound " << over_bound << "\n"
+     << nonfinite << ", over bound " << over_bound;
+  if (reference_nonfinite) os << ", depending on NaN/Inf inputs " << reference_nonfinite;
+  if (out_of_range) os << ", beyond the output dtype's range " << out_of_range;
+  if (underflow) os << ", in the underflow regime " << underflow;
+  os << "\n"
      << "  worst score " << fmt(max_score) << "; baseline worst " << fmt(baseline_max_score) << "; ratio "
      << fmt(baseline_ratio) << " (limit 2)\n";
   if (exact_tier) os << "  exact tier: " << exact_mismatches << " elements differ from the exact reference\n";
@@ -234,7 +304,7 @@ nlohmann::json Report::json() const {
   return {{"pass", pass}, {"reasons", reasons}, {"precision", to_string(precision)}, {"u", u}, {"bound", bound},
           {"noise_floor", noise_floor}, {"max_score", num(max_score)}, {"baseline_max_score", num(baseline_max_score)},
           {"baseline_ratio", num(baseline_ratio)}, {"elements", elements}, {"scored", scored},
-          {"ill_conditioned", ill_conditioned}, {"nonfinite", nonfinite}, {"over_bound", over_bound},
+          {"ill_conditioned", ill_conditioned}, {"reference_nonfinite", reference_nonfinite}, {"out_of_range", out_of_range}, {"underflow", underflow}, {"nonfinite", nonfinite}, {"over_bound", over_bound},
           {"exact_tier", exact_tier}, {"exact_mismatches", exact_mismatches}, {"worst", w}, {"histogram", h}};
 }
 

@@ -37,7 +37,9 @@ Reference reference_of(const io::Fixture& f) {
   return r;
 }
 
-CandidateOutputs outputs_of(const io::Candidate& c) { return {c.out, c.den.value_or(std::vector<double>{}), c.out_dtype}; }
+CandidateOutputs outputs_of(const io::Candidate& c) {
+  return {c.out, c.den.value_or(std::vector<double>{}), c.out_dtype, c.den ? c.den_dtype : DType::f64};
+}
 
 io::Candidate candidate_of(const CandidateOutputs& c) {
   io::Candidate k;
@@ -45,7 +47,7 @@ io::Candidate candidate_of(const CandidateOutputs& c) {
   k.out_dtype = c.out_dtype;
   if (!c.den.empty()) {
     k.den = c.den;
-    k.den_dtype = c.out_dtype;
+    k.den_dtype = c.den_dtype;
   }
   return k;
 }

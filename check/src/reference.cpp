@@ -94,7 +94,7 @@ void f113_head(Sink& s, Index b, Index h, Index t0, Index t1) {
 }  // namespace
 
 Reference compute_reference(const BatchProblem& p, Index exact_max_n) {
-  p.validate();
+  p.validate(true);  // NaN/Inf inputs (causality probes) propagate through binary128
   Reference ref;
   const size_t no = static_cast<size_t>(p.batch * p.heads * p.n * p.dv), nd = static_cast<size_t>(p.batch * p.heads * p.n);
   ref.out.assign(no, 0);
@@ -103,7 +103,12 @@ Reference compute_reference(const BatchProblem& p, Index exact_max_n) {
   ref.den.assign(nd, 0);
   ref.mag_den.assign(nd, 0);
   ref.den_flags.assign(nd, 0);
-  bool exact = p.d <= 16 && p.dv <= 16;
+  auto finite = [](const std::vector<double>& x) {
+    for (double e : x)
+      if (!std::isfinite(e)) return false;
+    return true;
+  };
+  bool exact = p.d <= 16 && p.dv <= 16 && finite(p.q) && finite(p.k) && finite(p.v);
   for (const auto& [t0, t1] : p.sequences()) exact = exact && t1 - t0 <= exact_max_n;
   ref.bits = exact ? 0 : 113;
   Sink s{ref, p};

@@ -7,6 +7,7 @@
 
 #include "hla/problem.hpp"
 
+#include <cmath>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -63,7 +64,9 @@ struct BatchProblem {
   template <class S> static S convert(double x, S) {
     if constexpr (std::is_same_v<S, Rational>) return to_rational(x);
     else if constexpr (std::is_same_v<S, double> || std::is_same_v<S, f113>) return S(x);  // exact
-    else return from_rational<S>(to_rational(x));
+    else if constexpr (std::is_same_v<S, float>) return static_cast<float>(x);  // IEEE: rounded once
+    else if (!std::isfinite(x)) return S(static_cast<float>(x));
+    else return from_rational<S>(to_rational(x));  // one rounding, not double → float → S
   }
 };
 

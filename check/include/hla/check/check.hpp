@@ -18,7 +18,8 @@ namespace hla::check {
 struct CandidateOutputs {
   std::vector<double> out;  // [B, H, n, dv]
   std::vector<double> den;  // [B, H, n], or empty when the candidate does not expose it
-  DType out_dtype = DType::f32;
+  DType out_dtype = DType::f32;  // the type `out` was stored in (its rounding is allowed for)
+  DType den_dtype = DType::f64;
 };
 
 struct CheckOptions {
@@ -27,9 +28,19 @@ struct CheckOptions {
   size_t worst = 10;                   // worst elements listed
 };
 
+// Why an element is not scored (reported and counted, never failed).
+enum class Skip {
+  none,
+  ill_conditioned,      // normalized output whose pole den ⊕ ε = 0 lies within the error bound
+  reference_nonfinite,  // depends on a NaN/Inf input: any value is accepted
+  out_of_range,         // the reference exceeds the output dtype's largest finite value
+  underflow,            // u·magnitude below the compute precision's smallest normal: underflow dominates
+};
+
 struct Element {
   Index b = 0, h = 0, t = 0, c = -1;  // c = -1: the denominator
   double candidate = 0, reference = 0, magnitude = 0, score = 0;
+  Skip skip = Skip::none;
 };
 
 struct Report {
@@ -43,6 +54,7 @@ struct Report {
   double baseline_max_score = 0;  // our chunked form in the same precision
   double baseline_ratio = 0;   // max_score / max(baseline_max_score, noise_floor); must be ≤ 2
   size_t elements = 0, scored = 0, ill_conditioned = 0, nonfinite = 0, over_bound = 0;
+  size_t reference_nonfinite = 0, out_of_range = 0, underflow = 0;  // not scored: see Skip
   bool exact_tier = false;
   size_t exact_mismatches = 0;
   std::vector<Element> worst;

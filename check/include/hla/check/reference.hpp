@@ -36,8 +36,9 @@ int order_of(Variant v);
 double depth_bound(Variant v, Index n, Index d);
 
 // Exact rationals (then certified) when every head is small (n ≤ exact_max_n,
-// d, dv ≤ 16), else binary128 through the streaming form. Problem validated
-// first (InputError).
+// d, dv ≤ 16) and the inputs finite, else binary128 through the streaming form,
+// where a NaN/Inf input reaches exactly the outputs that depend on it (SPEC §7).
+// Problem validated first (InputError).
 Reference compute_reference(const BatchProblem& p, Index exact_max_n = 48);
 
 }  // namespace hla::check

@@ -1,0 +1,180 @@
+#include "campaign.hpp"
+
+#include "hla/check/fixture.hpp"
+#include "hla/io/atomic_file.hpp"
+
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <sstream>
+
+namespace hla::fuzz {
+namespace {
+
+namespace fs = std::filesystem;
+
+Verdict failed_run(const RunResult& r) { return {to_string(r.status), r.message, {}, false}; }
+
+// Outputs of two calls, rows [0, m) from the first and [m, n) from the second.
+check::CandidateOutputs stitch(const BatchProblem& p, const check::CandidateOutputs& a, const check::CandidateOutputs& b, Index m) {
+  check::CandidateOutputs o{std::vector<double>(static_cast<size_t>(p.batch * p.heads * p.n * p.dv)), {}, a.out_dtype, a.den_dtype};
+  const bool den = !a.den.empty() && !b.den.empty();
+  if (den) o.den.resize(static_cast<size_t>(p.batch * p.heads * p.n));
+  for (Index bb = 0; bb < p.batch; ++bb)
+    for (Index h = 0; h < p.heads; ++h)
+      for (Index t = 0; t < p.n; ++t) {
+        const bool first = t < m;
+        const Index n1 = first ? m : p.n - m, tt = first ? t : t - m;
+        const auto& src = first ? a : b;
+        for (Index c = 0; c < p.dv; ++c)
+          o.out[p.out_index(bb, h, t, c)] = src.out[static_cast<size_t>(((bb * p.heads + h) * n1 + tt) * p.dv + c)];
+        if (den) o.den[static_cast<size_t>((bb * p.heads + h) * p.n + t)] = src.den[static_cast<size_t>((bb * p.heads + h) * n1 + tt)];
+      }
+  return o;
+}
+
+std::string summarize(const check::Report& r) {
+  std::string m = r.reasons.empty() ? "check failed" : r.reasons.front();
+  if (!r.worst.empty()) {
+    const auto& e = r.worst.front();
+    char buf[256];
+    std::snprintf(buf, sizeof buf, "; worst: batch %ld head %ld token %ld %s: candidate %.9g, reference %.9g (score %.3g)",
+                  static_cast<long>(e.b), static_cast<long>(e.h), static_cast<long>(e.t),
+                  e.c < 0 ? "den" : ("column " + std::to_string(e.c)).c_str(), e.candidate, e.reference, e.score);
+    m += buf;
+  }
+  return m;
+}
+
+Verdict run_and_check(Adapter& a, const FuzzCase& c, const check::Reference& ref) {
+  const RunResult r = a.run(c.p, &ref, nullptr, false);
+  if (r.status != RunResult::Status::ok) return failed_run(r);
+  check::CheckOptions opt;
+  opt.precision = a.supports().precision;
+  opt.exact_tier = c.exact_tier;
+  const check::Report rep = check::check(c.p, ref, r.out, opt);
+  if (rep.pass) return {};
+  std::string kind = "numerics";
+  if (c.probe == Probe::nan_causality && rep.nonfinite > 0) kind = "nan_causality";
+  else if (rep.exact_mismatches > 0 && rep.over_bound == 0 && rep.nonfinite == 0 && rep.baseline_ratio <= 2) kind = "exact_tier";
+  return {kind, summarize(rep), r.out, true};
+}
+
+}  // namespace
+
+Verdict judge(Adapter& a, const FuzzCase& c) {
+  const check::Reference ref = check::compute_reference(c.p);
+  Verdict v = run_and_check(a, c, ref);
+  if (!v.kind.empty()) {
+    // A packed batch that fails while its failing sequence alone passes leaks across sequences.
+    if (v.kind == "numerics" && c.p.offsets.size() > 2) {
+      for (size_t s = 0; s + 1 < c.p.offsets.size(); ++s) {
+        FuzzCase one = c;
+        one.p = slice_tokens(c.p, c.p.offsets[s], c.p.offsets[s + 1]);
+        if (!run_and_check(a, one, check::compute_reference(one.p)).kind.empty()) return v;  // wrong on its own
+      }
+      v.kind = "varlen";
+      v.message = "every packed sequence passes alone, the packed batch fails: " + v.message;
+    }
+    return v;
+  }
+  if (c.probe != Probe::state_continuation) return {};
+  // One pass was right; now [0, m) and [m, n) with the state handed over.
+  const RunResult ra = a.run(slice_tokens(c.p, 0, c.split), nullptr, nullptr, true);
+  if (ra.status != RunResult::Status::ok) return failed_run(ra);
+  const RunResult rb = a.run(slice_tokens(c.p, c.split, c.p.n), nullptr, &ra.state_out, false);
+  if (rb.status != RunResult::Status::ok) return failed_run(rb);
+  const auto out = stitch(c.p, ra.out, rb.out, c.split);
+  check::CheckOptions opt;
+  opt.precision = a.supports().precision;
+  const check::Report rep = check::check(c.p, ref, out, opt);
+  if (rep.pass) return {};
+  return {"state_continuation", "one pass is right, two passes with the state handed over at token " +
+                                    std::to_string(c.split) + " are not: " + summarize(rep), out, true};
+}
+
+std::string Summary::text() const {
+  std::ostringstream os;
+  os << "hla fuzz: " << cases << " cases in " << seconds << " s (" << (cases ? 1e3 * seconds / cases : 0) << " ms/case); "
+     << findings.size() << " finding(s)\n  probes:";
+  for (const auto& [p, n] : probes) os << " " << p << " " << n;
+  os << "\n";
+  if (!by_kind.empty()) {
+    os << "  findings by kind:";
+    for (const auto& [k, n] : by_kind) os << " " << k << " " << n;
+    os << "\n";
+  }
+  for (const auto& f : findings) {
+    os << "  [" << f.kind << "] case " << f.case_index << " (after " << f.cases_run << " cases, " << f.seconds << " s), shrunk in "
+       << f.shrink_steps << " steps\n    " << f.message << "\n    minimal case: " << f.shrunk << "\n    fixture: " << f.fixture << "\n";
+    if (!f.candidate.empty()) os << "    reproduce: hla check " << f.fixture << " " << f.candidate << "\n";
+  }
+  return os.str();
+}
+
+Summary run_campaign(Adapter& a, const CampaignOptions& o) {
+  if (o.shards == 0 || o.shard >= o.shards) throw InputError("--shard i/N needs 0 <= i < N");
+  Summary s;
+  const auto t0 = std::chrono::steady_clock::now();
+  auto elapsed = [&] { return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(); };
+  const bool tty = o.progress && isatty(2);
+  double last_print = -1;
+  for (size_t i = o.shard; s.cases < o.max_cases; i += o.shards) {
+    if (o.max_seconds > 0 && elapsed() >= o.max_seconds) break;
+    const FuzzCase c = make_case(a.supports(), gen::derive_seed(o.seed, i));
+    ++s.cases;
+    ++s.probes[to_string(c.probe)];
+    Verdict v = judge(a, c);
+    if (!v.kind.empty()) {
+      Finding f;
+      f.kind = v.kind;
+      f.case_index = i;
+      f.cases_run = s.cases;
+      f.seconds = elapsed();
+      f.original = c.describe();
+      // Shrink: accept any reduction that fails the same way, until none does.
+      FuzzCase cur = c;
+      size_t attempts = 0;
+      for (bool progressed = true; progressed && attempts < o.shrink_attempts;) {
+        progressed = false;
+        for (const FuzzCase& k : reductions(cur, a.supports())) {
+          if (++attempts > o.shrink_attempts) break;
+          Verdict w = judge(a, k);
+          if (w.kind == v.kind) {
+            cur = k, v = std::move(w), ++f.shrink_steps, progressed = true;
+            break;
+          }
+        }
+      }
+      f.message = v.message;
+      f.shrunk = cur.describe();
+      fs::create_directories(o.findings_dir);
+      const std::string stem = (fs::path(o.findings_dir) / (f.kind + "-" + std::to_string(i))).string();
+      const io::Fixture fx = check::make_fixture(cur.p, check::compute_reference(cur.p),
+                                                 {"fuzz", f.kind + ": " + f.shrunk, gen::derive_seed(o.seed, i), cur.exact_tier});
+      if (v.has_outputs) {
+        check::dump_case(stem, fx, v.outputs);
+        f.candidate = stem + ".candidate.safetensors";
+      } else {
+        io::write_fixture(stem + ".safetensors", fx);
+      }
+      f.fixture = stem + ".safetensors";
+      ++s.by_kind[f.kind];
+      if (o.progress) std::fprintf(stderr, "%sfinding [%s] at case %zu: %s\n", tty ? "\r\033[K" : "", f.kind.c_str(), i, f.message.c_str());
+      s.findings.push_back(std::move(f));
+      if (o.stop_after && s.findings.size() >= o.stop_after) break;
+    }
+    if (o.progress && (elapsed() - last_print > (tty ? 0.25 : 10.0))) {
+      last_print = elapsed();
+      std::fprintf(stderr, tty ? "\r\033[K[%zu/%zu cases] %zu finding(s), %.1f s" : "[%zu/%zu cases] %zu finding(s), %.1f s\n",
+                   s.cases, o.max_cases, s.findings.size(), last_print);
+    }
+  }
+  if (tty) std::fprintf(stderr, "\r\033[K");
+  s.seconds = elapsed();
+  return s;
+}
+
+}  // namespace hla::fuzz

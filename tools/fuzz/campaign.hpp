@@ -1,0 +1,56 @@
+// A fuzz campaign: generate cases inside what the candidate supports, run
+// them under their probe, judge with the one check, shrink each finding to a
+// minimal failing case and write it as a fixture that `hla check` reproduces.
+#pragma once
+
+#include "cases.hpp"
+
+#include <map>
+#include <string>
+#include <vector>
+
+namespace hla::fuzz {
+
+struct CampaignOptions {
+  uint64_t seed = 1;
+  size_t max_cases = 1000;
+  double max_seconds = 0;    // 0: no time limit
+  size_t shard = 0, shards = 1;  // this campaign takes cases i with i % shards == shard
+  size_t stop_after = 0;     // stop after this many findings (0: never)
+  size_t shrink_attempts = 300;
+  std::string findings_dir = "hla-findings";
+  bool progress = true;
+};
+
+struct Finding {
+  std::string kind;      // crash, timeout, error, bad_output, numerics, exact_tier, nan_causality, state_continuation, varlen
+  std::string message;   // what went wrong, on the shrunk case
+  size_t case_index = 0;     // in the campaign stream
+  size_t cases_run = 0;      // cases this campaign had run when it was found
+  double seconds = 0;        // campaign time when it was found
+  std::string original, shrunk;  // FuzzCase::describe() before and after shrinking
+  size_t shrink_steps = 0;
+  std::string fixture, candidate;  // files written; `hla check fixture candidate` reproduces numeric kinds
+};
+
+struct Summary {
+  size_t cases = 0;
+  double seconds = 0;
+  std::map<std::string, size_t> by_kind;
+  std::map<std::string, size_t> probes;  // cases run per probe
+  std::vector<Finding> findings;
+  std::string text() const;
+};
+
+// The outcome of one case: nothing (pass) or a finding kind with a message
+// and, for numeric kinds, the outputs that failed.
+struct Verdict {
+  std::string kind, message;
+  check::CandidateOutputs outputs;
+  bool has_outputs = false;
+};
+Verdict judge(Adapter& a, const FuzzCase& c);
+
+Summary run_campaign(Adapter& a, const CampaignOptions& o);
+
+}  // namespace hla::fuzz

@@ -1,0 +1,245 @@
+#include "cases.hpp"
+
+#include "hla_impl.h"
+#include "suite.hpp"
+
+#include <algorithm>
+#include <cmath>
+
+namespace hla::fuzz {
+
+std::string to_string(Probe p) {
+  switch (p) {
+    case Probe::plain: return "plain";
+    case Probe::nan_causality: return "nan_causality";
+    case Probe::state_continuation: return "state_continuation";
+  }
+  return "?";
+}
+
+std::string FuzzCase::describe() const {
+  return p.opt.describe() + ", " + to_string(p.dtype) + " B=" + std::to_string(p.batch) + " H=" + std::to_string(p.heads) +
+         " Hkv=" + std::to_string(p.kv_heads) + " n=" + std::to_string(p.n) + " d=" + std::to_string(p.d) +
+         " dv=" + std::to_string(p.dv) + (p.offsets.empty() ? "" : " packed " + std::to_string(p.offsets.size() - 1) + " seqs") +
+         ", " + gen::to_string(dist) + ", probe " + to_string(probe) +
+         (probe == Probe::state_continuation ? " at " + std::to_string(split) : "") + (exact_tier ? ", exact tier" : "");
+}
+
+namespace {
+
+template <class T> const T& pick(gen::Rng& r, const std::vector<T>& xs) { return xs[static_cast<size_t>(r.int_in(0, static_cast<int64_t>(xs.size()) - 1))]; }
+bool chance(gen::Rng& r, int one_in) { return r.int_in(1, one_in) == 1; }
+
+void size_buffers(BatchProblem& p) {
+  p.q.assign(static_cast<size_t>(p.batch * p.heads * p.n * p.d), 0);
+  p.k.assign(static_cast<size_t>(p.batch * p.kv_heads * p.n * p.d), 0);
+  p.v.assign(static_cast<size_t>(p.batch * p.kv_heads * p.n * p.dv), 0);
+}
+
+Index pick_n(gen::Rng& r, const Supports& s) {
+  Index n;
+  const int64_t mode = r.int_in(0, 19);
+  if (mode < 10) n = r.int_in(1, 40);                                                           // short
+  else if (mode < 16) n = pick(r, std::vector<Index>{16, 32, 64, 128}) + r.int_in(-1, 1);        // chunk boundaries
+  else if (mode < 19) n = r.int_in(41, 300);                                                    // medium
+  else n = pick(r, std::vector<Index>{1024, 2048});                                             // long
+  return std::clamp<Index>(n, 1, s.max_n);
+}
+
+}  // namespace
+
+FuzzCase make_case(const Supports& s, uint64_t seed) {
+  gen::Rng r(seed);
+  FuzzCase c;
+  BatchProblem& p = c.p;
+  Options& o = p.opt;
+  o.variant = pick(r, s.variants);
+  o.masked = !(has_unmasked(o.variant) && s.has(HLA_FEAT_UNMASKED) && chance(r, 3));
+  std::vector<EpsMode> modes;
+  if (s.has(HLA_FEAT_NORMALIZE)) modes.push_back(EpsMode::add);
+  if (s.has(HLA_FEAT_CLAMP)) modes.push_back(EpsMode::clamp);
+  if (!modes.empty() && chance(r, 3)) {
+    o.normalize = true;
+    o.eps_mode = pick(r, modes);
+    o.eps = pick(r, std::vector<Rational>{Rational(1, 1000000), Rational(1, 1000), Rational(1, 4)});
+  }
+  if (!needs_unit_gamma(o.variant) && s.has(HLA_FEAT_DECAY) && !chance(r, 3))
+    o.gamma = pick(r, std::vector<Rational>{Rational(7, 8), Rational(1, 2), Rational(9, 10), Rational(15, 16), Rational(99, 100)});
+  if (has_ridge(o.variant) && s.has(HLA_FEAT_RIDGE) && chance(r, 3))
+    o.lambda = pick(r, std::vector<Rational>{Rational(1, 4), Rational(1), Rational(1, 10)});
+  if (s.has(HLA_FEAT_SCALE) && chance(r, 3))
+    o.scale = pick(r, std::vector<Rational>{Rational(1, 8), Rational(17677669529663687, 100000000000000000), Rational(2)});
+  p.dtype = pick(r, s.dtypes);
+  p.batch = chance(r, 3) ? 2 : 1;
+  p.heads = std::vector<Index>{1, 2, 4}[static_cast<size_t>(r.int_in(0, 2))];
+  p.kv_heads = p.heads;
+  if (s.has(HLA_FEAT_GQA) && p.heads > 1 && chance(r, 2)) p.kv_heads = p.heads / (chance(r, 2) ? p.heads : 2);
+  p.d = std::min<Index>(s.max_d, pick(r, std::vector<Index>{1, 2, 3, 4, 8, 16}));
+  p.dv = std::min<Index>(s.max_dv, pick(r, std::vector<Index>{1, 2, 4, 8, 16}));
+  p.n = pick_n(r, s);
+  if (p.n >= 1024) o.gamma = 1, p.d = std::min<Index>(p.d, 8), p.dv = std::min<Index>(p.dv, 8), p.batch = 1, p.heads = p.kv_heads = 1;
+  c.dist = pick(r, std::vector<gen::Dist>{gen::Dist::gaussian, gen::Dist::gaussian, gen::Dist::gaussian, gen::Dist::uniform,
+                                          gen::Dist::small_int, gen::Dist::dynamic_range, gen::Dist::cancellation,
+                                          gen::Dist::near_zero_den, gen::Dist::repeated, gen::Dist::zero_vectors});
+  if (c.dist == gen::Dist::small_int) o.gamma = 1, o.normalize = false, o.scale = 1, p.n = std::min<Index>(p.n, 24);
+  if (c.dist == gen::Dist::near_zero_den && !modes.empty()) o.normalize = true, o.eps_mode = pick(r, modes);
+  if (s.has(HLA_FEAT_VARLEN) && p.n >= 4 && chance(r, 4)) {
+    p.batch = 1;
+    const int64_t seqs = r.int_in(2, std::min<int64_t>(4, p.n));
+    std::vector<int64_t> cuts{0, p.n};
+    while (static_cast<int64_t>(cuts.size()) < seqs + 1) {
+      const int64_t x = r.int_in(1, p.n - 1);
+      if (std::find(cuts.begin(), cuts.end(), x) == cuts.end()) cuts.push_back(x);
+    }
+    std::sort(cuts.begin(), cuts.end());
+    p.offsets = cuts;
+  }
+  size_buffers(p);
+  gen::fill(p, c.dist, r);
+  c.exact_tier = c.dist == gen::Dist::small_int && (s.precision == check::Precision::f32 || s.precision == check::Precision::f64) &&
+                 (p.dtype == DType::f32 || p.dtype == DType::f64) && gen::qualifies_exact_tier(p);
+  if (s.has(HLA_FEAT_STATE) && p.offsets.empty() && p.n >= 2 && chance(r, 5)) {
+    c.probe = Probe::state_continuation;
+    c.split = r.int_in(1, p.n - 1);
+  } else if (chance(r, 5)) {
+    c.probe = Probe::nan_causality;
+    std::vector<double>* x = pick(r, std::vector<std::vector<double>*>{&p.q, &p.k, &p.v});
+    (*x)[static_cast<size_t>(r.int_in(0, static_cast<int64_t>(x->size()) - 1))] = chance(r, 2) ? NAN : INFINITY;
+    c.exact_tier = false;
+  }
+  return c;
+}
+
+BatchProblem slice_tokens(const BatchProblem& p, Index t0, Index t1) {
+  BatchProblem s = p;
+  s.n = t1 - t0;
+  s.offsets.clear();
+  size_buffers(s);
+  for (Index b = 0; b < p.batch; ++b)
+    for (Index t = t0; t < t1; ++t) {
+      for (Index h = 0; h < p.heads; ++h)
+        for (Index c = 0; c < p.d; ++c) s.q[s.q_index(b, h, t - t0, c)] = p.q[p.q_index(b, h, t, c)];
+      for (Index g = 0; g < p.kv_heads; ++g) {
+        const Index h = g * (p.heads / p.kv_heads);  // a query head of kv group g
+        for (Index c = 0; c < p.d; ++c) s.k[s.k_index(b, h, t - t0, c)] = p.k[p.k_index(b, h, t, c)];
+        for (Index c = 0; c < p.dv; ++c) s.v[s.v_index(b, h, t - t0, c)] = p.v[p.v_index(b, h, t, c)];
+      }
+    }
+  return s;
+}
+
+namespace {
+
+// Keeps batch entry b and query head h (with its kv head) only.
+BatchProblem one_head(const BatchProblem& p, Index b, Index h) {
+  BatchProblem s = p;
+  s.batch = s.heads = s.kv_heads = 1;
+  size_buffers(s);
+  for (Index t = 0; t < p.n; ++t) {
+    for (Index c = 0; c < p.d; ++c) s.q[s.q_index(0, 0, t, c)] = p.q[p.q_index(b, h, t, c)], s.k[s.k_index(0, 0, t, c)] = p.k[p.k_index(b, h, t, c)];
+    for (Index c = 0; c < p.dv; ++c) s.v[s.v_index(0, 0, t, c)] = p.v[p.v_index(b, h, t, c)];
+  }
+  return s;
+}
+
+// Keeps the first d' columns of q, k (and dv' of v).
+BatchProblem narrow(const BatchProblem& p, Index d2, Index dv2) {
+  BatchProblem s = p;
+  s.d = d2, s.dv = dv2;
+  size_buffers(s);
+  for (Index b = 0; b < p.batch; ++b)
+    for (Index t = 0; t < p.n; ++t) {
+      for (Index h = 0; h < p.heads; ++h)
+        for (Index c = 0; c < d2; ++c) s.q[s.q_index(b, h, t, c)] = p.q[p.q_index(b, h, t, c)];
+      for (Index h = 0; h < p.heads; h += p.heads / p.kv_heads) {
+        for (Index c = 0; c < d2; ++c) s.k[s.k_index(b, h, t, c)] = p.k[p.k_index(b, h, t, c)];
+        for (Index c = 0; c < dv2; ++c) s.v[s.v_index(b, h, t, c)] = p.v[p.v_index(b, h, t, c)];
+      }
+    }
+  return s;
+}
+
+bool has_nonfinite(const BatchProblem& p) {
+  for (const auto* x : {&p.q, &p.k, &p.v})
+    for (double e : *x)
+      if (!std::isfinite(e)) return true;
+  return false;
+}
+
+}  // namespace
+
+std::vector<FuzzCase> reductions(const FuzzCase& c, const Supports& s) {
+  std::vector<FuzzCase> out;
+  auto add = [&](BatchProblem p) {
+    FuzzCase k = c;
+    k.p = std::move(p);
+    if (c.probe == Probe::nan_causality && !has_nonfinite(k.p)) return;  // the probe needs its NaN
+    if (c.probe == Probe::state_continuation && (k.split < 1 || k.split >= k.p.n)) return;
+    k.exact_tier = c.exact_tier && gen::qualifies_exact_tier(k.p);
+    out.push_back(std::move(k));
+  };
+  const BatchProblem& p = c.p;
+  // Fewer heads and batch entries.
+  if (p.batch * p.heads > 1)
+    for (Index b = 0; b < p.batch; ++b)
+      for (Index h = 0; h < p.heads; ++h) {
+        BatchProblem q = one_head(p, b, h);
+        if (!p.offsets.empty()) q.offsets = p.offsets;
+        add(std::move(q));
+      }
+  // Fewer packed sequences: the first k of them.
+  if (p.offsets.size() > 2)
+    for (size_t k = 1; k + 1 < p.offsets.size(); ++k) {
+      BatchProblem q = slice_tokens(p, 0, p.offsets[k]);
+      q.offsets.assign(p.offsets.begin(), p.offsets.begin() + static_cast<std::ptrdiff_t>(k) + 1);
+      if (q.offsets.size() == 2) q.offsets.clear();
+      add(std::move(q));
+    }
+  // Fewer tokens (a prefix: outputs depend only on earlier tokens).
+  if (p.offsets.empty())
+    for (Index n2 : {p.n / 4, p.n / 2, (3 * p.n) / 4, p.n - 1})
+      if (n2 >= 1 && n2 < p.n) add(slice_tokens(p, 0, n2));
+  // Narrower heads.
+  for (auto [d2, dv2] : {std::pair{std::max<Index>(1, p.d / 2), p.dv}, std::pair{p.d, std::max<Index>(1, p.dv / 2)},
+                         std::pair{p.d - 1, p.dv}, std::pair{p.d, p.dv - 1}})
+    if (d2 >= 1 && dv2 >= 1 && (d2 < p.d || dv2 < p.dv)) add(narrow(p, d2, dv2));
+  // Simpler options.
+  auto with = [&](auto&& edit) {
+    BatchProblem q = p;
+    edit(q.opt);
+    if (!(q.opt == p.opt)) add(std::move(q));
+  };
+  with([](Options& o) { o.lambda = 0; });
+  with([](Options& o) { o.normalize = false; });
+  with([&](Options& o) { if (!needs_unit_gamma(o.variant)) o.gamma = 1; });
+  with([](Options& o) { o.scale = 1; });
+  with([](Options& o) { o.masked = true; });
+  if (p.dtype != DType::f32 && std::find(s.dtypes.begin(), s.dtypes.end(), DType::f32) != s.dtypes.end()) {
+    BatchProblem q = p;
+    q.dtype = DType::f32;
+    for (auto* x : {&q.q, &q.k, &q.v})
+      for (double& e : *x) e = round_to(DType::f32, e);
+    add(std::move(q));
+  }
+  // Simpler values: small integers (keeping signs and the NaN), then zeros.
+  using Member = std::vector<double> BatchProblem::*;
+  for (Member which : {&BatchProblem::q, &BatchProblem::k, &BatchProblem::v}) {
+    BatchProblem q = p;
+    bool changed = false;
+    for (double& e : q.*which)
+      if (std::isfinite(e)) {
+        const double r = std::clamp(std::round(e), -2.0, 2.0);
+        changed = changed || r != e;
+        e = r;
+      }
+    if (changed) add(q);
+    BatchProblem z = p;
+    bool nonzero = false;
+    for (double& e : z.*which)
+      if (std::isfinite(e) && e != 0) e = 0, nonzero = true;
+    if (nonzero) add(z);
+  }
+  return out;
+}
+
+}  // namespace hla::fuzz

@@ -1,0 +1,39 @@
+// Fuzz cases: a problem drawn inside what the candidate supports, plus the
+// probe it is run under, and the reductions the shrinker tries.
+#pragma once
+
+#include "adapter.hpp"
+#include "distributions.hpp"
+
+#include <string>
+#include <vector>
+
+namespace hla::fuzz {
+
+enum class Probe {
+  plain,               // run once, check against the reference
+  nan_causality,       // a NaN/Inf at token j must not reach outputs before j
+  state_continuation,  // tokens [0, m) then [m, n) with the state passed == one run
+};
+std::string to_string(Probe p);
+
+struct FuzzCase {
+  BatchProblem p;
+  Probe probe = Probe::plain;
+  gen::Dist dist = gen::Dist::gaussian;
+  bool exact_tier = false;
+  Index split = 0;  // state_continuation: first token of the second call
+  std::string describe() const;  // one line: options, shapes, dist, probe
+};
+
+// Case number i of the campaign stream `seed` (deterministic; shards take
+// disjoint i). Only variants, dtypes, features and sizes in s.
+FuzzCase make_case(const Supports& s, uint64_t seed);
+
+// Smaller or simpler versions of c, most aggressive first (shrinking).
+std::vector<FuzzCase> reductions(const FuzzCase& c, const Supports& s);
+
+// Tokens [t0, t1) of every head (no packed offsets).
+BatchProblem slice_tokens(const BatchProblem& p, Index t0, Index t1);
+
+}  // namespace hla::fuzz

@@ -1,0 +1,99 @@
+// The exec adapter: writes the problem as a fixture file, runs the user's
+// command with {in} and {out} replaced, reads the candidate file it wrote.
+#include "adapter.hpp"
+#include "hla_impl.h"
+#include "process.hpp"
+
+#include "hla/check/fixture.hpp"
+#include "hla/io/atomic_file.hpp"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+namespace hla::fuzz {
+namespace {
+
+namespace fs = std::filesystem;
+
+std::string shell_quote(const std::string& s) {
+  std::string q = "'";
+  for (char c : s) q += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return q + "'";
+}
+
+std::string replace_all(std::string s, const std::string& from, const std::string& to) {
+  for (size_t at = s.find(from); at != std::string::npos; at = s.find(from, at + to.size())) s.replace(at, from.size(), to);
+  return s;
+}
+
+std::string tail_of(const fs::path& file, size_t max_chars = 600) {
+  std::ifstream in(file);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  std::string s = ss.str();
+  while (!s.empty() && (s.back() == '\n' || s.back() == ' ')) s.pop_back();
+  return s.size() > max_chars ? "…" + s.substr(s.size() - max_chars) : s;
+}
+
+class ExecAdapter final : public Adapter {
+ public:
+  ExecAdapter(std::string command, Supports s, const std::string& workdir, double timeout_s)
+      : cmd_(std::move(command)), s_(std::move(s)), dir_(workdir), timeout_(timeout_s) {
+    if (cmd_.find("{in}") == std::string::npos || cmd_.find("{out}") == std::string::npos)
+      throw InputError("--exec command must contain {in} and {out}, got: " + cmd_);
+    s_.features &= ~HLA_FEAT_STATE;  // files carry no state
+    fs::create_directories(dir_);
+  }
+  const Supports& supports() const override { return s_; }
+
+  RunResult run(const BatchProblem& p, const check::Reference* ref, const std::vector<double>*, bool) override {
+    const fs::path in = dir_ / "problem.safetensors", out = dir_ / "candidate.safetensors", log = dir_ / "candidate.log";
+    const io::Fixture f = check::make_fixture(p, ref ? *ref : check::compute_reference(p), {"fuzz", "case", 0, false});
+    io::write_fixture(in, f);
+    fs::remove(out);
+    const std::string cmd = replace_all(replace_all(cmd_, "{in}", shell_quote(in.string())), "{out}", shell_quote(out.string()));
+    const auto o = run_in_child([&] {
+      const int fd = open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+      if (fd >= 0) dup2(fd, 1), dup2(fd, 2);
+      execl("/bin/sh", "sh", "-c", cmd.c_str(), static_cast<char*>(nullptr));
+      return 127;
+    }, timeout_);
+    RunResult r;
+    auto fail = [&](RunResult::Status s, const std::string& m) {
+      r.status = s;
+      r.message = m;
+      const std::string t = tail_of(log);
+      if (!t.empty()) r.message += "; its output ends: " + t;
+      return r;
+    };
+    if (o.kind == ChildOutcome::Kind::timed_out) return fail(RunResult::Status::timeout, "no result within " + std::to_string(timeout_) + " s");
+    if (o.kind == ChildOutcome::Kind::signaled) return fail(RunResult::Status::crash, "command " + o.describe());
+    if (o.code != 0) return fail(RunResult::Status::error, "command " + o.describe());
+    if (!fs::exists(out)) return fail(RunResult::Status::bad_output, "command succeeded but wrote no " + out.string());
+    try {
+      r.out = check::outputs_of(io::read_candidate(out, f));
+    } catch (const InputError& e) {
+      return fail(RunResult::Status::bad_output, e.what());
+    }
+    return r;
+  }
+
+ private:
+  std::string cmd_;
+  Supports s_;
+  fs::path dir_;
+  double timeout_;
+};
+
+}  // namespace
+
+std::unique_ptr<Adapter> make_exec_adapter(const std::string& command, const Supports& supports, const std::string& workdir,
+                                           double timeout_s) {
+  return std::make_unique<ExecAdapter>(command, supports, workdir, timeout_s);
+}
+
+}  // namespace hla::fuzz

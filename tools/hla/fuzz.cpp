@@ -1,0 +1,137 @@
+// `hla fuzz (--lib LIB.so | --exec 'CMD {in} {out}') …`: finds the inputs on
+// which a kernel is wrong and writes each, shrunk, as a fixture.
+// Exit 0 no findings, 1 findings, 2 usage or input error.
+#include "commands.hpp"
+
+#include "campaign.hpp"
+#include "hla_impl.h"
+
+#include "hla/io/fixture.hpp"
+
+#include <filesystem>
+#include <iostream>
+#include <sstream>
+
+namespace hla::cli {
+namespace {
+
+struct FuzzArgs {
+  std::string lib, exec, variants = "la1,hla2,ahla,hla3", dtypes = "f32", features, precision = "f32", shard = "0/1", replay;
+  Index max_n = 4096;
+  double timeout = 10;
+  fuzz::CampaignOptions campaign;
+  bool json = false;
+};
+
+std::vector<std::string> split(const std::string& s) {
+  std::vector<std::string> out;
+  std::stringstream ss(s);
+  for (std::string x; std::getline(ss, x, ',');)
+    if (!x.empty()) out.push_back(x);
+  return out;
+}
+
+uint32_t parse_features(const std::string& s) {
+  static const std::vector<std::pair<std::string, uint32_t>> names{
+      {"unmasked", HLA_FEAT_UNMASKED}, {"normalize", HLA_FEAT_NORMALIZE}, {"clamp", HLA_FEAT_CLAMP},
+      {"decay", HLA_FEAT_DECAY},       {"ridge", HLA_FEAT_RIDGE},         {"scale", HLA_FEAT_SCALE},
+      {"gqa", HLA_FEAT_GQA},           {"varlen", HLA_FEAT_VARLEN},       {"den", HLA_FEAT_DEN}};
+  uint32_t f = 0;
+  for (const auto& x : split(s)) {
+    if (x == "all") {
+      for (const auto& [n, b] : names) f |= b;
+      continue;
+    }
+    auto it = std::find_if(names.begin(), names.end(), [&](const auto& p) { return p.first == x; });
+    if (it == names.end())
+      throw InputError("unknown feature '" + x + "' (expected unmasked, normalize, clamp, decay, ridge, scale, gqa, varlen, den or all)");
+    f |= it->second;
+  }
+  return f;
+}
+
+std::unique_ptr<fuzz::Adapter> make_adapter(const FuzzArgs& a) {
+  if (a.lib.empty() == a.exec.empty()) throw InputError("give exactly one of --lib LIB.so and --exec 'CMD {in} {out}'");
+  if (!a.lib.empty()) {
+    if (!std::filesystem::exists(a.lib)) throw InputError("--lib " + a.lib + ": no such file");
+    return fuzz::make_cabi_adapter(std::filesystem::absolute(a.lib).string(), a.timeout);
+  }
+  fuzz::Supports s;
+  s.name = a.exec;
+  for (const auto& v : split(a.variants)) s.variants.push_back(parse_variant(v));
+  for (const auto& t : split(a.dtypes)) s.dtypes.push_back(parse_dtype(t));
+  if (s.variants.empty() || s.dtypes.empty()) throw InputError("--variants and --dtypes must name at least one each");
+  s.features = parse_features(a.features);
+  s.precision = check::parse_precision(a.precision);
+  s.max_n = a.max_n;
+  return fuzz::make_exec_adapter(a.exec, s, (std::filesystem::path(a.campaign.findings_dir) / ".work").string(), a.timeout);
+}
+
+int run_fuzz(FuzzArgs a) {
+  const auto slash = a.shard.find('/');
+  try {
+    if (slash == std::string::npos) throw std::invalid_argument("");
+    a.campaign.shard = std::stoul(a.shard.substr(0, slash));
+    a.campaign.shards = std::stoul(a.shard.substr(slash + 1));
+  } catch (const std::exception&) {
+    throw InputError("--shard must look like i/N (e.g. 0/4), got '" + a.shard + "'");
+  }
+  auto adapter = make_adapter(a);
+  const auto& s = adapter->supports();
+  if (!a.replay.empty()) {
+    fuzz::FuzzCase c;
+    const io::Fixture f = io::read_fixture(a.replay);
+    c.p = f.problem;
+    c.exact_tier = f.exact_tier;
+    for (const auto* x : {&c.p.q, &c.p.k, &c.p.v})
+      for (double e : *x)
+        if (!std::isfinite(e)) c.probe = fuzz::Probe::nan_causality;
+    const fuzz::Verdict v = fuzz::judge(*adapter, c);
+    std::cout << "hla fuzz --replay " << a.replay << ": " << (v.kind.empty() ? "passes" : "[" + v.kind + "] " + v.message) << "\n";
+    return v.kind.empty() ? 0 : 1;
+  }
+  std::cerr << "hla fuzz: candidate '" << s.name << "' (precision " << check::to_string(s.precision) << "), seed "
+            << a.campaign.seed << ", shard " << a.shard << ", up to " << a.campaign.max_cases << " cases"
+            << (a.campaign.max_seconds > 0 ? " or " + std::to_string(a.campaign.max_seconds) + " s" : "") << "\n";
+  const fuzz::Summary sum = fuzz::run_campaign(*adapter, a.campaign);
+  if (a.json) {
+    nlohmann::json j{{"cases", sum.cases}, {"seconds", sum.seconds}, {"by_kind", sum.by_kind}, {"probes", sum.probes}};
+    j["findings"] = nlohmann::json::array();
+    for (const auto& f : sum.findings)
+      j["findings"].push_back({{"kind", f.kind}, {"message", f.message}, {"case_index", f.case_index}, {"cases_run", f.cases_run},
+                               {"seconds", f.seconds}, {"original", f.original}, {"shrunk", f.shrunk},
+                               {"shrink_steps", f.shrink_steps}, {"fixture", f.fixture}, {"candidate", f.candidate}});
+    std::cout << j.dump(2) << "\n";
+  } else {
+    std::cout << sum.text();
+  }
+  return sum.findings.empty() ? 0 : 1;
+}
+
+}  // namespace
+
+void add_fuzz(CLI::App& app, Action& action) {
+  auto a = std::make_shared<FuzzArgs>();
+  CLI::App* c = app.add_subcommand("fuzz", "fuzz a candidate implementation (exit 0 no findings, 1 findings, 2 input error)");
+  c->add_option("--lib", a->lib, "shared library implementing include/hla_impl.h (run in a child process)");
+  c->add_option("--exec", a->exec, "command reading the fixture {in} and writing the candidate file {out}");
+  c->add_option("--variants", a->variants, "exec: variants it supports (comma list)");
+  c->add_option("--dtypes", a->dtypes, "exec: input dtypes it supports (f64,f32,bf16,f16)");
+  c->add_option("--features", a->features, "exec: unmasked,normalize,clamp,decay,ridge,scale,gqa,varlen,den or all");
+  c->add_option("--precision", a->precision, "exec: declared compute precision");
+  c->add_option("--max-n", a->max_n, "exec: longest sequence it takes")->check(CLI::PositiveNumber);
+  c->add_option("--seed", a->campaign.seed, "seed of the case stream");
+  c->add_option("--max-cases", a->campaign.max_cases, "cases to run (this shard)");
+  c->add_option("--time", a->campaign.max_seconds, "stop after this many seconds");
+  c->add_option("--shard", a->shard, "i/N: run the i-th of N disjoint deterministic case streams");
+  c->add_option("--stop-after", a->campaign.stop_after, "stop after this many findings");
+  c->add_option("--findings", a->campaign.findings_dir, "directory for the shrunk failing cases");
+  c->add_option("--timeout", a->timeout, "seconds per candidate call")->check(CLI::PositiveNumber);
+  c->add_option("--shrink-attempts", a->campaign.shrink_attempts, "shrinking budget per finding");
+  c->add_option("--replay", a->replay, "run the candidate on one fixture (e.g. a finding) and report");
+  c->add_flag("--json", a->json, "print the summary as JSON");
+  c->add_flag("!--no-progress", a->campaign.progress, "no progress display");
+  c->callback([a, &action] { action = [a] { return run_fuzz(*a); }; });
+}
+
+}  // namespace hla::cli
