@@ -267,20 +267,27 @@ constexpr bool sees(int64_t t, int64_t j) {
   // exclusive-scan mask used where the inclusive one belongs): drops i = t and
   // j = t (and i = j) terms.
   if constexpr (bug("strict_mask")) return j < t;
-  // BUG future_leak: the chunk's score matrix is never masked (a bidirectional
-  // block, or a mask applied to the padded tile only): token t reads tokens
-  // after it in its own chunk, so a NaN at j reaches outputs t < j.
-  else if constexpr (bug("future_leak")) return true;
   else return j <= t;
 }
 
+// How the mask is applied. Correct: a masked term is never evaluated, so a NaN
+// or Inf beyond the mask stays there. Every masked loop reads
+// `if (!visit(t, j)) continue;` and weights the term by `mask(t, j)`.
+// BUG future_leak: the chunk's full score matrix is computed and the mask is
+// applied by multiplying with 0/1 (`S * M`, or `where` on the product after
+// the fact): exact for finite inputs, but 0 · NaN = NaN, so a NaN or Inf at
+// token j reaches outputs t < j of the same chunk (SPEC §7).
+constexpr bool visit(int64_t t, int64_t j) { return bug("future_leak") || sees(t, j); }
+constexpr float mask(int64_t t, int64_t j) { return sees(t, j) ? 1.0f : 0.0f; }
+
 void chunked(const Op& o, const Head& h, float* st, const Layout& l, float* num) {
   const int64_t d = h.d, w = h.w, L = h.L;
-  // γ^e for e in [−2kW, 2kW + 2] (negative powers only for future_leak).
-  std::vector<float> powers(static_cast<size_t>(4 * kW + 3));
-  for (int64_t e = -2 * kW; e <= 2 * kW + 2; ++e)
-    powers[static_cast<size_t>(e + 2 * kW)] = static_cast<float>(std::pow(o.gamma, static_cast<double>(e)));
-  auto pw = [&](int64_t e) { return powers[static_cast<size_t>(e + 2 * kW)]; };
+  // γ^e for e in [0, 2kW + 2]. Negative e occurs only in terms future_leak evaluates beyond the
+  // mask, whose weight is then multiplied by 0: 1 there keeps finite inputs exact for any γ.
+  std::vector<float> powers(static_cast<size_t>(2 * kW + 3));
+  for (int64_t e = 0; e <= 2 * kW + 2; ++e)
+    powers[static_cast<size_t>(e)] = static_cast<float>(std::pow(o.gamma, static_cast<double>(e)));
+  auto pw = [&](int64_t e) { return e < 0 ? 1.0f : powers[static_cast<size_t>(e)]; };
 
   float* S = l.s >= 0 ? st + l.s : nullptr;
   float* C = l.c >= 0 ? st + l.c : nullptr;
@@ -313,7 +320,7 @@ void chunked(const Op& o, const Head& h, float* st, const Layout& l, float* num)
         vecmat(q(t), C, d, w, out);  // ρ_t qᵀKV_A, ρ_t = γ^{t+1}
         for (int64_t c = 0; c < w; ++c) out[c] *= pw(t + 1);
         for (int64_t j = 0; j < len; ++j)
-          if (sees(t, j)) axpy(pw(t - j) * A(t, j), v(j), out, w);
+          if (visit(t, j)) axpy(mask(t, j) * pw(t - j) * A(t, j), v(j), out, w);
       }
       for (size_t x = 0; x < dw; ++x) C[x] *= rho;  // KV <- ρ KV_A + Σ_j γ^{T−j} k_j v'_jᵀ
       for (int64_t j = 0; j < len; ++j)
@@ -346,27 +353,29 @@ void chunked(const Op& o, const Head& h, float* st, const Layout& l, float* num)
         // earlier chunk and the value in this one are lost from chunk 2 on.
         if (!(o.masked && bug("e5_chunk")))
           for (int64_t j = 0; j < len; ++j)
-            if (sees(t, j)) axpy(rt * pw(t - j) * dot(xd.data(), q(j), d), v(j), out, w);
+            if (visit(t, j)) axpy(mask(t, j) * rt * pw(t - j) * dot(xd.data(), q(j), d), v(j), out, w);
         if (!o.masked) {  // ρ_t (qᵀS_{B,≤t}) C_A
           for (int64_t r = 0; r < d; ++r) xd[r] = 0;
           for (int64_t i = 0; i < len; ++i)
-            if (sees(t, i)) axpy(pw(t - i) * A(t, i), k(i), xd.data(), d);
+            if (visit(t, i)) axpy(mask(t, i) * pw(t - i) * A(t, i), k(i), xd.data(), d);
           vecmat(xd.data(), C, d, w, xw.data());
           axpy(rt, xw.data(), out, w);
         }
         // Intra-chunk: Σ_j γ^{t−j} [Σ_i γ^{t−i} a_ti a_ji] v'_j over i ≤ j ≤ t (masked), i, j ≤ t (unmasked).
         for (int64_t j = 0; j < len; ++j) {
-          if (!sees(t, j)) continue;
+          if (!visit(t, j)) continue;
           float coef = 0;
-          for (int64_t i = 0; i < len; ++i)
-            if (o.masked ? sees(j, i) : sees(t, i)) coef += pw(2 * t - i - j) * A(t, i) * A(j, i);
-          axpy(coef, v(j), out, w);
+          for (int64_t i = 0; i < len; ++i) {
+            const int64_t before = o.masked ? j : t;  // i ≤ j (masked), i ≤ t (unmasked)
+            if (visit(before, i)) coef += mask(before, i) * pw(2 * t - i - j) * A(t, i) * A(j, i);
+          }
+          axpy(mask(t, j) * coef, v(j), out, w);
         }
         if (o.lambda != 0) {  // λ qᵀ(ρ_t C_A + C_{B,≤t})
           vecmat(q(t), C, d, w, xw.data());
           for (int64_t c = 0; c < w; ++c) xw[c] *= rt;
           for (int64_t j = 0; j < len; ++j)
-            if (sees(t, j)) axpy(pw(t - j) * dot(q(t), q(j), d), v(j), xw.data(), w);
+            if (visit(t, j)) axpy(mask(t, j) * pw(t - j) * dot(q(t), q(j), d), v(j), xw.data(), w);
           axpy(o.lambda, xw.data(), out, w);
         }
       }
@@ -417,10 +426,10 @@ void chunked(const Op& o, const Head& h, float* st, const Layout& l, float* num)
         vecmat(q(t), F, d, w, out);  // ρ_t qᵀE_A
         for (int64_t c = 0; c < w; ++c) out[c] *= rt;
         for (int64_t i = 0; i < len; ++i) {
-          if (!sees(t, i)) continue;
-          axpy(rt * A(t, i), qP.data() + i * w, out, w);  // ρ_t a_ti q_iᵀP_A
+          if (!visit(t, i)) continue;
+          axpy(mask(t, i) * rt * A(t, i), qP.data() + i * w, out, w);  // ρ_t a_ti q_iᵀP_A
           for (int64_t j = 0; j < len; ++j)
-            if (sees(i, j)) axpy(pw(t - j) * A(t, i) * A(i, j), v(j), out, w);
+            if (visit(i, j)) axpy(mask(t, i) * mask(i, j) * pw(t - j) * A(t, i) * A(i, j), v(j), out, w);
         }
       }
       // Carry: E = ρE_A + E_B + ρ R_B P_A, P = ρP_A + P_B.
