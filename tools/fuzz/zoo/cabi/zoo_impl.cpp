@@ -306,8 +306,7 @@ void chunked(const Op& o, const Head& h, float* st, const Layout& l, float* num)
     auto q = [&](int64_t t) { return h.qr(c0 + t); };
     auto k = [&](int64_t t) { return h.kr(c0 + t); };
     auto v = [&](int64_t t) { return h.vr(c0 + t); };
-    // a[t][i] = q_t · k_i inside the chunk (all pairs; masked terms are skipped, never multiplied by 0,
-    // so that a NaN outside the mask stays outside).
+    // a[t][i] = q_t · k_i for all pairs of the chunk; which of them enter an output: visit / mask.
     std::vector<float> a(static_cast<size_t>(len * len));
     for (int64_t t = 0; t < len; ++t)
       for (int64_t i = 0; i < len; ++i) a[static_cast<size_t>(t * len + i)] = dot(q(t), k(i), d);
