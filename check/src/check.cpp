@@ -201,6 +201,7 @@ Report check(const BatchProblem& p, const Reference& ref, const CandidateOutputs
   auto bin = [](double s) {
     if (s == 0) return size_t(0);
     if (s <= 1) return size_t(1);
+    if (!(s <= std::ldexp(1.0, 20))) return size_t(22);  // also +inf (error where the magnitude is 0)
     const int e = static_cast<int>(std::ceil(std::log2(s)));
     return static_cast<size_t>(std::min(e + 1, 22));
   };

@@ -109,7 +109,8 @@ std::string Summary::text() const {
   for (const auto& f : findings) {
     os << "  [" << f.kind << "] case " << f.case_index << " (after " << f.cases_run << " cases, " << f.seconds << " s), shrunk in "
        << f.shrink_steps << " steps\n    " << f.message << "\n    minimal case: " << f.shrunk << "\n    fixture: " << f.fixture << "\n";
-    if (!f.candidate.empty()) os << "    reproduce: hla check " << f.fixture << " " << f.candidate << "\n";
+    if (!f.candidate.empty())
+      os << "    reproduce: hla check " << f.fixture << " " << f.candidate << " --precision " << f.precision << "\n";
   }
   return os.str();
 }
@@ -135,12 +136,14 @@ Summary run_campaign(Adapter& a, const CampaignOptions& o) {
       f.seconds = elapsed();
       f.original = c.describe();
       // Shrink: accept any reduction that fails the same way, until none does.
+      // Each attempt at a timeout costs the whole timeout: a few only.
+      const size_t budget = v.kind == "timeout" ? std::min<size_t>(o.shrink_attempts, 6) : o.shrink_attempts;
       FuzzCase cur = c;
       size_t attempts = 0;
-      for (bool progressed = true; progressed && attempts < o.shrink_attempts;) {
+      for (bool progressed = true; progressed && attempts < budget;) {
         progressed = false;
         for (const FuzzCase& k : reductions(cur, a.supports())) {
-          if (++attempts > o.shrink_attempts) break;
+          if (++attempts > budget) break;
           Verdict w = judge(a, k);
           if (w.kind == v.kind) {
             cur = k, v = std::move(w), ++f.shrink_steps, progressed = true;
@@ -161,6 +164,7 @@ Summary run_campaign(Adapter& a, const CampaignOptions& o) {
         io::write_fixture(stem + ".safetensors", fx);
       }
       f.fixture = stem + ".safetensors";
+      f.precision = check::to_string(a.supports().precision);
       ++s.by_kind[f.kind];
       if (o.progress) std::fprintf(stderr, "%sfinding [%s] at case %zu: %s\n", tty ? "\r\033[K" : "", f.kind.c_str(), i, f.message.c_str());
       s.findings.push_back(std::move(f));

@@ -30,7 +30,8 @@ struct Finding {
   double seconds = 0;        // campaign time when it was found
   std::string original, shrunk;  // FuzzCase::describe() before and after shrinking
   size_t shrink_steps = 0;
-  std::string fixture, candidate;  // files written; `hla check fixture candidate` reproduces numeric kinds
+  std::string fixture, candidate;  // files written; `hla check fixture candidate --precision P` reproduces numeric kinds
+  std::string precision;           // the candidate's declared precision (P)
 };
 
 struct Summary {

@@ -170,9 +170,10 @@ bool has_nonfinite(const BatchProblem& p) {
 
 std::vector<FuzzCase> reductions(const FuzzCase& c, const Supports& s) {
   std::vector<FuzzCase> out;
-  auto add = [&](BatchProblem p) {
+  auto add = [&](BatchProblem p, Index dropped_prefix = 0) {
     FuzzCase k = c;
     k.p = std::move(p);
+    k.split -= dropped_prefix;
     if (c.probe == Probe::nan_causality && !has_nonfinite(k.p)) return;  // the probe needs its NaN
     if (c.probe == Probe::state_continuation && (k.split < 1 || k.split >= k.p.n)) return;
     k.exact_tier = c.exact_tier && gen::qualifies_exact_tier(k.p);
@@ -195,10 +196,14 @@ std::vector<FuzzCase> reductions(const FuzzCase& c, const Supports& s) {
       if (q.offsets.size() == 2) q.offsets.clear();
       add(std::move(q));
     }
-  // Fewer tokens (a prefix: outputs depend only on earlier tokens).
-  if (p.offsets.empty())
+  // Fewer tokens: a prefix (outputs depend only on earlier tokens), then
+  // without a leading part (the failure may not need it).
+  if (p.offsets.empty()) {
     for (Index n2 : {p.n / 4, p.n / 2, (3 * p.n) / 4, p.n - 1})
       if (n2 >= 1 && n2 < p.n) add(slice_tokens(p, 0, n2));
+    for (Index t0 : {p.n / 2, p.n / 4, Index(1)})
+      if (t0 >= 1 && t0 < p.n) add(slice_tokens(p, t0, p.n), t0);
+  }
   // Narrower heads.
   for (auto [d2, dv2] : {std::pair{std::max<Index>(1, p.d / 2), p.dv}, std::pair{p.d, std::max<Index>(1, p.dv / 2)},
                          std::pair{p.d - 1, p.dv}, std::pair{p.d, p.dv - 1}})

@@ -100,7 +100,8 @@ int run_fuzz(FuzzArgs a) {
     for (const auto& f : sum.findings)
       j["findings"].push_back({{"kind", f.kind}, {"message", f.message}, {"case_index", f.case_index}, {"cases_run", f.cases_run},
                                {"seconds", f.seconds}, {"original", f.original}, {"shrunk", f.shrunk},
-                               {"shrink_steps", f.shrink_steps}, {"fixture", f.fixture}, {"candidate", f.candidate}});
+                               {"shrink_steps", f.shrink_steps}, {"fixture", f.fixture}, {"candidate", f.candidate},
+                               {"precision", f.precision}});
     std::cout << j.dump(2) << "\n";
   } else {
     std::cout << sum.text();

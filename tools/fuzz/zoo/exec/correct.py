@@ -23,7 +23,7 @@ import safetensors
 from safetensors import safe_open
 from safetensors.numpy import save_file
 
-NUMPY = {"F64": "<f8", "F32": "<f4", "F16": "<f2", "I64": "<i8"}
+NUMPY = {"F64": "<f8", "F32": "<f4", "F16": "<f2", "I64": "<i8", "U8": "u1"}
 
 
 @dataclass

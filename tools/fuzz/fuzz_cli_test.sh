@@ -1,0 +1,45 @@
+#!/usr/bin/env bash
+# ctest: `hla fuzz` is deterministic, shards are disjoint, findings are
+# reproduced by `hla check` and `--replay`, and bad usage exits 2.
+set -u
+hla="$1"; zoo="$2"; work="$3"
+rm -rf "$work" && mkdir -p "$work"
+fails=0
+note() { echo "$1"; if [ "${1#FAILED}" != "$1" ]; then fails=$((fails + 1)); fi; return 0; }
+buggy="$zoo/libzoo_e1_decay.so"; good="$zoo/libzoo_correct_streaming.so"
+
+# Same seed, same findings.
+for r in a b; do
+  "$hla" fuzz --lib "$buggy" --seed 7 --max-cases 40 --findings "$work/$r" --json --no-progress > "$work/$r.json"
+done
+strip() { python3 -c "import json,sys; j=json.load(open(sys.argv[1])); print([(f['kind'], f['case_index'], f['shrunk'], f['message']) for f in j['findings']], j['cases'])" "$1"; }
+[ "$(strip "$work/a.json")" = "$(strip "$work/b.json")" ] && note "ok: deterministic" || note "FAILED: two runs with --seed 7 differ"
+cmp -s "$work/a/$(ls "$work/a" | grep -m1 'safetensors$')" "$work/b/$(ls "$work/b" | grep -m1 'safetensors$')" \
+  && note "ok: finding files byte-identical" || note "FAILED: finding files differ between runs"
+
+# Shards take disjoint case streams.
+for s in 0 1; do
+  "$hla" fuzz --lib "$buggy" --seed 7 --max-cases 10 --shard $s/2 --findings "$work/s$s" --json --no-progress --shrink-attempts 0 > "$work/s$s.json"
+done
+python3 - "$work/s0.json" "$work/s1.json" <<'PY' && note "ok: shards disjoint" || note "FAILED: shard case streams overlap"
+import json, sys
+a, b = (json.load(open(p)) for p in sys.argv[1:3])
+ia = {f["case_index"] for f in a["findings"]}; ib = {f["case_index"] for f in b["findings"]}
+assert ia and ib and all(i % 2 == 0 for i in ia) and all(i % 2 == 1 for i in ib), (ia, ib)
+PY
+
+# A finding is a fixture `hla check` and --replay reproduce; the correct library passes it.
+fx=$(ls "$work"/a/numerics-*.safetensors | grep -v candidate | head -1)
+"$hla" check "$fx" "${fx%.safetensors}.candidate.safetensors" > /dev/null; [ $? = 1 ] && note "ok: hla check reproduces the finding" || note "FAILED: hla check does not fail the finding"
+"$hla" fuzz --lib "$buggy" --replay "$fx" > /dev/null; [ $? = 1 ] && note "ok: --replay reproduces" || note "FAILED: --replay passes the buggy library"
+"$hla" fuzz --lib "$good" --replay "$fx" > /dev/null; [ $? = 0 ] && note "ok: correct library passes the finding" || note "FAILED: correct library fails the finding"
+
+# Usage errors.
+"$hla" fuzz --max-cases 3 2> /dev/null; [ $? = 2 ] && note "ok: no adapter -> 2" || note "FAILED: no adapter must exit 2"
+"$hla" fuzz --lib "$work/nope.so" 2> /dev/null; [ $? = 2 ] && note "ok: missing library -> 2" || note "FAILED: missing library must exit 2"
+"$hla" fuzz --lib /bin/sh 2> "$work/err"; [ $? = 2 ] && grep -q "cannot load" "$work/err" && note "ok: not a library -> 2" || note "FAILED: /bin/sh as a library must exit 2 naming the problem"
+"$hla" fuzz --exec 'true' 2> "$work/err"; [ $? = 2 ] && grep -q "{in} and {out}" "$work/err" && note "ok: exec without {in} {out} -> 2" || note "FAILED: exec without placeholders"
+"$hla" fuzz --lib "$good" --shard 3/2 2> /dev/null; [ $? = 2 ] && note "ok: bad shard -> 2" || note "FAILED: --shard 3/2 must exit 2"
+"$hla" fuzz --exec 'x {in} {out}' --features warp 2> "$work/err"; [ $? = 2 ] && grep -q "warp" "$work/err" && note "ok: unknown feature -> 2" || note "FAILED: unknown feature"
+echo "$fails failure(s)"
+exit $((fails > 0))
