@@ -51,7 +51,7 @@ struct Report {
   double bound = 0;            // K = depth_bound: every scored element must have score ≤ K
   double noise_floor = 0;      // sqrt(K)
   double max_score = 0;        // candidate, over scored elements
-  double baseline_max_score = 0;  // our chunked form in the same precision
+  double baseline_max_score = 0;  // the worse of our baseline forms in the same precision
   double baseline_ratio = 0;   // max_score / max(baseline_max_score, noise_floor); must be ≤ 2
   size_t elements = 0, scored = 0, ill_conditioned = 0, nonfinite = 0, over_bound = 0;
   size_t reference_nonfinite = 0, out_of_range = 0, underflow = 0;  // not scored: see Skip
@@ -76,9 +76,11 @@ Report check(const BatchProblem& p, const CandidateOutputs& cand, const CheckOpt
 CandidateOutputs ours(const BatchProblem& p, Precision prec, Form f, Index chunk = 64, DType out = DType::f64);
 CandidateOutputs ours_paper(const BatchProblem& p, Precision prec, PaperForm f, Index chunk = 64, DType out = DType::f64);
 
-// The FlashAttention-style baseline: our chunked matmul form (streaming where
-// a variant has none) in the candidate's precision.
-Form baseline_form(Variant v);
-CandidateOutputs baseline(const BatchProblem& p, Precision prec);
+// The FlashAttention-style baseline: our own honest forms in the candidate's
+// precision — the streaming recurrence (sequential sums) and the chunked
+// matmul form (blocked sums) where the variant has one; the worse of them sets
+// the bar. With NaN/Inf inputs only streaming (the chunked form masks by
+// multiplying with 0, which is not NaN-causal).
+std::vector<Form> baseline_forms(const BatchProblem& p);
 
 }  // namespace hla::check
