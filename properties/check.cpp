@@ -1,5 +1,6 @@
 // The checker judges right candidates PASS and wrong ones FAIL (issue #4).
 #include "hla/check/check.hpp"
+#include "hla/check/fixture.hpp"
 #include "hla/evaluate.hpp"
 
 #include "harness.hpp"
@@ -7,6 +8,7 @@
 #include <catch2/catch.hpp>
 
 #include <cmath>
+#include <filesystem>
 #include <random>
 
 using namespace hla;
@@ -86,6 +88,23 @@ TEST_CASE("check: the paper-literal forms fail", "[check][errata]") {
     CHECK_FALSE(r.pass);
     CHECK(r.over_bound > 0);
   }
+}
+
+TEST_CASE("check: a failing case is dumped as a fixture that reproduces the verdict", "[check]") {
+  const auto p = gaussian(Variant::hla2, 40, 8, 17);
+  const auto bad = candidate_from<double>(p, DType::f64, [](const Problem<double>& h) {
+    return evaluate_paper(h, PaperForm::E5_hla2_chunked, 16);
+  });
+  const std::string stem = (std::filesystem::temp_directory_path() / "hla_check_dump_test").string();
+  const Report r = check::check(p, bad, {.precision = Precision::f32, .dump_on_failure = stem});
+  REQUIRE_FALSE(r.pass);
+  REQUIRE(r.dumped == stem + ".safetensors");
+  const io::Fixture f = io::read_fixture(r.dumped);
+  const Report again = check_fixture(f, io::read_candidate(stem + ".candidate.safetensors", f), {.precision = Precision::f32});
+  CHECK_FALSE(again.pass);
+  CHECK(again.max_score == r.max_score);
+  std::filesystem::remove(stem + ".safetensors");
+  std::filesystem::remove(stem + ".candidate.safetensors");
 }
 
 TEST_CASE("check: lower precision than declared fails the baseline ratio", "[check]") {

@@ -10,6 +10,7 @@
 #include "hla/check/check.hpp"
 
 #include "hla/bounds.hpp"
+#include "hla/check/fixture.hpp"
 #include "hla/evaluate.hpp"
 
 #include <algorithm>
@@ -250,6 +251,13 @@ Report check(const BatchProblem& p, const Reference& ref, const CandidateOutputs
   if (r.exact_mismatches)
     r.reasons.push_back(std::to_string(r.exact_mismatches) + " elements differ from the exact reference (exact tier demands bit equality)");
   r.pass = r.reasons.empty();
+  if (!r.pass && !opt.dump_on_failure.empty()) {
+    FixtureMeta meta;
+    meta.case_name = opt.dump_on_failure;
+    meta.exact_tier = opt.exact_tier;
+    dump_case(opt.dump_on_failure, make_fixture(p, ref, meta), cand);
+    r.dumped = opt.dump_on_failure + ".safetensors";
+  }
   return r;
 }
 
@@ -272,6 +280,11 @@ std::string Report::text() const {
      << "  worst score " << fmt(max_score) << "; baseline worst " << fmt(baseline_max_score) << "; ratio "
      << fmt(baseline_ratio) << " (limit 2)\n";
   if (exact_tier) os << "  exact tier: " << exact_mismatches << " elements differ from the exact reference\n";
+  if (!dumped.empty()) {
+    const std::string stem = dumped.substr(0, dumped.size() - std::string(".safetensors").size());
+    os << "  failing case written: hla check " << dumped << " " << stem << ".candidate.safetensors --precision "
+       << to_string(precision) << "\n";
+  }
   if (!worst.empty()) {
     os << "  worst elements:\n    " << "batch head token column      candidate      reference      magnitude     score\n";
     for (const auto& e : worst) {
@@ -300,7 +313,7 @@ nlohmann::json Report::json() const {
           {"noise_floor", noise_floor}, {"max_score", num(max_score)}, {"baseline_max_score", num(baseline_max_score)},
           {"baseline_ratio", num(baseline_ratio)}, {"elements", elements}, {"scored", scored},
           {"ill_conditioned", ill_conditioned}, {"reference_nonfinite", reference_nonfinite}, {"out_of_range", out_of_range}, {"underflow", underflow}, {"nonfinite", nonfinite}, {"over_bound", over_bound},
-          {"exact_tier", exact_tier}, {"exact_mismatches", exact_mismatches}, {"worst", w}, {"histogram", h}};
+          {"exact_tier", exact_tier}, {"exact_mismatches", exact_mismatches}, {"dumped", dumped}, {"worst", w}, {"histogram", h}};
 }
 
 }  // namespace hla::check

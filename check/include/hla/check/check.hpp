@@ -26,6 +26,9 @@ struct CheckOptions {
   std::optional<Precision> precision;  // default: the candidate's output dtype
   bool exact_tier = false;             // demand bit equality (fixture says so)
   size_t worst = 10;                   // worst elements listed
+  // When set and the check fails: writes <stem>.safetensors (the case as a
+  // fixture) and <stem>.candidate.safetensors, for `hla check` to reproduce.
+  std::string dump_on_failure;
 };
 
 // Why an element is not scored (reported and counted, never failed).
@@ -59,6 +62,7 @@ struct Report {
   size_t exact_mismatches = 0;
   std::vector<Element> worst;
   std::vector<std::pair<std::string, size_t>> histogram;  // score bins
+  std::string dumped;  // the fixture written by dump_on_failure, if any
 
   std::string text() const;
   nlohmann::json json() const;
