@@ -27,7 +27,9 @@ def campaign(hla, member, paths, root, work, seed, budget, stop_after):
     if stop_after:
         cmd += ["--stop-after", str(stop_after)]
     if member["adapter"] == "cabi":
-        cmd += ["--lib", paths[member["name"]], "--timeout", "2"]
+        # Generous for correct members (a loaded CI machine must not turn a slow case into a
+        # "timeout" finding); short for the buggy ones, where the hang member waits it out.
+        cmd += ["--lib", paths[member["name"]], "--timeout", "10" if member["correct"] else "2"]
     else:
         runner = os.path.join(root, ".venv", "bin", "python") if member["runner"] == "python" else "sh"
         script = os.path.join(root, member["target"])
