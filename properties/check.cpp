@@ -35,27 +35,6 @@ BatchProblem gaussian(Variant v, Index n, Index d, uint64_t seed, DType dt = DTy
   return p;
 }
 
-// Runs `eval(head problem in S)` for every head: a candidate built from one of our forms.
-template <class S, class Eval> CandidateOutputs candidate_from(const BatchProblem& p, DType dt, Eval&& eval) {
-  CandidateOutputs c{std::vector<double>(static_cast<size_t>(p.batch * p.heads * p.n * p.dv)),
-                     std::vector<double>(static_cast<size_t>(p.batch * p.heads * p.n)), dt};
-  for (Index b = 0; b < p.batch; ++b)
-    for (Index h = 0; h < p.heads; ++h)
-      for (const auto& [t0, t1] : p.sequences()) {
-        const Output<S> o = eval(p.head<S>(b, h, t0, t1));
-        for (Index t = t0; t < t1; ++t) {
-          c.den[static_cast<size_t>((b * p.heads + h) * p.n + t)] = round_to(dt, static_cast<double>(o.den(t - t0)));
-          for (Index j = 0; j < p.dv; ++j)
-            c.out[p.out_index(b, h, t, j)] = round_to(dt, static_cast<double>(o.out(t - t0, j)));
-        }
-      }
-  return c;
-}
-
-template <class S> CandidateOutputs ours(const BatchProblem& p, Form f, DType dt) {
-  return candidate_from<S>(p, dt, [f](const Problem<S>& h) { return evaluate(h, f, 16); });
-}
-
 }  // namespace
 
 TEST_CASE("check: every form of ours passes in f64 and f32", "[check]") {
@@ -66,10 +45,10 @@ TEST_CASE("check: every form of ours passes in f64 and f32", "[check]") {
       const Reference ref = compute_reference(p);
       for (Form f : forms_of(v)) {
         INFO(to_string(v) << " " << to_string(f) << " normalize=" << normalize);
-        const Report r64 = check::check(p, ref, ours<double>(p, f, DType::f64));
+        const Report r64 = check::check(p, ref, check::ours(p, Precision::f64, f, 16, DType::f64));
         INFO(r64.text());
         CHECK(r64.pass);
-        const Report r32 = check::check(p, ref, ours<float>(p, f, DType::f32));
+        const Report r32 = check::check(p, ref, check::ours(p, Precision::f32, f, 16, DType::f32));
         INFO(r32.text());
         CHECK(r32.pass);
       }
@@ -81,9 +60,7 @@ TEST_CASE("check: the paper-literal forms fail", "[check][errata]") {
   for (PaperForm f : {PaperForm::E1_hla2_streaming, PaperForm::E2_hla2_scan, PaperForm::E3_ahla_scan,
                       PaperForm::E5_hla2_chunked, PaperForm::E6_ahla_chunked}) {
     const auto p = gaussian(variant_of(f), 40, 8, 12);
-    const Report r = check::check(p, candidate_from<double>(p, DType::f64, [f](const Problem<double>& h) {
-                                    return evaluate_paper(h, f, 16);
-                                  }));
+    const Report r = check::check(p, ours_paper(p, Precision::f64, f, 16, DType::f64));
     INFO(to_string(f) << "\n" << r.text());
     CHECK_FALSE(r.pass);
     CHECK(r.over_bound > 0);
@@ -92,9 +69,7 @@ TEST_CASE("check: the paper-literal forms fail", "[check][errata]") {
 
 TEST_CASE("check: a failing case is dumped as a fixture that reproduces the verdict", "[check]") {
   const auto p = gaussian(Variant::hla2, 40, 8, 17);
-  const auto bad = candidate_from<double>(p, DType::f64, [](const Problem<double>& h) {
-    return evaluate_paper(h, PaperForm::E5_hla2_chunked, 16);
-  });
+  const auto bad = ours_paper(p, Precision::f64, PaperForm::E5_hla2_chunked, 16, DType::f64);
   const std::string stem = (std::filesystem::temp_directory_path() / "hla_check_dump_test").string();
   const Report r = check::check(p, bad, {.precision = Precision::f32, .dump_on_failure = stem});
   REQUIRE_FALSE(r.pass);
@@ -111,7 +86,7 @@ TEST_CASE("check: lower precision than declared fails the baseline ratio", "[che
   // The streaming form computed in f16 (rounding after every operation) but
   // declared f32: within the a priori bound is not enough, the baseline catches it.
   const auto p = gaussian(Variant::hla2, 64, 8, 13, DType::f16);
-  const auto cand = ours<f16>(p, Form::streaming, DType::f32);
+  const auto cand = check::ours(p, Precision::f16, Form::streaming, 16, DType::f32);
   const Report bad = check::check(p, cand, {.precision = Precision::f32});
   INFO(bad.text());
   CHECK_FALSE(bad.pass);
@@ -159,7 +134,7 @@ TEST_CASE("check: exact tier demands bit equality", "[check][exact]") {
   REQUIRE(ref.bits == 0);  // exact rationals
   // Small integers and γ = 1: every term and partial sum is an integer below
   // the unmasked magnitude < 2^24, so float is exact in any order.
-  const auto f32 = ours<float>(p, Form::chunked_matmul, DType::f32);
+  const auto f32 = check::ours(p, Precision::f32, Form::chunked_matmul, 16, DType::f32);
   const Report ok = check::check(p, ref, f32, {.exact_tier = true});
   INFO(ok.text());
   CHECK(ok.pass);
