@@ -64,7 +64,6 @@ double storage_rounding(DType t, double x) {
   return 0;
 }
 
-size_t den_index(const BatchProblem& p, Index b, Index h, Index t) { return static_cast<size_t>((b * p.heads + h) * p.n + t); }
 
 Index longest_sequence(const BatchProblem& p) {
   Index m = 0;
@@ -97,7 +96,7 @@ void score_all(const BatchProblem& p, const Reference& ref, const CandidateOutpu
   for (Index b = 0; b < p.batch; ++b)
     for (Index h = 0; h < p.heads; ++h)
       for (Index t = 0; t < p.n; ++t) {
-        const size_t di = den_index(p, b, h, t);
+        const size_t di = p.den_index(b, h, t);
         const double den = ref.den[di], magD = ref.mag_den[di];
         for (Index c = 0; c < p.dv; ++c) {
           const size_t i = p.out_index(b, h, t, c);
@@ -137,20 +136,20 @@ template <class Eval> CandidateOutputs run_ours(const BatchProblem& p, Precision
     using S = decltype(tag);
     const Output<S> o = eval(p.head<S>(b, h, t0, t1));
     for (Index t = t0; t < t1; ++t) {
-      out.den[den_index(p, b, h, t)] = round_to(out_dtype, static_cast<double>(o.den(t - t0)));
+      out.den[p.den_index(b, h, t)] = round_to(out_dtype, static_cast<double>(o.den(t - t0)));
       for (Index c = 0; c < p.dv; ++c)
         out.out[p.out_index(b, h, t, c)] = round_to(out_dtype, static_cast<double>(o.out(t - t0, c)));
     }
   };
-  for (Index b = 0; b < p.batch; ++b)
-    for (Index h = 0; h < p.heads; ++h)
-      for (const auto& [t0, t1] : p.sequences()) switch (prec) {
-          case Precision::f64: run(double(), b, h, t0, t1); break;
-          case Precision::f32:
-          case Precision::tf32: run(float(), b, h, t0, t1); break;
-          case Precision::bf16: run(bf16(), b, h, t0, t1); break;
-          case Precision::f16: run(f16(), b, h, t0, t1); break;
-        }
+  p.for_each_sequence([&](Index b, Index h, Index t0, Index t1) {
+    switch (prec) {
+      case Precision::f64: run(double(), b, h, t0, t1); break;
+      case Precision::f32:
+      case Precision::tf32: run(float(), b, h, t0, t1); break;
+      case Precision::bf16: run(bf16(), b, h, t0, t1); break;
+      case Precision::f16: run(f16(), b, h, t0, t1); break;
+    }
+  });
   return out;
 }
 
@@ -165,9 +164,7 @@ CandidateOutputs ours_paper(const BatchProblem& p, Precision prec, PaperForm f, 
 }
 
 std::vector<Form> baseline_forms(const BatchProblem& p) {
-  for (const auto* x : {&p.q, &p.k, &p.v})
-    for (double e : *x)
-      if (!std::isfinite(e)) return {Form::streaming};
+  if (!p.all_finite()) return {Form::streaming};
   const auto fs = forms_of(p.opt.variant);
   if (std::find(fs.begin(), fs.end(), Form::chunked_matmul) == fs.end()) return {Form::streaming};
   return {Form::streaming, Form::chunked_matmul};

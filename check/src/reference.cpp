@@ -38,7 +38,6 @@ struct Sink {
   Reference& ref;
   const BatchProblem& p;
   size_t out_at(Index b, Index h, Index t, Index c) const { return p.out_index(b, h, t, c); }
-  size_t den_at(Index b, Index h, Index t) const { return static_cast<size_t>((b * p.heads + h) * p.n + t); }
 };
 
 void exact_head(Sink& s, Index b, Index h, Index t0, Index t1) {
@@ -47,8 +46,8 @@ void exact_head(Sink& s, Index b, Index h, Index t0, Index t1) {
   const Output<Rational> m = magnitude(ph);
   for (Index t = t0; t < t1; ++t) {
     const Index lt = t - t0;
-    s.ref.den[s.den_at(b, h, t)] = to_double(o.den(lt));
-    s.ref.mag_den[s.den_at(b, h, t)] = to_double(m.den(lt));
+    s.ref.den[s.p.den_index(b, h, t)] = to_double(o.den(lt));
+    s.ref.mag_den[s.p.den_index(b, h, t)] = to_double(m.den(lt));
     for (Index c = 0; c < s.p.dv; ++c) {
       const size_t i = s.out_at(b, h, t, c);
       s.ref.out[i] = to_double(o.out(lt, c));
@@ -63,14 +62,15 @@ void f113_head(Sink& s, Index b, Index h, Index t0, Index t1) {
   const Output<f113> o = evaluate(ph, Form::streaming);
   const Output<f113> m = magnitude(ph);
   // The reference form's own error: K·u113 times the magnitude of what it adds
-  // (the unmasked-order magnitude where it subtracts partial sums).
-  const bool sub = subtracts_partial_sums(opt, Form::streaming);
-  const Output<f113> M = sub ? magnitude(ph, true) : m;
+  // (the unmasked-order magnitude where it subtracts partial sums; a variant
+  // without an unmasked form — hla3_paper — already has it in m).
+  const bool other = subtracts_partial_sums(opt, Form::streaming) && has_unmasked(opt.variant) && opt.masked;
+  const Output<f113> M = other ? magnitude(ph, true) : m;
   const f113 k = f113(depth_bound(opt.variant, t1 - t0, s.p.d)) * f113(std::ldexp(1.0, -112));  // 2·u113: slack for the bound's own rounding
   const f113 eps = from_rational<f113>(opt.eps);
   for (Index t = t0; t < t1; ++t) {
     const Index lt = t - t0;
-    const size_t di = s.den_at(b, h, t);
+    const size_t di = s.p.den_index(b, h, t);
     const f113 eD = k * M.den(lt);
     s.ref.den[di] = static_cast<double>(o.den(lt));
     s.ref.mag_den[di] = static_cast<double>(m.den(lt));
@@ -103,28 +103,21 @@ Reference compute_reference(const BatchProblem& p, Index exact_max_n) {
   ref.den.assign(nd, 0);
   ref.mag_den.assign(nd, 0);
   ref.den_flags.assign(nd, 0);
-  auto finite = [](const std::vector<double>& x) {
-    for (double e : x)
-      if (!std::isfinite(e)) return false;
-    return true;
-  };
-  bool exact = p.d <= 16 && p.dv <= 16 && finite(p.q) && finite(p.k) && finite(p.v);
+  bool exact = p.d <= 16 && p.dv <= 16 && p.all_finite();
   for (const auto& [t0, t1] : p.sequences()) exact = exact && t1 - t0 <= exact_max_n;
   ref.bits = exact ? 0 : 113;
   Sink s{ref, p};
-  for (Index b = 0; b < p.batch; ++b)
-    for (Index h = 0; h < p.heads; ++h)
-      for (const auto& [t0, t1] : p.sequences()) {
-        if (exact) {
-          try {
-            exact_head(s, b, h, t0, t1);
-            continue;
-          } catch (const std::domain_error&) {  // den + ε = 0 exactly: let binary128 flag the pole
-            ref.bits = 113;
-          }
-        }
-        f113_head(s, b, h, t0, t1);
+  p.for_each_sequence([&](Index b, Index h, Index t0, Index t1) {
+    if (exact) {
+      try {
+        exact_head(s, b, h, t0, t1);
+        return;
+      } catch (const std::domain_error&) {  // den + ε = 0 exactly: let binary128 flag the pole
+        ref.bits = 113;
       }
+    }
+    f113_head(s, b, h, t0, t1);
+  });
   return ref;
 }
 

@@ -47,6 +47,13 @@ std::vector<std::pair<Index, Index>> BatchProblem::sequences() const {
   return s;
 }
 
+bool BatchProblem::all_finite() const {
+  for (const auto* x : {&q, &k, &v})
+    for (double e : *x)
+      if (!std::isfinite(e)) return false;
+  return true;
+}
+
 void BatchProblem::validate(bool allow_nonfinite) const {
   opt.validate();
   auto dim = [](const char* name, Index x, Index lo) {

@@ -30,12 +30,6 @@ namespace {
 template <class T> const T& pick(gen::Rng& r, const std::vector<T>& xs) { return xs[static_cast<size_t>(r.int_in(0, static_cast<int64_t>(xs.size()) - 1))]; }
 bool chance(gen::Rng& r, int one_in) { return r.int_in(1, one_in) == 1; }
 
-void size_buffers(BatchProblem& p) {
-  p.q.assign(static_cast<size_t>(p.batch * p.heads * p.n * p.d), 0);
-  p.k.assign(static_cast<size_t>(p.batch * p.kv_heads * p.n * p.d), 0);
-  p.v.assign(static_cast<size_t>(p.batch * p.kv_heads * p.n * p.dv), 0);
-}
-
 Index pick_n(gen::Rng& r, const Supports& s) {
   Index n;
   const int64_t mode = r.int_in(0, 19);
@@ -94,7 +88,7 @@ FuzzCase make_case(const Supports& s, uint64_t seed) {
     std::sort(cuts.begin(), cuts.end());
     p.offsets = cuts;
   }
-  size_buffers(p);
+  p.resize_buffers();
   gen::fill(p, c.dist, r);
   c.exact_tier = c.dist == gen::Dist::small_int && (s.precision == check::Precision::f32 || s.precision == check::Precision::f64) &&
                  (p.dtype == DType::f32 || p.dtype == DType::f64) && gen::qualifies_exact_tier(p);
@@ -114,7 +108,7 @@ BatchProblem slice_tokens(const BatchProblem& p, Index t0, Index t1) {
   BatchProblem s = p;
   s.n = t1 - t0;
   s.offsets.clear();
-  size_buffers(s);
+  s.resize_buffers();
   for (Index b = 0; b < p.batch; ++b)
     for (Index t = t0; t < t1; ++t) {
       for (Index h = 0; h < p.heads; ++h)
@@ -134,7 +128,7 @@ namespace {
 BatchProblem one_head(const BatchProblem& p, Index b, Index h) {
   BatchProblem s = p;
   s.batch = s.heads = s.kv_heads = 1;
-  size_buffers(s);
+  s.resize_buffers();
   for (Index t = 0; t < p.n; ++t) {
     for (Index c = 0; c < p.d; ++c) s.q[s.q_index(0, 0, t, c)] = p.q[p.q_index(b, h, t, c)], s.k[s.k_index(0, 0, t, c)] = p.k[p.k_index(b, h, t, c)];
     for (Index c = 0; c < p.dv; ++c) s.v[s.v_index(0, 0, t, c)] = p.v[p.v_index(b, h, t, c)];
@@ -146,7 +140,7 @@ BatchProblem one_head(const BatchProblem& p, Index b, Index h) {
 BatchProblem narrow(const BatchProblem& p, Index d2, Index dv2) {
   BatchProblem s = p;
   s.d = d2, s.dv = dv2;
-  size_buffers(s);
+  s.resize_buffers();
   for (Index b = 0; b < p.batch; ++b)
     for (Index t = 0; t < p.n; ++t) {
       for (Index h = 0; h < p.heads; ++h)
@@ -159,13 +153,6 @@ BatchProblem narrow(const BatchProblem& p, Index d2, Index dv2) {
   return s;
 }
 
-bool has_nonfinite(const BatchProblem& p) {
-  for (const auto* x : {&p.q, &p.k, &p.v})
-    for (double e : *x)
-      if (!std::isfinite(e)) return true;
-  return false;
-}
-
 }  // namespace
 
 std::vector<FuzzCase> reductions(const FuzzCase& c, const Supports& s) {
@@ -174,7 +161,7 @@ std::vector<FuzzCase> reductions(const FuzzCase& c, const Supports& s) {
     FuzzCase k = c;
     k.p = std::move(p);
     k.split -= dropped_prefix;
-    if (c.probe == Probe::nan_causality && !has_nonfinite(k.p)) return;  // the probe needs its NaN
+    if (c.probe == Probe::nan_causality && k.p.all_finite()) return;  // the probe needs its NaN
     if (c.probe == Probe::state_continuation && (k.split < 1 || k.split >= k.p.n)) return;
     k.exact_tier = c.exact_tier && gen::qualifies_exact_tier(k.p);
     out.push_back(std::move(k));

@@ -52,9 +52,7 @@ struct Builder {
     c.problem.batch = s.batch, c.problem.heads = s.heads, c.problem.kv_heads = s.kv_heads;
     c.problem.n = s.n, c.problem.d = s.d, c.problem.dv = s.dv;
     c.problem.offsets = s.offsets;
-    c.problem.q.assign(static_cast<size_t>(s.batch * s.heads * s.n * s.d), 0);
-    c.problem.k.assign(static_cast<size_t>(s.batch * s.kv_heads * s.n * s.d), 0);
-    c.problem.v.assign(static_cast<size_t>(s.batch * s.kv_heads * s.n * s.dv), 0);
+    c.problem.resize_buffers();
     c.dist = dist;
     c.seed = derive_seed(seed, cases.size());
     c.name = cfg.name + "-" + norm + "-" + to_string(dt) + "-" + to_string(dist) + "-n" + std::to_string(s.n) + "-d" +
@@ -141,13 +139,12 @@ bool qualifies_exact_tier(const BatchProblem& p) {
     for (double e : *t)
       if (e != std::trunc(e)) return false;
   const Rational limit = Rational(mp::mpz_int(1) << 24);
-  for (Index b = 0; b < p.batch; ++b)
-    for (Index h = 0; h < p.heads; ++h)
-      for (const auto& [t0, t1] : p.sequences()) {
-        const Output<Rational> m = magnitude(p.head<Rational>(b, h, t0, t1), true);
-        if ((m.num.size() && m.num.maxCoeff() >= limit) || (m.den.size() && m.den.maxCoeff() >= limit)) return false;
-      }
-  return true;
+  bool below = true;
+  p.for_each_sequence([&](Index b, Index h, Index t0, Index t1) {
+    const Output<Rational> m = magnitude(p.head<Rational>(b, h, t0, t1), true);
+    if ((m.num.size() && m.num.maxCoeff() >= limit) || (m.den.size() && m.den.maxCoeff() >= limit)) below = false;
+  });
+  return below;
 }
 
 }  // namespace hla::gen

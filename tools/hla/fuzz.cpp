@@ -83,9 +83,7 @@ int run_fuzz(FuzzArgs a) {
     const io::Fixture f = io::read_fixture(a.replay);
     c.p = f.problem;
     c.exact_tier = f.exact_tier;
-    for (const auto* x : {&c.p.q, &c.p.k, &c.p.v})
-      for (double e : *x)
-        if (!std::isfinite(e)) c.probe = fuzz::Probe::nan_causality;
+    if (!c.p.all_finite()) c.probe = fuzz::Probe::nan_causality;
     const fuzz::Verdict v = fuzz::judge(*adapter, c);
     std::cout << "hla fuzz --replay " << a.replay << ": " << (v.kind.empty() ? "passes" : "[" + v.kind + "] " + v.message) << "\n";
     return v.kind.empty() ? 0 : 1;

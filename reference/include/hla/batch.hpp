@@ -45,6 +45,22 @@ struct BatchProblem {
   size_t k_index(Index b, Index h, Index t, Index c) const { return static_cast<size_t>(((b * kv_heads + kv_head_of(h)) * n + t) * d + c); }
   size_t v_index(Index b, Index h, Index t, Index c) const { return static_cast<size_t>(((b * kv_heads + kv_head_of(h)) * n + t) * dv + c); }
   size_t out_index(Index b, Index h, Index t, Index c) const { return static_cast<size_t>(((b * heads + h) * n + t) * dv + c); }
+  size_t den_index(Index b, Index h, Index t) const { return static_cast<size_t>((b * heads + h) * n + t); }
+
+  // Sizes q, k, v (zero-filled) for the current dims.
+  void resize_buffers() {
+    q.assign(static_cast<size_t>(batch * heads * n * d), 0);
+    k.assign(static_cast<size_t>(batch * kv_heads * n * d), 0);
+    v.assign(static_cast<size_t>(batch * kv_heads * n * dv), 0);
+  }
+  bool all_finite() const;  // no NaN/Inf in q, k, v
+  // Calls f(b, h, t0, t1) for every batch entry, query head and sequence.
+  template <class F> void for_each_sequence(F&& f) const {
+    const auto seqs = sequences();
+    for (Index b = 0; b < batch; ++b)
+      for (Index h = 0; h < heads; ++h)
+        for (const auto& [t0, t1] : seqs) f(b, h, t0, t1);
+  }
 
   // One head's sequence [t0, t1) as a single-head problem, converted exactly
   // (Rational) or rounded once (other S).

@@ -24,7 +24,6 @@ template <class S> struct Head {
   Index d() const { return q.cols(); }
   Index dv1() const { return v.cols(); }
   const S& g(Index e) const { return gpow[static_cast<size_t>(e)]; }
-  RowVec<S> qrow(Index t) const { return q.row(t); }
 };
 
 template <class S> Head<S> make_head(const Problem<S>& p) {
