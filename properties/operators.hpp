@@ -4,18 +4,11 @@
 // falsification, for the paper's (errata.cpp).
 #pragma once
 
-#include "hla/head.hpp"
-#include "hla/scan.hpp"
+#include "hla/evaluate_impl.hpp"
 
 #include "generators.hpp"
 
 namespace hla::test {
-
-template <class Op> std::vector<typename Op::Summary> token_summaries(const Op& op, Index n) {
-  std::vector<typename Op::Summary> tok;
-  for (Index t = 0; t < n; ++t) tok.push_back(op.token(t));
-  return tok;
-}
 
 // Cuts the tokens at two random points into segments A, B, C (each folded
 // serially) and checks (A ⊕ B) ⊕ C == A ⊕ (B ⊕ C).

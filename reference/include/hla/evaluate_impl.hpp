@@ -18,12 +18,18 @@
 
 namespace hla {
 
-// Outputs of a scan form: per-token inclusive summaries, then the readout.
-template <class Op> auto scan_form(const Op& op, Index n, Index dv1, Form f, Index chunk) {
-  using T = typename decltype(op.readout(op.identity(), 0))::Scalar;
+// The single-token segments T_0 … T_{n-1} of an operator.
+template <class Op> std::vector<typename Op::Summary> token_summaries(const Op& op, Index n) {
   std::vector<typename Op::Summary> tok;
   tok.reserve(static_cast<size_t>(n));
   for (Index t = 0; t < n; ++t) tok.push_back(op.token(t));
+  return tok;
+}
+
+// Outputs of a scan form: per-token inclusive summaries, then the readout.
+template <class Op> auto scan_form(const Op& op, Index n, Index dv1, Form f, Index chunk) {
+  using T = typename decltype(op.readout(op.identity(), 0))::Scalar;
+  const std::vector<typename Op::Summary> tok = token_summaries(op, n);
   std::vector<typename Op::Summary> inc;
   switch (f) {
     case Form::fold: inc = scan::inclusive_fold(op, tok); break;
