@@ -5,6 +5,7 @@
 #include "process.hpp"
 
 #include "hla/io/float_bits.hpp"
+#include "hla/io/safetensors.hpp"
 
 #include <dlfcn.h>
 
@@ -57,14 +58,9 @@ bool load(const std::string& path, Entry& e, char* msg) {
   return true;
 }
 
-std::vector<unsigned char> encode(const std::vector<double>& x, DType t) {
-  const size_t w = dtype_size(t);
-  std::vector<unsigned char> b(x.size() * w);
-  for (size_t i = 0; i < x.size(); ++i) {
-    const uint64_t bits = io::encode_float(t, x[i]).value();  // validated: representable
-    std::memcpy(b.data() + i * w, &bits, w);                    // little-endian host
-  }
-  return b;
+// The bytes of x stored in dtype t (little-endian), as the library reads them.
+std::string encode(const std::vector<double>& x, DType t) {
+  return io::float_tensor(t, {static_cast<int64_t>(x.size())}, x, "candidate input").bytes;
 }
 
 class CabiAdapter final : public Adapter {
