@@ -35,11 +35,18 @@
 extern "C" {
 #endif
 
-#define HLA_IMPL_ABI_VERSION 1
+/* 2 added hla_impl_info.form_class and precision_by_dtype (read only from
+ * libraries that declare abi_version >= 2); libraries of version 1 keep working. */
+#define HLA_IMPL_ABI_VERSION 2
 
 typedef enum { HLA_LA1 = 0, HLA_HLA2 = 1, HLA_AHLA = 2, HLA_HLA3 = 3, HLA_HLA3_PAPER = 4 } hla_variant;
 typedef enum { HLA_F64 = 0, HLA_F32 = 1, HLA_BF16 = 2, HLA_F16 = 3 } hla_dtype;
 typedef enum { HLA_EPS_ADD = 0, HLA_EPS_CLAMP = 1 } hla_eps_mode;
+/* The kind of algorithm (README "The pass rule"): MASKED forms only masked
+ * terms (the corrected-state streaming form, the chunked form); STATE_DIFFERENCE
+ * subtracts unmasked partial sums (the paper's o_t = q_t^T(S_t C_t - G_t)) and is
+ * judged against the magnitude of the terms it forms. */
+typedef enum { HLA_CLASS_MASKED = 0, HLA_CLASS_STATE_DIFFERENCE = 1 } hla_form_class;
 
 /* Feature bits of hla_impl_info.features. */
 #define HLA_FEAT_UNMASKED  (1u << 0) /* masked = 0 (hla2, hla3) */
@@ -61,10 +68,14 @@ typedef struct {
   uint32_t features;      /* HLA_FEAT_* */
   int64_t max_n, max_d, max_dv; /* 0: no limit */
   const char* precision;  /* declared compute precision: "f64", "f32", "tf32", "bf16" or "f16" */
+  /* abi_version >= 2 only: */
+  hla_form_class form_class;        /* MASKED (0) unless the kernel subtracts partial sums */
+  const char* precision_by_dtype;   /* NULL, or per input dtype, overriding `precision` for the
+                                       dtypes it names: "bf16=f32,f16=f32,f32=f32,f64=f64" */
 } hla_impl_info;
 
 typedef struct {
-  int32_t abi_version;    /* HLA_IMPL_ABI_VERSION */
+  int32_t abi_version;    /* the library's own abi_version (1 or 2) */
   hla_variant variant;
   int32_t masked;         /* 1: causal (default); 0: unmasked (hla2, hla3 only) */
   int32_t normalize;      /* 1: out = num / (den (+) eps) */

@@ -21,8 +21,11 @@ struct Supports {
   std::vector<DType> dtypes;
   uint32_t features = 0;  // HLA_FEAT_* bits
   Index max_n = 4096, max_d = 64, max_dv = 64;
-  check::Precision precision = check::Precision::f32;
+  check::PrecisionMap precision{check::Precision::f32, {}};  // per input dtype
+  check::FormClass form_class = check::FormClass::masked;
   bool has(uint32_t feature) const { return (features & feature) != 0; }
+  // The declared compute precision for inputs of dtype t (f32 when nothing is declared).
+  check::Precision precision_for(DType t) const { return precision.of(t).value_or(check::Precision::f32); }
 };
 
 struct RunResult {

@@ -32,7 +32,8 @@ struct InfoCopy {  // hla_impl_info, flattened for shared memory
   int32_t abi_version;
   uint32_t variants, dtypes, features;
   int64_t max_n, max_d, max_dv;
-  char name[128], precision[16];
+  int32_t form_class;
+  char name[128], precision[16], precision_by_dtype[128];
 };
 
 struct Entry {
@@ -72,7 +73,7 @@ class CabiAdapter final : public Adapter {
     const std::vector<std::string> exact{hla::to_string(p.opt.gamma), hla::to_string(p.opt.eps), hla::to_string(p.opt.lambda),
                                          hla::to_string(p.opt.scale)};
     hla_problem hp{};
-    hp.abi_version = HLA_IMPL_ABI_VERSION;
+    hp.abi_version = abi_;
     hp.variant = static_cast<hla_variant>(p.opt.variant);
     hp.masked = p.opt.masked;
     hp.normalize = p.opt.normalize;
@@ -168,13 +169,17 @@ class CabiAdapter final : public Adapter {
       info->features = i->features, info->max_n = i->max_n, info->max_d = i->max_d, info->max_dv = i->max_dv;
       std::snprintf(info->name, sizeof info->name, "%s", i->name ? i->name : "");
       std::snprintf(info->precision, sizeof info->precision, "%s", i->precision ? i->precision : "f32");
+      info->form_class = i->abi_version >= 2 ? static_cast<int32_t>(i->form_class) : HLA_CLASS_MASKED;
+      std::snprintf(info->precision_by_dtype, sizeof info->precision_by_dtype, "%s",
+                    i->abi_version >= 2 && i->precision_by_dtype ? i->precision_by_dtype : "");
       return 0;
     }, timeout_);
     if (o.kind != ChildOutcome::Kind::exited || o.code != 0)
       throw InputError("cannot load candidate library " + path_ + ": " + (o.code == 2 ? std::string(msg) : o.describe()));
-    if (info->abi_version != HLA_IMPL_ABI_VERSION)
-      throw InputError(path_ + " implements hla_impl ABI version " + std::to_string(info->abi_version) + ", expected " +
+    if (info->abi_version < 1 || info->abi_version > HLA_IMPL_ABI_VERSION)
+      throw InputError(path_ + " implements hla_impl ABI version " + std::to_string(info->abi_version) + ", expected 1 to " +
                        std::to_string(HLA_IMPL_ABI_VERSION));
+    abi_ = info->abi_version;
     s_.name = info->name[0] ? info->name : path_;
     for (Variant v : all_variants())
       if (info->variants & (1u << static_cast<unsigned>(v))) s_.variants.push_back(v);
@@ -185,11 +190,16 @@ class CabiAdapter final : public Adapter {
     if (info->max_n > 0) s_.max_n = info->max_n;
     if (info->max_d > 0) s_.max_d = std::min<Index>(s_.max_d, info->max_d);
     if (info->max_dv > 0) s_.max_dv = std::min<Index>(s_.max_dv, info->max_dv);
-    s_.precision = check::parse_precision(info->precision);
+    s_.precision = check::parse_precision_map(info->precision_by_dtype);
+    if (!s_.precision.all) s_.precision.all = check::parse_precision(info->precision);
+    if (info->form_class != HLA_CLASS_MASKED && info->form_class != HLA_CLASS_STATE_DIFFERENCE)
+      throw InputError(path_ + " declares an unknown form_class " + std::to_string(info->form_class));
+    s_.form_class = info->form_class == HLA_CLASS_MASKED ? check::FormClass::masked : check::FormClass::state_difference;
   }
 
   std::string path_;
   double timeout_;
+  int32_t abi_ = HLA_IMPL_ABI_VERSION;
   Supports s_;
 };
 

@@ -52,7 +52,8 @@ Verdict run_and_check(Adapter& a, const FuzzCase& c, const check::Reference& ref
   const RunResult r = a.run(c.p, &ref, nullptr, false);
   if (r.status != RunResult::Status::ok) return failed_run(r);
   check::CheckOptions opt;
-  opt.precision = a.supports().precision;
+  opt.precision = a.supports().precision_for(c.p.dtype);
+  opt.form_class = a.supports().form_class;
   opt.exact_tier = c.exact_tier;
   const check::Report rep = check::check(c.p, ref, r.out, opt);
   if (rep.pass) return {};
@@ -88,7 +89,8 @@ Verdict judge(Adapter& a, const FuzzCase& c) {
   if (rb.status != RunResult::Status::ok) return failed_run(rb);
   const auto out = stitch(c.p, ra.out, rb.out, c.split);
   check::CheckOptions opt;
-  opt.precision = a.supports().precision;
+  opt.precision = a.supports().precision_for(c.p.dtype);
+  opt.form_class = a.supports().form_class;
   const check::Report rep = check::check(c.p, ref, out, opt);
   if (rep.pass) return {};
   return {"state_continuation", "one pass is right, two passes with the state handed over at token " +
@@ -110,7 +112,8 @@ std::string Summary::text() const {
     os << "  [" << f.kind << "] case " << f.case_index << " (after " << f.cases_run << " cases, " << f.seconds << " s), shrunk in "
        << f.shrink_steps << " steps\n    " << f.message << "\n    minimal case: " << f.shrunk << "\n    fixture: " << f.fixture << "\n";
     if (!f.candidate.empty())
-      os << "    reproduce: hla check " << f.fixture << " " << f.candidate << " --precision " << f.precision << "\n";
+      os << "    reproduce: hla check " << f.fixture << " " << f.candidate << " --precision " << f.precision
+         << (f.form_class == "masked" ? "" : " --form-class " + f.form_class) << "\n";
   }
   return os.str();
 }
@@ -164,7 +167,8 @@ Summary run_campaign(Adapter& a, const CampaignOptions& o) {
         io::write_fixture(stem + ".safetensors", fx);
       }
       f.fixture = stem + ".safetensors";
-      f.precision = check::to_string(a.supports().precision);
+      f.precision = check::to_string(a.supports().precision_for(cur.p.dtype));
+      f.form_class = check::to_string(a.supports().form_class);
       ++s.by_kind[f.kind];
       if (o.progress) std::fprintf(stderr, "%sfinding [%s] at case %zu: %s\n", tty ? "\r\033[K" : "", f.kind.c_str(), i, f.message.c_str());
       s.findings.push_back(std::move(f));

@@ -31,7 +31,8 @@ struct Finding {
   std::string original, shrunk;  // FuzzCase::describe() before and after shrinking
   size_t shrink_steps = 0;
   std::string fixture, candidate;  // files written; `hla check fixture candidate --precision P` reproduces numeric kinds
-  std::string precision;           // the candidate's declared precision (P)
+  std::string precision;           // the candidate's declared precision for the case's dtype (P)
+  std::string form_class = "masked";  // the candidate's declared evaluation class
 };
 
 struct Summary {

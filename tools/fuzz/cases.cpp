@@ -90,7 +90,8 @@ FuzzCase make_case(const Supports& s, uint64_t seed) {
   }
   p.resize_buffers();
   gen::fill(p, c.dist, r);
-  c.exact_tier = c.dist == gen::Dist::small_int && (s.precision == check::Precision::f32 || s.precision == check::Precision::f64) &&
+  const check::Precision prec = s.precision_for(p.dtype);
+  c.exact_tier = c.dist == gen::Dist::small_int && (prec == check::Precision::f32 || prec == check::Precision::f64) &&
                  (p.dtype == DType::f32 || p.dtype == DType::f64) && gen::qualifies_exact_tier(p);
   if (s.has(HLA_FEAT_STATE) && p.offsets.empty() && p.n >= 2 && chance(r, 5)) {
     c.probe = Probe::state_continuation;

@@ -11,7 +11,7 @@ namespace hla::cli {
 namespace {
 
 struct CheckArgs {
-  std::string fixture, candidate, precision;
+  std::string fixture, candidate, precision, form_class = "masked";
   bool json = false;
   size_t worst = 10;
 };
@@ -20,7 +20,8 @@ int run_check(const CheckArgs& a) {
   const io::Fixture f = io::read_fixture(a.fixture);
   const io::Candidate c = io::read_candidate(a.candidate, f);
   check::CheckOptions opt;
-  if (!a.precision.empty()) opt.precision = check::parse_precision(a.precision);
+  opt.precision = check::parse_precision_map(a.precision).of(f.problem.dtype);
+  opt.form_class = check::parse_form_class(a.form_class);
   opt.worst = a.worst;
   const check::Report r = check::check_fixture(f, c, opt);
   if (a.json) {
@@ -46,7 +47,11 @@ void add_check(CLI::App& app, Action& action) {
   CLI::App* c = app.add_subcommand("check", "check a candidate's outputs against a fixture (exit 0 pass, 1 fail, 2 input error)");
   c->add_option("FIXTURE", a->fixture, "fixture file written by `hla gen`")->required();
   c->add_option("CANDIDATE", a->candidate, "safetensors file with `out` [B,H,n,dv] (and optionally `den` [B,H,n])")->required();
-  c->add_option("--precision", a->precision, "declared compute precision: f64 | f32 | tf32 | bf16 | f16 (default: dtype of `out`)");
+  c->add_option("--precision", a->precision,
+                "declared compute precision: f64 | f32 | tf32 | bf16 | f16, or per input dtype: bf16=f32,f16=f32,f32=f32 "
+                "(default: dtype of `out`)");
+  c->add_option("--form-class", a->form_class,
+                "masked (default: sums only masked terms) or state_difference (subtracts unmasked partial sums, S*C - G)");
   c->add_flag("--json", a->json, "print the report as JSON");
   c->add_option("--worst", a->worst, "how many worst elements to list");
   c->callback([a, &action] { action = [a] { return run_check(*a); }; });

@@ -16,7 +16,7 @@ namespace hla::cli {
 namespace {
 
 struct FuzzArgs {
-  std::string lib, exec, variants = "la1,hla2,ahla,hla3", dtypes = "f32", features, precision = "f32", shard = "0/1", replay;
+  std::string lib, exec, variants = "la1,hla2,ahla,hla3", dtypes = "f32", features, precision = "f32", form_class = "masked", shard = "0/1", replay;
   Index max_n = 4096;
   double timeout = 10;
   fuzz::CampaignOptions campaign;
@@ -62,8 +62,10 @@ std::unique_ptr<fuzz::Adapter> make_adapter(const FuzzArgs& a) {
   for (const auto& t : split(a.dtypes)) s.dtypes.push_back(parse_dtype(t));
   if (s.variants.empty() || s.dtypes.empty()) throw InputError("--variants and --dtypes must name at least one each");
   s.features = parse_features(a.features);
-  s.precision = check::parse_precision(a.precision);
+  s.precision = check::parse_precision_map(a.precision);
+  if (s.precision.empty()) throw InputError("--precision must name a precision (e.g. f32, or bf16=f32,f32=f32)");
   s.max_n = a.max_n;
+  s.form_class = check::parse_form_class(a.form_class);
   return fuzz::make_exec_adapter(a.exec, s, (std::filesystem::path(a.campaign.findings_dir) / ".work").string(), a.timeout);
 }
 
@@ -88,7 +90,8 @@ int run_fuzz(FuzzArgs a) {
     std::cout << "hla fuzz --replay " << a.replay << ": " << (v.kind.empty() ? "passes" : "[" + v.kind + "] " + v.message) << "\n";
     return v.kind.empty() ? 0 : 1;
   }
-  std::cerr << "hla fuzz: candidate '" << s.name << "' (precision " << check::to_string(s.precision) << "), seed "
+  std::cerr << "hla fuzz: candidate '" << s.name << "' (precision " << s.precision.str() << ", form class "
+            << check::to_string(s.form_class) << "), seed "
             << a.campaign.seed << ", shard " << a.shard << ", up to " << a.campaign.max_cases << " cases"
             << (a.campaign.max_seconds > 0 ? " or " + std::to_string(a.campaign.max_seconds) + " s" : "") << "\n";
   const fuzz::Summary sum = fuzz::run_campaign(*adapter, a.campaign);
@@ -99,7 +102,7 @@ int run_fuzz(FuzzArgs a) {
       j["findings"].push_back({{"kind", f.kind}, {"message", f.message}, {"case_index", f.case_index}, {"cases_run", f.cases_run},
                                {"seconds", f.seconds}, {"original", f.original}, {"shrunk", f.shrunk},
                                {"shrink_steps", f.shrink_steps}, {"fixture", f.fixture}, {"candidate", f.candidate},
-                               {"precision", f.precision}});
+                               {"precision", f.precision}, {"form_class", f.form_class}});
     std::cout << j.dump(2) << "\n";
   } else {
     std::cout << sum.text();
@@ -117,7 +120,9 @@ void add_fuzz(CLI::App& app, Action& action) {
   c->add_option("--variants", a->variants, "exec: variants it supports (comma list)");
   c->add_option("--dtypes", a->dtypes, "exec: input dtypes it supports (f64,f32,bf16,f16)");
   c->add_option("--features", a->features, "exec: unmasked,normalize,clamp,decay,ridge,scale,gqa,varlen,den or all");
-  c->add_option("--precision", a->precision, "exec: declared compute precision");
+  c->add_option("--precision", a->precision,
+                "exec: declared compute precision, one (f32) or per input dtype (bf16=f32,f16=f32,f32=f32,f64=f64)");
+  c->add_option("--form-class", a->form_class, "exec: masked (default) or state_difference (subtracts unmasked partial sums)");
   c->add_option("--max-n", a->max_n, "exec: longest sequence it takes")->check(CLI::PositiveNumber);
   c->add_option("--seed", a->campaign.seed, "seed of the case stream");
   c->add_option("--max-cases", a->campaign.max_cases, "cases to run (this shard)");

@@ -24,6 +24,7 @@ struct CandidateOutputs {
 
 struct CheckOptions {
   std::optional<Precision> precision;  // default: the candidate's output dtype
+  FormClass form_class = FormClass::masked;  // SPEC §7: which magnitude and baseline judge it
   bool exact_tier = false;             // demand bit equality (fixture says so)
   size_t worst = 10;                   // worst elements listed
   // When set and the check fails: writes <stem>.safetensors (the case as a

@@ -2,6 +2,10 @@
 // which its errors are scored.
 #pragma once
 
+#include "hla/batch.hpp"
+
+#include <map>
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -13,5 +17,29 @@ std::string to_string(Precision p);
 Precision parse_precision(std::string_view s);  // throws InputError
 // u = 2^-p for a p-bit significand: f64 2^-53, f32 2^-24, tf32 2^-11, bf16 2^-8, f16 2^-11.
 double unit_roundoff(Precision p);
+
+// The compute precision a candidate declares per input dtype: "f32" (one for
+// every dtype) or "bf16=f32,f16=f32,f32=f32,f64=f64" (dtypes not named fall
+// back to the output dtype's precision). Kernels commonly compute in f32 on
+// bf16/f16 inputs, so one precision for every dtype judges them wrongly.
+struct PrecisionMap {
+  std::optional<Precision> all;
+  std::map<DType, Precision> by_dtype;
+  bool empty() const { return !all && by_dtype.empty(); }
+  // The declared precision for inputs of dtype t, if any.
+  std::optional<Precision> of(DType t) const;
+  std::string str() const;  // parse(str()) == *this
+  bool operator==(const PrecisionMap&) const = default;
+};
+PrecisionMap parse_precision_map(std::string_view s);  // throws InputError; "" is the empty map
+
+// How a candidate forms its sums (SPEC §7 evaluation classes):
+//   masked           only masked terms (streaming F form, chunked form): judged
+//                    against the masked magnitude (the default);
+//   state_difference subtracts unmasked partial sums (S_tC_t − G_t, the paper's
+//                    Algorithms 1–3): judged against the unmasked-order magnitude.
+enum class FormClass { masked, state_difference };
+std::string to_string(FormClass c);
+FormClass parse_form_class(std::string_view s);  // "masked" | "state_difference" (throws InputError)
 
 }  // namespace hla::check
