@@ -119,7 +119,7 @@ TEST_CASE("fixture: missing, unknown and malformed metadata", "[io][fixture][har
   refuse(st, {"metadata key 'format' is missing"});
   refuse(with("colour", "red"), {"unknown metadata key 'colour'"});
   refuse(with("format", "other"), {"metadata format = 'other', expected 'hla-oracle-fixture'"});
-  refuse(with("format_version", "2"), {"format_version = '2' is not supported"});
+  refuse(with("format_version", "3"), {"format_version = '3' is not supported"});
   refuse(with("gamma", "three quarters"), {"metadata gamma", "'three quarters' is not a number"});
   refuse(with("gamma", "2"), {"gamma = 2 is outside (0, 1]"});
   refuse(with("masked", "yes"), {"metadata masked = 'yes' is not true or false"});

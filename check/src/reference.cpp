@@ -44,14 +44,20 @@ void exact_head(Sink& s, Index b, Index h, Index t0, Index t1) {
   const Problem<Rational> ph = s.p.head<Rational>(b, h, t0, t1);
   const Output<Rational> o = evaluate(ph, Form::streaming);
   const Output<Rational> m = magnitude(ph);
+  const bool sd = has_state_difference_magnitude(s.p.opt);
+  const Output<Rational> msd = sd ? magnitude(ph, true) : m;
   for (Index t = t0; t < t1; ++t) {
     const Index lt = t - t0;
-    s.ref.den[s.p.den_index(b, h, t)] = to_double(o.den(lt));
-    s.ref.mag_den[s.p.den_index(b, h, t)] = to_double(m.den(lt));
+    const size_t di = s.p.den_index(b, h, t);
+    s.ref.den[di] = to_double(o.den(lt));
+    s.ref.mag_den[di] = to_double(m.den(lt));
+    s.ref.mag_den_sd[di] = to_double(msd.den(lt));
     for (Index c = 0; c < s.p.dv; ++c) {
       const size_t i = s.out_at(b, h, t, c);
       s.ref.out[i] = to_double(o.out(lt, c));
+      s.ref.num[i] = to_double(o.num(lt, c));
       s.ref.mag_num[i] = to_double(m.num(lt, c));
+      s.ref.mag_num_sd[i] = to_double(msd.num(lt, c));
     }
   }
 }
@@ -79,6 +85,7 @@ void f113_head(Sink& s, Index b, Index h, Index t0, Index t1) {
       const size_t i = s.out_at(b, h, t, c);
       const f113 eN = k * M.num(lt, c);
       s.ref.out[i] = static_cast<double>(o.out(lt, c));
+      s.ref.num[i] = static_cast<double>(o.num(lt, c));
       s.ref.mag_num[i] = static_cast<double>(m.num(lt, c));
       if (!opt.normalize) {
         if (!certifies(o.num(lt, c), eN)) s.ref.flags[i] |= kUncertified;
@@ -93,12 +100,38 @@ void f113_head(Sink& s, Index b, Index h, Index t0, Index t1) {
 
 }  // namespace
 
+bool has_state_difference_magnitude(const Options& o) { return o.masked && has_unmasked(o.variant); }
+
+void fill_state_difference_magnitude(const BatchProblem& p, Reference& ref) {
+  const size_t no = static_cast<size_t>(p.batch * p.heads * p.n * p.dv), nd = static_cast<size_t>(p.batch * p.heads * p.n);
+  if (!has_state_difference_magnitude(p.opt)) {
+    ref.mag_num_sd = ref.mag_num;
+    ref.mag_den_sd = ref.mag_den;
+    return;
+  }
+  ref.mag_num_sd.assign(no, 0);
+  ref.mag_den_sd.assign(nd, 0);
+  p.for_each_sequence([&](Index b, Index h, Index t0, Index t1) {
+    // Sums of non-negative terms: relative error at most K·2^-53 (K = depth_bound);
+    // scaling by 1 + 2K·2^-53 makes the double an upper bound.
+    const Output<double> m = magnitude(p.head<double>(b, h, t0, t1), true);
+    const double up = 1 + 2 * depth_bound(p.opt.variant, t1 - t0, p.d) * std::ldexp(1.0, -53);
+    for (Index t = t0; t < t1; ++t) {
+      ref.mag_den_sd[p.den_index(b, h, t)] = m.den(t - t0) * up;
+      for (Index c = 0; c < p.dv; ++c) ref.mag_num_sd[p.out_index(b, h, t, c)] = m.num(t - t0, c) * up;
+    }
+  });
+}
+
 Reference compute_reference(const BatchProblem& p, Index exact_max_n) {
   p.validate(true);  // NaN/Inf inputs (causality probes) propagate through binary128
   Reference ref;
   const size_t no = static_cast<size_t>(p.batch * p.heads * p.n * p.dv), nd = static_cast<size_t>(p.batch * p.heads * p.n);
   ref.out.assign(no, 0);
+  ref.num.assign(no, 0);
   ref.mag_num.assign(no, 0);
+  ref.mag_num_sd.assign(no, 0);
+  ref.mag_den_sd.assign(nd, 0);
   ref.flags.assign(no, 0);
   ref.den.assign(nd, 0);
   ref.mag_den.assign(nd, 0);
@@ -118,6 +151,8 @@ Reference compute_reference(const BatchProblem& p, Index exact_max_n) {
     }
     f113_head(s, b, h, t0, t1);
   });
+  // Binary128 heads: the state-difference magnitude in double (exact heads filled it exactly).
+  if (ref.bits != 0) fill_state_difference_magnitude(p, ref);
   return ref;
 }
 

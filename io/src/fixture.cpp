@@ -79,6 +79,11 @@ void validate_fixture(const Fixture& f) {
   size("ref_den", f.ref_den.size(), den_shape(p));
   size("mag_num", f.mag_num.size(), out_shape(p));
   size("mag_den", f.mag_den.size(), den_shape(p));
+  if (!f.ref_num.empty()) size("ref_num", f.ref_num.size(), out_shape(p));
+  if (!f.mag_num_unmasked.empty() || !f.mag_den_unmasked.empty()) {
+    size("mag_num_unmasked", f.mag_num_unmasked.size(), out_shape(p));
+    size("mag_den_unmasked", f.mag_den_unmasked.size(), den_shape(p));
+  }
   auto check_flags = [&](const char* name, const std::vector<std::uint8_t>& flags, const std::vector<std::int64_t>& shape) {
     if (flags.empty()) return;
     size(name, flags.size(), shape);
@@ -117,6 +122,11 @@ SafetensorsFile fixture_to_safetensors(const Fixture& f) {
   st.tensors["mag_den"] = float_tensor(DType::f64, den_shape(p), f.mag_den, "mag_den");
   if (!f.flags.empty()) st.tensors["flags"] = u8_tensor(out_shape(p), f.flags);
   if (!f.den_flags.empty()) st.tensors["den_flags"] = u8_tensor(den_shape(p), f.den_flags);
+  if (!f.ref_num.empty()) st.tensors["ref_num"] = float_tensor(DType::f64, out_shape(p), f.ref_num, "ref_num");
+  if (!f.mag_num_unmasked.empty()) {
+    st.tensors["mag_num_unmasked"] = float_tensor(DType::f64, out_shape(p), f.mag_num_unmasked, "mag_num_unmasked");
+    st.tensors["mag_den_unmasked"] = float_tensor(DType::f64, den_shape(p), f.mag_den_unmasked, "mag_den_unmasked");
+  }
   for (const auto& [name, values] : f.state)
     st.tensors[kStatePrefix + name] = float_tensor(DType::f64, f.state_shapes.at(name), values, kStatePrefix + name);
 
@@ -157,12 +167,14 @@ Fixture fixture_from_safetensors(const SafetensorsFile& file, const std::string&
     if (!known.count(key)) throw fail("unknown metadata key '" + key + "'");
   if (md.at("format") != kFixtureFormat)
     throw fail("metadata format = '" + md.at("format") + "', expected '" + kFixtureFormat + "'");
-  if (md.at("format_version") != kFixtureFormatVersion)
-    throw fail("metadata format_version = '" + md.at("format_version") + "' is not supported (this reader reads " +
+  const std::string version = md.at("format_version");
+  if (version != "1" && version != kFixtureFormatVersion)
+    throw fail("metadata format_version = '" + version + "' is not supported (this reader reads 1 to " +
                kFixtureFormatVersion + ")");
 
   const Meta meta{md, source};
   Fixture f;
+  f.format_version = version;
   BatchProblem& p = f.problem;
   Options& o = p.opt;
   try {
@@ -228,6 +240,13 @@ Fixture fixture_from_safetensors(const SafetensorsFile& file, const std::string&
   f.mag_den = values("mag_den", StDType::F64, den_shape(p));
   if (file.tensors.count("flags")) f.flags = u8_values(take("flags", StDType::U8, out_shape(p)), "flags");
   if (file.tensors.count("den_flags")) f.den_flags = u8_values(take("den_flags", StDType::U8, den_shape(p)), "den_flags");
+  if (version != "1") {
+    if (file.tensors.count("ref_num")) f.ref_num = values("ref_num", StDType::F64, out_shape(p));
+    if (file.tensors.count("mag_num_unmasked") || file.tensors.count("mag_den_unmasked")) {
+      f.mag_num_unmasked = values("mag_num_unmasked", StDType::F64, out_shape(p));
+      f.mag_den_unmasked = values("mag_den_unmasked", StDType::F64, den_shape(p));
+    }
+  }
   for (const auto& [name, t] : file.tensors) {
     if (name.rfind(kStatePrefix, 0) != 0) continue;
     const std::string s = name.substr(std::string(kStatePrefix).size());
@@ -239,7 +258,7 @@ Fixture fixture_from_safetensors(const SafetensorsFile& file, const std::string&
   for (const auto& [name, t] : file.tensors)
     if (!seen.count(name))
       throw fail("unknown tensor '" + name + "' (a fixture holds q, k, v, offsets, ref_out, ref_den, mag_num, mag_den, "
-                 "flags, den_flags, state.<name>)");
+                 "flags, den_flags, state.<name>" + std::string(version == "1" ? "" : ", ref_num, mag_num_unmasked, mag_den_unmasked") + ")");
   try {
     validate_fixture(f);
   } catch (const InputError& e) {

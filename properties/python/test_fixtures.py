@@ -71,7 +71,7 @@ def test_fixture_directory_has_fixtures():
 def test_fixture_is_well_formed(path):
     t, dt, md = load(path)
     assert set(md) == METADATA_KEYS, f"{path}: metadata keys {sorted(set(md) ^ METADATA_KEYS)} differ"
-    assert md["format"] == "hla-oracle-fixture" and md["format_version"] == "1"
+    assert md["format"] == "hla-oracle-fixture" and md["format_version"] in ("1", "2")
     g = dims(md)
     B, H, Hkv, n, d, dv = (g[k] for k in ("batch", "heads", "kv_heads", "n", "d", "dv"))
     want = {
@@ -95,7 +95,14 @@ def test_fixture_is_well_formed(path):
     if "offsets" in t:
         off = t["offsets"]
         assert dt["offsets"] == "I64" and B == 1 and off[0] == 0 and off[-1] == n and np.all(np.diff(off) > 0)
-    others = set(t) - set(want) - {"flags", "den_flags", "offsets"}
+    # Format version 2: num of a normalized problem, unmasked-order magnitudes of masked hla2/hla3.
+    if "ref_num" in t:
+        assert md["format_version"] == "2" and md["normalize"] == "true" and list(t["ref_num"].shape) == want["ref_out"]
+    for name, shape in (("mag_num_unmasked", want["ref_out"]), ("mag_den_unmasked", want["ref_den"])):
+        if name in t:
+            assert md["format_version"] == "2" and md["masked"] == "true" and md["variant"] in ("hla2", "hla3")
+            assert dt[name] == "F64" and list(t[name].shape) == shape and not np.any(t[name] < 0)
+    others = set(t) - set(want) - {"flags", "den_flags", "offsets", "ref_num", "mag_num_unmasked", "mag_den_unmasked"}
     assert all(name.startswith("state.") and dt[name] == "F64" for name in others), others
     Fraction(md["gamma"]), Fraction(md["eps"]), Fraction(md["lambda"]), Fraction(md["scale"])
 

@@ -59,7 +59,7 @@ Verdict run_and_check(Adapter& a, const FuzzCase& c, const check::Reference& ref
   if (rep.pass) return {};
   std::string kind = "numerics";
   if (c.probe == Probe::nan_causality && rep.nonfinite > 0) kind = "nan_causality";
-  else if (rep.exact_mismatches > 0 && rep.over_bound == 0 && rep.nonfinite == 0 && rep.baseline_ratio <= 2) kind = "exact_tier";
+  else if (rep.exact_mismatches > 0 && rep.over_bound == 0 && rep.nonfinite == 0 && rep.baseline_ratio <= rep.ratio_limit) kind = "exact_tier";
   return {kind, summarize(rep), r.out, true};
 }
 

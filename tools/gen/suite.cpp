@@ -134,7 +134,10 @@ std::vector<Case> make_suite(const std::string& name, uint64_t seed) {
 }
 
 bool qualifies_exact_tier(const BatchProblem& p) {
+  // Every option exact in any order: no decay, division or scaling, and an
+  // integer ridge (λ = 1/10 is not even representable).
   if (p.opt.gamma != 1 || p.opt.normalize || p.opt.scale != 1) return false;
+  if (mp::denominator(p.opt.lambda) != 1) return false;
   for (const auto* t : {&p.q, &p.k, &p.v})
     for (double e : *t)
       if (e != std::trunc(e)) return false;

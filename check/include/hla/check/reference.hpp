@@ -17,9 +17,15 @@ enum Flag : uint8_t {
 
 struct Reference {
   std::vector<double> out;      // [B, H, n, dv]  num, or num/(den ⊕ ε) when normalized
+  std::vector<double> num;      // [B, H, n, dv]  num (= out unless normalized): residual scoring
   std::vector<double> den;      // [B, H, n]
   std::vector<double> mag_num;  // [B, H, n, dv] SPEC §7 magnitude of num
   std::vector<double> mag_den;  // [B, H, n]     magnitude of den
+  // The magnitudes a state-difference algorithm is judged against (SPEC §7
+  // evaluation classes): the unmasked-order magnitude for masked hla2 and
+  // hla3, the same as mag_num / mag_den for every other problem.
+  std::vector<double> mag_num_sd;  // [B, H, n, dv]
+  std::vector<double> mag_den_sd;  // [B, H, n]
   std::vector<uint8_t> flags;   // [B, H, n, dv] Flag bits of out
   std::vector<uint8_t> den_flags;  // [B, H, n] Flag bits of den
   int bits = 113;               // precision the values were computed in (0 = exact)
@@ -40,5 +46,14 @@ double depth_bound(Variant v, Index n, Index d);
 // where a NaN/Inf input reaches exactly the outputs that depend on it (SPEC §7).
 // Problem validated first (InputError).
 Reference compute_reference(const BatchProblem& p, Index exact_max_n = 48);
+
+// Whether a state-difference algorithm forms larger terms than a masked one on
+// this problem (masked hla2 and hla3): then Reference::mag_*_sd differ.
+bool has_state_difference_magnitude(const Options& o);
+
+// Fills ref.mag_num_sd / mag_den_sd from the inputs: the unmasked-order
+// magnitude in double, rounded up by its own a priori error bound (cheap: one
+// streaming pass over absolute values). For fixtures that do not store them.
+void fill_state_difference_magnitude(const BatchProblem& p, Reference& ref);
 
 }  // namespace hla::check

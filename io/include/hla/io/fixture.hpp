@@ -4,8 +4,11 @@
 // Tensors: q [B,H,n,d], k [B,Hkv,n,d], v [B,Hkv,n,dv] in the problem's dtype;
 // offsets [m+1] I64 when the batch is packed; ref_out, mag_num [B,H,n,dv] and
 // ref_den, mag_den [B,H,n] F64; flags [B,H,n,dv] and den_flags [B,H,n] U8 when
-// present; state.<name>
-// F64. __metadata__ (all strings): format = "hla-oracle-fixture",
+// present; state.<name> F64. Format version 2 adds, when they differ from
+// what version 1 implies: ref_num [B,H,n,dv] F64 (num of a normalized
+// problem, for residual scoring) and mag_num_unmasked [B,H,n,dv],
+// mag_den_unmasked [B,H,n] F64 (the magnitudes a state-difference algorithm is
+// judged against, for masked hla2 and hla3). Version 1 files still read. __metadata__ (all strings): format = "hla-oracle-fixture",
 // format_version = "1", variant, masked, normalize, eps_mode, gamma, eps,
 // lambda, scale (exact rationals), batch, heads, kv_heads, n, d, dv, dtype,
 // seed, generator_version, reference_bits, exact_tier, suite, case.
@@ -25,7 +28,7 @@
 namespace hla::io {
 
 inline constexpr const char* kFixtureFormat = "hla-oracle-fixture";
-inline constexpr const char* kFixtureFormatVersion = "1";
+inline constexpr const char* kFixtureFormatVersion = "2";
 
 // Bits of Fixture::flags.
 inline constexpr std::uint8_t kFlagNotCertified = 1;     // reference not certified to f64 (cancellation)
@@ -43,6 +46,12 @@ struct Fixture {
   // against which errors of a candidate are judged, per element.
   std::vector<double> mag_num;  // [B,H,n,dv]
   std::vector<double> mag_den;  // [B,H,n]
+  // Version 2 (empty in version 1 files, and where they add nothing): num of a
+  // normalized problem; the unmasked-order magnitudes of a masked hla2/hla3.
+  std::vector<double> ref_num;           // [B,H,n,dv] or empty
+  std::vector<double> mag_num_unmasked;  // [B,H,n,dv] or empty
+  std::vector<double> mag_den_unmasked;  // [B,H,n] or empty
+  std::string format_version = kFixtureFormatVersion;  // of the file it was read from
   // Per element kFlag* bits; empty when the generator flagged nothing.
   std::vector<std::uint8_t> flags;      // [B,H,n,dv] or empty
   std::vector<std::uint8_t> den_flags;  // [B,H,n] or empty: the same bits for ref_den
