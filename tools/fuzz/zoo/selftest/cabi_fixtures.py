@@ -75,7 +75,7 @@ def run(lib, info, path):
     if needs(md, t) & ~info.features:
         return None
     p = Problem()
-    p.abi_version, p.variant, p.dtype = 1, VARIANTS[md["variant"]], code
+    p.abi_version, p.variant, p.dtype = info.abi_version, VARIANTS[md["variant"]], code  # the library's own version
     p.masked, p.normalize = md["masked"] == "true", md["normalize"] == "true"
     p.eps_mode = 0 if md["eps_mode"] == "add" else 1
     exact = {k: md[k].encode() for k in ("gamma", "eps", "lambda", "scale")}
