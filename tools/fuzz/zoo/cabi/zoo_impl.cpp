@@ -3,8 +3,10 @@
 // One plain-loop implementation of la1, hla2, ahla and hla3 (SPEC §2–§5) in
 // float (inputs, products and accumulation; declared precision "f32"), built
 // once per zoo member: ZOO_BUG=<member> selects the member and with it at most
-// one deliberate bug. `correct_streaming` (SPEC §3 recurrences) and
-// `correct_chunked` (SPEC §5 chunk form, width ZOO_CHUNK) have none. Every bug
+// one deliberate bug. `correct_streaming` (SPEC §3 recurrences),
+// `correct_chunked` (SPEC §5 chunk form, width ZOO_CHUNK) and
+// `correct_f32_on_half` (the chunk form on bf16/f16/f32 inputs, declaring its
+// precision per input dtype) have none. Every bug
 // sits behind `if constexpr (bug("<member>"))` with a comment saying what real
 // kernels get wrong there. Independent of the project's reference library on
 // purpose: a candidate must not borrow the oracle's code.
@@ -41,7 +43,7 @@ constexpr std::string_view kMembers[] = {
     "correct_streaming", "correct_chunked", "e1_decay",      "e2_scan",       "e5_chunk",
     "strict_mask",       "wrong_decay_power", "future_leak", "ragged_dropped", "state_not_reset",
     "f16_accum",         "transposed_k",    "ignore_scale",  "clamp_no_sign", "gqa_wrong_group",
-    "crash_long",        "hang",            "state_incomplete",
+    "crash_long",        "hang",            "state_incomplete", "correct_f32_on_half",
 };
 constexpr bool known_member() {
   for (auto m : kMembers)
@@ -52,8 +54,8 @@ static_assert(known_member(), "ZOO_BUG names no zoo member");
 constexpr bool bug(std::string_view member) { return kMember == member; }
 
 // Members built on the chunked form (SPEC §5); all others stream (SPEC §3).
-constexpr bool kChunked = bug("correct_chunked") || bug("e2_scan") || bug("e5_chunk") || bug("strict_mask") ||
-                          bug("future_leak") || bug("ragged_dropped");
+constexpr bool kChunked = bug("correct_chunked") || bug("correct_f32_on_half") || bug("e2_scan") || bug("e5_chunk") ||
+                          bug("strict_mask") || bug("future_leak") || bug("ragged_dropped");
 constexpr int64_t kW = ZOO_CHUNK;
 
 // ---------------------------------------------------------------------------
@@ -75,6 +77,9 @@ struct Declared {
 constexpr Declared declared() {
   if (bug("correct_streaming")) return {kLow | var(HLA_HLA3), kAllDtypes, kAllFeatures};
   if (bug("correct_chunked")) return {kLow, kAllDtypes, kAllFeatures};
+  // The common tensor-core kernel: 16-bit (or f32) inputs, f32 products and accumulators. q·scale
+  // stays in f32 (rounding it back to bf16 would perturb q by 2^-8: then only "bf16=bf16" is honest).
+  if (bug("correct_f32_on_half")) return {kLow, dt(HLA_F32) | dt(HLA_BF16) | dt(HLA_F16), kAllFeatures};
   if (bug("e1_decay") || bug("e2_scan") || bug("e5_chunk") || bug("wrong_decay_power"))
     return {var(HLA_HLA2), dt(HLA_F32), kBase};
   if (bug("state_not_reset")) return {kLow, dt(HLA_F32), kBase | HLA_FEAT_VARLEN};
@@ -89,7 +94,10 @@ constexpr Declared declared() {
 
 const hla_impl_info kInfo = {
     HLA_IMPL_ABI_VERSION, "zoo_" ZOO_STR(ZOO_BUG), declared().variants, declared().dtypes, declared().features,
-    4096, 256, 256, "f32", HLA_CLASS_MASKED, nullptr,
+    4096, 256, 256, "f32",
+    HLA_CLASS_MASKED,
+    // correct_f32_on_half says per input dtype what it computes in (the same for all: f32).
+    bug("correct_f32_on_half") ? "bf16=f32,f16=f32,f32=f32" : nullptr,
 };
 
 // ---------------------------------------------------------------------------
@@ -470,6 +478,7 @@ Head gather(const hla_problem* p, int64_t b, int64_t h, int64_t hk, int64_t t0, 
   x.d = p->d;
   x.w = p->dv + 1;
   const auto d = p->d, dv = p->dv, n = p->n;
+  // q·scale is kept in float (correct_f32_on_half relies on it: bf16/f16 inputs, f32 compute).
   // BUG ignore_scale: q is used unscaled (the scale argument is accepted but
   // never applied, e.g. a kernel that assumes the caller pre-scaled q).
   const auto scale = bug("ignore_scale") ? 1.0f : static_cast<float>(p->scale);

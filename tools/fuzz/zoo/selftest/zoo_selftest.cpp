@@ -507,10 +507,13 @@ std::map<std::string, Expect> expectations() {
                                     "ahla_varlen_n40", "ahla_state_n37", "la1_state_n37",  "la1_nan20_n37",
                                     "ahla_nan20_n37",  "la1_n45",        "la1_n42"};
   not_hla2.insert(hla3.begin(), hla3.end());
+  std::set<std::string> no_f64 = hla3;
+  no_f64.insert("hla2_add_f64_n37");
   const std::string base = "hla2_g1_n16", n37 = "hla2_n37";
   return {
       {"correct_streaming", {true, {}, Outcome::match, {}, {}}},
       {"correct_chunked", {true, {}, Outcome::match, {}, hla3}},
+      {"correct_f32_on_half", {true, {}, Outcome::match, {}, no_f64}},
       {"correct_state_difference", {true, {}, Outcome::match, {}, not_hla2}},
       {"correct_state_difference_f64", {true, {}, Outcome::match, {}, not_hla2}},
       {"e1_decay", {false, {n37}, Outcome::differ, {base}, {}}},
