@@ -4,11 +4,18 @@ with the finding kind zoo.json expects, within a fixed case budget; every
 correct member passes a campaign with zero findings.
 
   zoo_campaigns.py HLA ZOO_JSON ZOO_PATHS_JSON REPO_ROOT WORKDIR [--seeds N] [--table]
+                   [--only NAME[,NAME...]] [--correct-cases N]
 
 --seeds N runs each buggy member with seeds 1..N and --table prints the median
-cases and seconds to detection (the closing note's zoo table). Exit 1 on any
-miss. Deterministic for given seeds.
+cases and seconds to detection (the closing note's zoo table). --only runs the
+named members only; --correct-cases N runs each correct member for N cases
+instead of the default budgets (the closing note's measurement: N = 2000).
+Exec members are declared to the fuzzer from their zoo.json entry: `args`
+(after {in} {out}), `variants`, `dtypes` (default all four), `precision`
+(default f64) and `form_class` (default masked). Exit 1 on any miss.
+Deterministic for given seeds.
 """
+import argparse
 import json
 import os
 import shlex
@@ -33,8 +40,10 @@ def campaign(hla, member, paths, root, work, seed, budget, stop_after):
     else:
         runner = os.path.join(root, ".venv", "bin", "python") if member["runner"] == "python" else "sh"
         script = os.path.join(root, member["target"])
-        cmd += ["--exec", f"{shlex.quote(runner)} {shlex.quote(script)} {{in}} {{out}}", "--variants",
-                ",".join(member["variants"]), "--dtypes", "f64,f32,bf16,f16", "--features", "all", "--precision", "f64",
+        argv = " ".join(shlex.quote(a) for a in [runner, script, "{in}", "{out}", *member.get("args", [])])
+        cmd += ["--exec", argv, "--variants", ",".join(member["variants"]),
+                "--dtypes", ",".join(member.get("dtypes", ["f64", "f32", "bf16", "f16"])), "--features", "all",
+                "--precision", member.get("precision", "f64"), "--form-class", member.get("form_class", "masked"),
                 "--timeout", "5", "--max-n", "300"]
     proc = subprocess.run(cmd, capture_output=True, text=True)
     if proc.returncode not in (0, 1):
@@ -43,22 +52,38 @@ def campaign(hla, member, paths, root, work, seed, budget, stop_after):
 
 
 def main():
-    hla, zoo_json, paths_json, root, work = sys.argv[1:6]
-    seeds = int(sys.argv[sys.argv.index("--seeds") + 1]) if "--seeds" in sys.argv else 1
-    table = "--table" in sys.argv
-    zoo = json.load(open(zoo_json))["members"]
-    paths = json.load(open(paths_json))
+    ap = argparse.ArgumentParser(description="the fuzzer against the bug zoo")
+    for name in ("hla", "zoo_json", "paths_json", "root", "work"):
+        ap.add_argument(name)
+    ap.add_argument("--seeds", type=int, default=1, help="run each buggy member with seeds 1..N")
+    ap.add_argument("--table", action="store_true", help="print the median detection table")
+    ap.add_argument("--only", default="", help="comma list of members to run (default: all)")
+    ap.add_argument("--correct-cases", type=int, default=0, help="cases per correct member (default: per adapter)")
+    a = ap.parse_args()
+    hla, root, work, seeds = a.hla, a.root, a.work, a.seeds
+    zoo = json.load(open(a.zoo_json))["members"]
+    paths = json.load(open(a.paths_json))
+    if a.only:
+        wanted = set(a.only.split(","))
+        unknown = wanted - {m["name"] for m in zoo}
+        if unknown:
+            raise SystemExit(f"--only: no zoo member named {', '.join(sorted(unknown))}")
+        zoo = [m for m in zoo if m["name"] in wanted]
     os.makedirs(work, exist_ok=True)
     misses, rows = [], []
     for m in zoo:
         if m["correct"]:
-            budget = CORRECT_CABI if m["adapter"] == "cabi" else CORRECT_EXEC
+            budget = a.correct_cases or (CORRECT_CABI if m["adapter"] == "cabi" else CORRECT_EXEC)
             r = campaign(hla, m, paths, root, work, 1, budget, 0)
             ok = not r["findings"]
             print(f"{'ok ' if ok else 'MISS'} {m['name']}: {r['cases']} cases, {len(r['findings'])} findings, "
                   f"{1e3 * r['seconds'] / max(1, r['cases']):.1f} ms/case", flush=True)
             for f in r["findings"]:
                 print(f"     unexpected [{f['kind']}] {f['message']}\n     {f['shrunk']}")
+            if not ok and m.get("form_class") == "state_difference" and all(f["kind"] == "numerics" for f in r["findings"]):
+                # Until the checker judges this class against the unmasked magnitude (issue #8),
+                # it may score the subtraction's rounding as a numerics finding.
+                print("     (state_difference member: numerics findings are expected until the checker uses the class)")
             if not ok:
                 misses.append(m["name"])
             continue
@@ -77,7 +102,7 @@ def main():
                 misses.append(f"{m['name']} (seed {seed})")
         rows.append((m["name"], m["adapter"], m["expected_finding"], len(cases), seeds,
                      statistics.median(cases) if cases else None, statistics.median(secs) if secs else None))
-    if table:
+    if a.table:
         print("\n| member | adapter | finding | caught | median cases | median seconds |\n|---|---|---|---|---|---|")
         for name, ad, kind, k, n, mc, ms in rows:
             print(f"| {name} | {ad} | {kind} | {k}/{n} | {mc if mc is not None else '-'} | "

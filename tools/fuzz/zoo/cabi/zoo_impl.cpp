@@ -3,8 +3,10 @@
 // One plain-loop implementation of la1, hla2, ahla and hla3 (SPEC §2–§5) in
 // float (inputs, products and accumulation; declared precision "f32"), built
 // once per zoo member: ZOO_BUG=<member> selects the member and with it at most
-// one deliberate bug. `correct_streaming` (SPEC §3 recurrences) and
-// `correct_chunked` (SPEC §5 chunk form, width ZOO_CHUNK) have none. Every bug
+// one deliberate bug. `correct_streaming` (SPEC §3 recurrences),
+// `correct_chunked` (SPEC §5 chunk form, width ZOO_CHUNK) and
+// `correct_f32_on_half` (the chunk form on bf16/f16/f32 inputs, declaring its
+// precision per input dtype) have none. Every bug
 // sits behind `if constexpr (bug("<member>"))` with a comment saying what real
 // kernels get wrong there. Independent of the project's reference library on
 // purpose: a candidate must not borrow the oracle's code.
@@ -14,6 +16,7 @@
 // v_j -> 1) and every d x dv state carries its vector twin (C|m, F|f, P|mK, E|n).
 
 #include "hla_impl.h"
+#include "zoo_abi.hpp"
 #include "zoo_bits.hpp"
 
 #include <algorithm>
@@ -40,7 +43,7 @@ constexpr std::string_view kMembers[] = {
     "correct_streaming", "correct_chunked", "e1_decay",      "e2_scan",       "e5_chunk",
     "strict_mask",       "wrong_decay_power", "future_leak", "ragged_dropped", "state_not_reset",
     "f16_accum",         "transposed_k",    "ignore_scale",  "clamp_no_sign", "gqa_wrong_group",
-    "crash_long",        "hang",            "state_incomplete",
+    "crash_long",        "hang",            "state_incomplete", "correct_f32_on_half",
 };
 constexpr bool known_member() {
   for (auto m : kMembers)
@@ -51,8 +54,8 @@ static_assert(known_member(), "ZOO_BUG names no zoo member");
 constexpr bool bug(std::string_view member) { return kMember == member; }
 
 // Members built on the chunked form (SPEC §5); all others stream (SPEC §3).
-constexpr bool kChunked = bug("correct_chunked") || bug("e2_scan") || bug("e5_chunk") || bug("strict_mask") ||
-                          bug("future_leak") || bug("ragged_dropped");
+constexpr bool kChunked = bug("correct_chunked") || bug("correct_f32_on_half") || bug("e2_scan") || bug("e5_chunk") ||
+                          bug("strict_mask") || bug("future_leak") || bug("ragged_dropped");
 constexpr int64_t kW = ZOO_CHUNK;
 
 // ---------------------------------------------------------------------------
@@ -74,6 +77,9 @@ struct Declared {
 constexpr Declared declared() {
   if (bug("correct_streaming")) return {kLow | var(HLA_HLA3), kAllDtypes, kAllFeatures};
   if (bug("correct_chunked")) return {kLow, kAllDtypes, kAllFeatures};
+  // The common tensor-core kernel: 16-bit (or f32) inputs, f32 products and accumulators. q·scale
+  // stays in f32 (rounding it back to bf16 would perturb q by 2^-8: then only "bf16=bf16" is honest).
+  if (bug("correct_f32_on_half")) return {kLow, dt(HLA_F32) | dt(HLA_BF16) | dt(HLA_F16), kAllFeatures};
   if (bug("e1_decay") || bug("e2_scan") || bug("e5_chunk") || bug("wrong_decay_power"))
     return {var(HLA_HLA2), dt(HLA_F32), kBase};
   if (bug("state_not_reset")) return {kLow, dt(HLA_F32), kBase | HLA_FEAT_VARLEN};
@@ -89,6 +95,11 @@ constexpr Declared declared() {
 const hla_impl_info kInfo = {
     HLA_IMPL_ABI_VERSION, "zoo_" ZOO_STR(ZOO_BUG), declared().variants, declared().dtypes, declared().features,
     4096, 256, 256, "f32",
+    // e1_decay computes hla2 masked as the paper's state difference (S + λI)C − G: its rounding error
+    // scales with the unmasked magnitude, so it declares that class (its bug is the decay, not this).
+    bug("e1_decay") ? HLA_CLASS_STATE_DIFFERENCE : HLA_CLASS_MASKED,
+    // correct_f32_on_half says per input dtype what it computes in (the same for all: f32).
+    bug("correct_f32_on_half") ? "bf16=f32,f16=f32,f32=f32" : nullptr,
 };
 
 // ---------------------------------------------------------------------------
@@ -453,35 +464,14 @@ void chunked(const Op& o, const Head& h, float* st, const Layout& l, float* num)
 }
 
 // ---------------------------------------------------------------------------
-// Inputs and outputs in the problem's dtype.
-
-float load(const void* base, hla_dtype t, size_t i) {
-  switch (t) {
-    case HLA_F64: return static_cast<float>(static_cast<const double*>(base)[i]);
-    case HLA_F32: return static_cast<const float*>(base)[i];
-    case HLA_BF16: return zoo::bf16_to_float(static_cast<const uint16_t*>(base)[i]);
-    case HLA_F16: return zoo::f16_to_float(static_cast<const uint16_t*>(base)[i]);
-  }
-  return NAN;
-}
-
-void store(void* base, hla_dtype t, size_t i, double x) {
-  switch (t) {
-    case HLA_F64: static_cast<double*>(base)[i] = x; break;
-    case HLA_F32: static_cast<float*>(base)[i] = static_cast<float>(x); break;
-    case HLA_BF16: static_cast<uint16_t*>(base)[i] = zoo::float_to_bf16(static_cast<float>(x)); break;
-    case HLA_F16: static_cast<uint16_t*>(base)[i] = zoo::float_to_f16(static_cast<float>(x)); break;
-  }
-}
+// Outputs (inputs, outputs and validation: zoo_abi.hpp).
 
 double normalized(const hla_problem* p, double num, double den) {
-  if (!p->normalize) return num;
-  if (p->eps_mode == HLA_EPS_ADD) return num / (den + p->eps);
   // BUG clamp_no_sign: clamps with max(den, ε) (the usual "avoid division by
   // zero" guard), which replaces every negative den by ε; the sign-preserving
   // clamp is sign(den)·max(|den|, ε) (SPEC §1).
-  if constexpr (bug("clamp_no_sign")) return num / std::max(den, p->eps);
-  return num / ((den < 0 ? -1.0 : 1.0) * std::max(std::abs(den), p->eps));
+  if (bug("clamp_no_sign") && p->normalize && p->eps_mode == HLA_EPS_CLAMP) return num / std::max(den, p->eps);
+  return zoo::normalize(p, num, den);
 }
 
 Head gather(const hla_problem* p, int64_t b, int64_t h, int64_t hk, int64_t t0, int64_t t1) {
@@ -490,6 +480,7 @@ Head gather(const hla_problem* p, int64_t b, int64_t h, int64_t hk, int64_t t0, 
   x.d = p->d;
   x.w = p->dv + 1;
   const auto d = p->d, dv = p->dv, n = p->n;
+  // q·scale is kept in float (correct_f32_on_half relies on it: bf16/f16 inputs, f32 compute).
   // BUG ignore_scale: q is used unscaled (the scale argument is accepted but
   // never applied, e.g. a kernel that assumes the caller pre-scaled q).
   const auto scale = bug("ignore_scale") ? 1.0f : static_cast<float>(p->scale);
@@ -499,55 +490,23 @@ Head gather(const hla_problem* p, int64_t b, int64_t h, int64_t hk, int64_t t0, 
   for (int64_t t = 0; t < x.L; ++t) {
     for (int64_t c = 0; c < d; ++c) {
       x.q[static_cast<size_t>(t * d + c)] =
-          scale * load(p->q, p->dtype, static_cast<size_t>(((b * p->heads + h) * n + t0 + t) * d + c));
+          scale * zoo::load<float>(p->q, p->dtype, static_cast<size_t>(((b * p->heads + h) * n + t0 + t) * d + c));
       // BUG transposed_k: K read as if laid out [B, Hkv, d, n] (a layout
       // mix-up between a kernel that wants Kᵀ and a caller that passes K).
       const auto ki = bug("transposed_k") ? ((b * p->kv_heads + hk) * d + c) * n + t0 + t
                                           : ((b * p->kv_heads + hk) * n + t0 + t) * d + c;
-      x.k[static_cast<size_t>(t * d + c)] = load(p->k, p->dtype, static_cast<size_t>(ki));
+      x.k[static_cast<size_t>(t * d + c)] = zoo::load<float>(p->k, p->dtype, static_cast<size_t>(ki));
     }
     for (int64_t c = 0; c < dv; ++c)
       x.v[static_cast<size_t>(t * x.w + c)] =
-          load(p->v, p->dtype, static_cast<size_t>(((b * p->kv_heads + hk) * n + t0 + t) * dv + c));
+          zoo::load<float>(p->v, p->dtype, static_cast<size_t>(((b * p->kv_heads + hk) * n + t0 + t) * dv + c));
     x.v[static_cast<size_t>(t * x.w + dv)] = 1.0f;
   }
   return x;
 }
 
-// Why the member cannot run this problem, or nullptr.
-const char* unsupported(const hla_problem* p) {
-  const auto& in = kInfo;
-  if (p->abi_version != HLA_IMPL_ABI_VERSION) return "ABI version mismatch";
-  if (p->variant < 0 || p->variant > HLA_HLA3_PAPER || !(in.variants >> p->variant & 1u)) return "variant not supported";
-  if (p->dtype < 0 || p->dtype > HLA_F16 || !(in.dtypes >> p->dtype & 1u)) return "dtype not supported";
-  auto need = [&](uint32_t f) { return (in.features & f) == f; };
-  if (!p->masked && (p->variant == HLA_LA1 || p->variant == HLA_AHLA)) return "this variant has no unmasked form";
-  if (!p->masked && !need(HLA_FEAT_UNMASKED)) return "unmasked not supported";
-  if (p->normalize && p->eps_mode == HLA_EPS_ADD && !need(HLA_FEAT_NORMALIZE)) return "normalize (add) not supported";
-  if (p->normalize && p->eps_mode == HLA_EPS_CLAMP && !need(HLA_FEAT_CLAMP)) return "normalize (clamp) not supported";
-  if (!(p->gamma > 0 && p->gamma <= 1)) return "gamma must be in (0, 1]";
-  if (p->gamma < 1 && !need(HLA_FEAT_DECAY)) return "decay not supported";
-  if (p->lambda < 0 || (p->lambda > 0 && p->variant != HLA_HLA2)) return "lambda must be 0 (or > 0 for hla2)";
-  if (p->lambda > 0 && !need(HLA_FEAT_RIDGE)) return "ridge not supported";
-  if (p->scale != 1 && !need(HLA_FEAT_SCALE)) return "scale not supported";
-  if (p->batch < 1 || p->heads < 1 || p->kv_heads < 1 || p->n < 0 || p->d < 1 || p->dv < 1) return "bad dimensions";
-  if (p->heads % p->kv_heads != 0) return "heads must be a multiple of kv_heads";
-  if (p->kv_heads < p->heads && !need(HLA_FEAT_GQA)) return "grouped heads not supported";
-  if (p->n > in.max_n || p->d > in.max_d || p->dv > in.max_dv) return "problem larger than max_n / max_d / max_dv";
-  if (p->offsets && !need(HLA_FEAT_VARLEN)) return "packed sequences not supported";
-  if ((p->state_in || p->state_out) && !need(HLA_FEAT_STATE)) return "state in/out not supported";
-  if (p->offsets) {
-    if (p->batch != 1 || p->num_offsets < 2 || p->offsets[0] != 0 || p->offsets[p->num_offsets - 1] != p->n)
-      return "offsets must run from 0 to n with batch 1";
-    for (int64_t s = 0; s + 1 < p->num_offsets; ++s)
-      if (p->offsets[s + 1] <= p->offsets[s]) return "offsets must increase strictly";
-  }
-  if (p->n > 0 && (!p->q || !p->k || !p->v || !p->out)) return "missing q, k, v or out";
-  return nullptr;
-}
-
 int run(const hla_problem* p, char* err, size_t err_len) {
-  if (const char* why = unsupported(p)) {
+  if (const char* why = zoo::unsupported(p, kInfo)) {
     if (err && err_len) std::snprintf(err, err_len, "%s: %s", kInfo.name, why);
     return 1;
   }
@@ -595,7 +554,7 @@ int run(const hla_problem* p, char* err, size_t err_len) {
         for (int64_t t = 0; t < hd.L; ++t) {
           const double den = num[static_cast<size_t>(t * w + p->dv)];
           for (int64_t c = 0; c < p->dv; ++c)
-            store(p->out, p->dtype, static_cast<size_t>(((b * p->heads + h) * n + t0 + t) * p->dv + c),
+            zoo::store(p->out, p->dtype, static_cast<size_t>(((b * p->heads + h) * n + t0 + t) * p->dv + c),
                   normalized(p, num[static_cast<size_t>(t * w + c)], den));
           if (p->den && (kInfo.features & HLA_FEAT_DEN)) p->den[(b * p->heads + h) * n + t0 + t] = den;
         }

@@ -6,9 +6,13 @@
   variant it supports (in-process, float64: within 1e-9 x the SPEC §7
   magnitude; normalized outputs through num / D, ill-conditioned ones unscored)
   and refuses hla3_paper with a message;
-- each script, run as the fuzzer runs it (`python script IN OUT`, `sh script IN
-  OUT`), behaves as zoo.json says: correct output, wrong numbers, wrong shape,
-  junk bytes, exit 3, or no result within a timeout.
+- state_difference.py (hla2 only) reproduces every hla2 fixture in float64
+  (1e-9) and float32 (1e-5) x the *unmasked* magnitude, the yardstick of its
+  class (selftest/magnitude.py), and refuses other variants;
+- each script, run as the fuzzer runs it (`python script IN OUT [args]`, `sh
+  script IN OUT`), behaves as zoo.json says: correct output (in the dtype it
+  computes in), wrong numbers, wrong shape, junk bytes, exit 3, or no result
+  within a timeout.
 """
 
 import json
@@ -21,7 +25,10 @@ import numpy as np
 import safetensors
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "selftest"))
 import correct  # noqa: E402
+import state_difference  # noqa: E402
+from magnitude import unmasked_magnitude  # noqa: E402
 
 REL = 1e-9
 FAILS = []
@@ -33,29 +40,32 @@ def check(ok, what):
         FAILS.append(what)
 
 
-def max_err_ratio(path, out, den):
-    """Largest |candidate − reference| / tolerance over the scored elements."""
+def max_err_ratio(path, out, den, rel=REL, unmasked=False):
+    """Largest |candidate − reference| / tolerance over the scored elements: rel x the SPEC §7
+    magnitude (unmasked: of the unmasked order, for state-difference candidates)."""
     t, md = correct.read(str(path))
     ref_out, ref_den, mag_num, mag_den = (t[x] for x in ("ref_out", "ref_den", "mag_num", "mag_den"))
+    if unmasked:
+        mag_num, mag_den = unmasked_magnitude(t, md)
     if out.shape != ref_out.shape or den.shape != ref_den.shape:
         return np.inf
     eps = float(Fraction(md["eps"]))
     fin_den = np.isfinite(ref_den)
-    worst = float(np.max(np.abs(den - ref_den)[fin_den] / (REL * mag_den[fin_den] + 1e-300), initial=0.0))
+    worst = float(np.max(np.abs(den - ref_den)[fin_den] / (rel * mag_den[fin_den] + 1e-300), initial=0.0))
     if md["normalize"] == "true":
         D = ref_den + eps if md["eps_mode"] == "add" else np.where(ref_den < 0, -1.0, 1.0) * np.maximum(np.abs(ref_den), eps)
-        floor = np.abs(D) - 2 * REL * mag_den
-        tol = REL * (mag_num + np.abs(ref_out) * mag_den[..., None]) / np.where(floor > 0, floor, 1.0)[..., None]
+        floor = np.abs(D) - 2 * rel * mag_den
+        tol = rel * (mag_num + np.abs(ref_out) * mag_den[..., None]) / np.where(floor > 0, floor, 1.0)[..., None]
         scored = (floor > 0)[..., None] & np.isfinite(ref_out)
     else:
-        tol = REL * mag_num
+        tol = rel * mag_num
         scored = np.isfinite(ref_out)
     worst_out = float(np.max((np.abs(out - ref_out) / (tol + 1e-300))[scored], initial=0.0))
     return max(worst, worst_out)
 
 
-def run(root, script, runner, fixture, out_path, timeout=60):
-    cmd = ([sys.executable] if runner == "python" else ["sh"]) + [str(root / script), str(fixture), str(out_path)]
+def run(root, script, runner, fixture, out_path, timeout=60, args=()):
+    cmd = ([sys.executable] if runner == "python" else ["sh"]) + [str(root / script), str(fixture), str(out_path), *args]
     return subprocess.run(cmd, capture_output=True, timeout=timeout, text=True)
 
 
@@ -80,6 +90,22 @@ def main():
         r = max_err_ratio(path, out, den)
         check(r <= 1, f"correct.py matches {path.name} (worst err/tol {r:.3g})")
 
+    # state_difference.py in-process, both compute dtypes, on every hla2 fixture.
+    for path in fixtures:
+        _, md = correct.read(str(path))
+        if md["variant"] != "hla2":
+            continue
+        for dtype, rel in ((np.float64, 1e-9), (np.float32, 1e-5)):
+            with np.errstate(all="ignore"):
+                out, den = state_difference.compute(str(path), dtype)
+            r = max_err_ratio(path, out.astype(np.float64), den.astype(np.float64), rel, unmasked=True)
+            check(r <= 1 and out.dtype == dtype, f"state_difference.py {dtype.__name__} matches {path.name} (worst err/tol {r:.3g})")
+    try:
+        state_difference.compute(str(fixtures[0]))  # ahla
+        check(False, f"state_difference.py refuses {fixtures[0].name}")
+    except SystemExit as e:
+        check("not supported" in str(e), f"state_difference.py refuses {fixtures[0].name}")
+
     members = {m["name"]: m for m in json.loads((root / "tools/fuzz/zoo/zoo.json").read_text())["members"]
                if m["adapter"] == "exec"}
     fx = root / "fixtures"
@@ -93,19 +119,29 @@ def main():
         m = members[member]
         out_path = work / f"{member}-{fixture.stem}.safetensors"
         out_path.unlink(missing_ok=True)
-        p = run(root, m["target"], m["runner"], fixture, out_path)
+        p = run(root, m["target"], m["runner"], fixture, out_path, args=m.get("args", []))
         return p, out_path
 
-    def ratio(member, fixture):
+    def ratio(member, fixture, rel=REL, unmasked=False, dtype="F64"):
         p, out_path = output(member, fixture)
         if p.returncode != 0 or not out_path.exists():
             return None
+        raw = dict(safetensors.deserialize(out_path.read_bytes()))
+        if raw["out"]["dtype"] != dtype or raw["den"]["dtype"] != dtype:
+            return np.inf
         t, _ = correct.read(str(out_path))
-        return max_err_ratio(fixture, t["out"], t["den"])
+        return max_err_ratio(fixture, t["out"].astype(np.float64), t["den"].astype(np.float64), rel, unmasked)
 
     for fixture in (ridge, bf16, varlen):
         r = ratio("exec_correct", fixture)
         check(r is not None and r <= 1, f"exec_correct run as a command matches {fixture.name} ({r})")
+    hla2_gqa = fx / "hla2-raw-f32-gaussian-n17-d8-B2H4K2.safetensors"  # grouped heads, B = 2
+    for member, rel, dtype in (("exec_state_difference_f64", 1e-9, "F64"), ("exec_state_difference_f32", 1e-5, "F32")):
+        for fixture in (ridge, bf16, hla2_gqa):
+            r = ratio(member, fixture, rel, unmasked=True, dtype=dtype)
+            check(r is not None and r <= 1, f"{member} run as a command writes {dtype} and matches {fixture.name} ({r})")
+        p, out_path = output(member, varlen)
+        check(p.returncode != 0 and "not supported" in p.stderr, f"{member} refuses {varlen.name} (exit {p.returncode})")
     r = ratio("exec_ridge_off_by_one", ridge)
     check(r is not None and r > 1e3, f"exec_ridge_off_by_one differs on {ridge.name} (err/tol {r})")
     for fixture in (plain, ridge_g1):
