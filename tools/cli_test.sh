@@ -31,7 +31,7 @@ expect 0 "exact tier: 0 elements differ" -- sh -c "'$hla' eval '$exact' --out '$
 expect 1 "exact tier demands bit equality" -- sh -c "'$hla' eval '$exact' --precision f16 --out '$work/ex16.safetensors' >/dev/null && '$hla' check '$exact' '$work/ex16.safetensors' --precision f16"
 # Lower precision than declared.
 "$hla" eval "$fx" --precision f16 --out "$work/f16.safetensors" >/dev/null
-expect 1 "the baseline's" -- "$hla" check "$fx" "$work/f16.safetensors" --precision f32
+expect 1 "the worst of our honest evaluation orders" -- "$hla" check "$fx" "$work/f16.safetensors" --precision f32
 # Input errors: exit 2, message names the problem.
 expect 2 "No such file" -- "$hla" check "$work/missing.safetensors" "$work/good.safetensors"
 head -c 100 "$fx" > "$work/truncated.safetensors"

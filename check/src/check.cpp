@@ -135,7 +135,8 @@ void score_all(const BatchProblem& p, const Reference& ref, Mags mag, const Cand
     if (o.eps_mode == EpsMode::clamp && near_pole) r = std::min(r, residual(-D));
     e.magnitude = tol;
     e.score = r == 0 ? 0.0 : tol > 0 ? r / (u * tol) : HUGE_VAL;
-    e.unit = tol > 0 ? std::fabs(num) / tol : 0;
+    // One rounding each of num, den and ε as the kernel holds them.
+    e.unit = tol > 0 ? (std::fabs(num) + std::fabs(oc) * (std::fabs(den) + eps)) / tol : 0;
   };
   for (Index b = 0; b < p.batch; ++b)
     for (Index h = 0; h < p.heads; ++h)

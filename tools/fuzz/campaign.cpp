@@ -1,5 +1,7 @@
 #include "campaign.hpp"
 
+#include "features.hpp"
+
 #include "hla/check/fixture.hpp"
 #include "hla/io/atomic_file.hpp"
 
@@ -15,7 +17,27 @@ namespace {
 
 namespace fs = std::filesystem;
 
-Verdict failed_run(const RunResult& r) { return {to_string(r.status), r.message, {}, false}; }
+Verdict failed_run(const RunResult& r) { return {to_string(r.status), r.message, {}, false, {}, false}; }
+
+std::string failed_rules(const check::Report& r) {
+  std::string s;
+  auto add = [&](bool on, const char* name) {
+    if (on) s += (s.empty() ? "" : ",") + std::string(name);
+  };
+  add(r.nonfinite > 0, "nonfinite");
+  add(r.over_bound > 0, "bound");
+  add(!(r.baseline_ratio <= r.ratio_limit), "ratio");
+  add(r.exact_mismatches > 0, "exact");
+  return s;
+}
+
+// What the shrinker could not take away from a failing case.
+std::string features_of(const FuzzCase& c) {
+  std::string s = feature_names(required_features(c.p));
+  if (c.p.batch * c.p.heads > 1) s += ", several heads";
+  if (c.p.dtype != DType::f32) s += ", " + to_string(c.p.dtype) + " inputs";
+  return s;
+}
 
 // Outputs of two calls, rows [0, m) from the first and [m, n) from the second.
 check::CandidateOutputs stitch(const BatchProblem& p, const check::CandidateOutputs& a, const check::CandidateOutputs& b, Index m) {
@@ -60,7 +82,7 @@ Verdict run_and_check(Adapter& a, const FuzzCase& c, const check::Reference& ref
   std::string kind = "numerics";
   if (c.probe == Probe::nan_causality && rep.nonfinite > 0) kind = "nan_causality";
   else if (rep.exact_mismatches > 0 && rep.over_bound == 0 && rep.nonfinite == 0 && rep.baseline_ratio <= rep.ratio_limit) kind = "exact_tier";
-  return {kind, summarize(rep), r.out, true};
+  return {kind, summarize(rep), r.out, true, failed_rules(rep), rep.state_difference_would_pass};
 }
 
 }  // namespace
@@ -94,7 +116,8 @@ Verdict judge(Adapter& a, const FuzzCase& c) {
   const check::Report rep = check::check(c.p, ref, out, opt);
   if (rep.pass) return {};
   return {"state_continuation", "one pass is right, two passes with the state handed over at token " +
-                                    std::to_string(c.split) + " are not: " + summarize(rep), out, true};
+                                    std::to_string(c.split) + " are not: " + summarize(rep), out, true, failed_rules(rep),
+          rep.state_difference_would_pass};
 }
 
 std::string Summary::text() const {
@@ -110,7 +133,8 @@ std::string Summary::text() const {
   }
   for (const auto& f : findings) {
     os << "  [" << f.kind << "] case " << f.case_index << " (after " << f.cases_run << " cases, " << f.seconds << " s), shrunk in "
-       << f.shrink_steps << " steps\n    " << f.message << "\n    minimal case: " << f.shrunk << "\n    fixture: " << f.fixture << "\n";
+       << f.shrink_steps << " steps\n    " << f.message << "\n    minimal case: " << f.shrunk << "\n    needs: " << f.needs
+       << "\n    fixture: " << f.fixture << "\n";
     if (!f.candidate.empty())
       os << "    reproduce: hla check " << f.fixture << " " << f.candidate << " --precision " << f.precision
          << (f.form_class == "masked" ? "" : " --form-class " + f.form_class) << "\n";
@@ -148,7 +172,9 @@ Summary run_campaign(Adapter& a, const CampaignOptions& o) {
         for (const FuzzCase& k : reductions(cur, a.supports())) {
           if (++attempts > budget) break;
           Verdict w = judge(a, k);
-          if (w.kind == v.kind) {
+          // The same failure for the same reason: same kind, same rules, and not
+          // newly explained by the other evaluation class (cancellation).
+          if (w.kind == v.kind && w.rules == v.rules && w.other_class_passes == v.other_class_passes) {
             cur = k, v = std::move(w), ++f.shrink_steps, progressed = true;
             break;
           }
@@ -156,6 +182,7 @@ Summary run_campaign(Adapter& a, const CampaignOptions& o) {
       }
       f.message = v.message;
       f.shrunk = cur.describe();
+      f.needs = features_of(cur);
       fs::create_directories(o.findings_dir);
       const std::string stem = (fs::path(o.findings_dir) / (f.kind + "-" + std::to_string(i))).string();
       const io::Fixture fx = check::make_fixture(cur.p, check::compute_reference(cur.p),

@@ -33,6 +33,7 @@ struct Finding {
   std::string fixture, candidate;  // files written; `hla check fixture candidate --precision P` reproduces numeric kinds
   std::string precision;           // the candidate's declared precision for the case's dtype (P)
   std::string form_class = "masked";  // the candidate's declared evaluation class
+  std::string needs;     // features of the shrunk case the shrinker could not remove (e.g. "decay, normalize")
 };
 
 struct Summary {
@@ -50,6 +51,12 @@ struct Verdict {
   std::string kind, message;
   check::CandidateOutputs outputs;
   bool has_outputs = false;
+  // Numeric kinds: which rules failed ("nonfinite", "bound", "ratio", "exact"),
+  // and whether the other evaluation class would pass (the failure is then
+  // explained by cancellation, not by the kernel's terms). The shrinker keeps
+  // a reduction only when both stay as they were.
+  std::string rules;
+  bool other_class_passes = false;
 };
 Verdict judge(Adapter& a, const FuzzCase& c);
 

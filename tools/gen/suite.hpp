@@ -23,9 +23,10 @@ struct Case {
 std::vector<Case> make_suite(const std::string& name, uint64_t seed);
 const std::vector<std::string>& suite_names();
 
-// Exact tier rule: integer inputs, γ = 1, unnormalized, and every head's
-// unmasked-order magnitude below 2^24 — then every term and every partial sum
-// a kernel can form is an integer of smaller magnitude, exact in float32.
+// Exact tier rule: integer inputs, γ = 1, unnormalized, scale 1, ridge λ an
+// integer or 1/2^k, and every head's unmasked-order magnitude below 2^24/2^k —
+// then every term and every partial sum a kernel can form is a multiple of
+// 2^-k of smaller magnitude, exact in float32.
 bool qualifies_exact_tier(const BatchProblem& p);
 
 }  // namespace hla::gen

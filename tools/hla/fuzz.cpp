@@ -4,6 +4,7 @@
 #include "commands.hpp"
 
 #include "campaign.hpp"
+#include "features.hpp"
 #include "hla_impl.h"
 
 #include "hla/io/fixture.hpp"
@@ -23,32 +24,8 @@ struct FuzzArgs {
   bool json = false;
 };
 
-std::vector<std::string> split(const std::string& s) {
-  std::vector<std::string> out;
-  std::stringstream ss(s);
-  for (std::string x; std::getline(ss, x, ',');)
-    if (!x.empty()) out.push_back(x);
-  return out;
-}
-
-uint32_t parse_features(const std::string& s) {
-  static const std::vector<std::pair<std::string, uint32_t>> names{
-      {"unmasked", HLA_FEAT_UNMASKED}, {"normalize", HLA_FEAT_NORMALIZE}, {"clamp", HLA_FEAT_CLAMP},
-      {"decay", HLA_FEAT_DECAY},       {"ridge", HLA_FEAT_RIDGE},         {"scale", HLA_FEAT_SCALE},
-      {"gqa", HLA_FEAT_GQA},           {"varlen", HLA_FEAT_VARLEN},       {"den", HLA_FEAT_DEN}};
-  uint32_t f = 0;
-  for (const auto& x : split(s)) {
-    if (x == "all") {
-      for (const auto& [n, b] : names) f |= b;
-      continue;
-    }
-    auto it = std::find_if(names.begin(), names.end(), [&](const auto& p) { return p.first == x; });
-    if (it == names.end())
-      throw InputError("unknown feature '" + x + "' (expected unmasked, normalize, clamp, decay, ridge, scale, gqa, varlen, den or all)");
-    f |= it->second;
-  }
-  return f;
-}
+using fuzz::parse_features;
+const auto& split = fuzz::split_list;
 
 std::unique_ptr<fuzz::Adapter> make_adapter(const FuzzArgs& a) {
   if (a.lib.empty() == a.exec.empty()) throw InputError("give exactly one of --lib LIB.so and --exec 'CMD {in} {out}'");
@@ -102,7 +79,7 @@ int run_fuzz(FuzzArgs a) {
       j["findings"].push_back({{"kind", f.kind}, {"message", f.message}, {"case_index", f.case_index}, {"cases_run", f.cases_run},
                                {"seconds", f.seconds}, {"original", f.original}, {"shrunk", f.shrunk},
                                {"shrink_steps", f.shrink_steps}, {"fixture", f.fixture}, {"candidate", f.candidate},
-                               {"precision", f.precision}, {"form_class", f.form_class}});
+                               {"precision", f.precision}, {"form_class", f.form_class}, {"needs", f.needs}});
     std::cout << j.dump(2) << "\n";
   } else {
     std::cout << sum.text();

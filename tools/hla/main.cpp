@@ -15,6 +15,7 @@ int main(int argc, char** argv) {
   hla::cli::add_check(app, action);
   hla::cli::add_eval(app, action);
   hla::cli::add_fuzz(app, action);
+  hla::cli::add_select(app, action);
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {

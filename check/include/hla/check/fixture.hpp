@@ -13,7 +13,7 @@
 namespace hla::check {
 
 // Bumped whenever generated fixture bytes change (the golden set is then regenerated).
-inline constexpr const char* kGeneratorVersion = "hla-oracle 0.1.0";
+inline constexpr const char* kGeneratorVersion = "hla-oracle 0.2.0";
 
 struct FixtureMeta {
   std::string suite = "adhoc", case_name = "case";

@@ -1,0 +1,92 @@
+// `hla select DIR --variants … --dtypes … --features … [--d 64,128] [--dv …]
+// [--max-n N] [--unit-gamma-only] [--equal-heads-only]`: lists the fixtures in
+// DIR that a kernel with that support can run (one path per line), so that a
+// kernel that supports, say, only γ = 1, H = Hkv and d = dv ∈ {64, 128} runs
+// exactly the golden fixtures inside its support. Exit 0, or 2 on bad input.
+#include "commands.hpp"
+
+#include "features.hpp"
+
+#include "hla/io/fixture.hpp"
+
+#include <algorithm>
+#include <filesystem>
+#include <iostream>
+
+namespace hla::cli {
+namespace {
+
+struct SelectArgs {
+  std::string dir, variants = "la1,hla2,ahla,hla3,hla3_paper", dtypes = "f64,f32,bf16,f16", features = "all", d, dv;
+  Index max_n = 0;
+  bool verbose = false;
+};
+
+std::vector<Index> dims(const std::string& s, const char* what) {
+  std::vector<Index> out;
+  for (const auto& x : fuzz::split_list(s)) {
+    try {
+      size_t used = 0;
+      const long long v = std::stoll(x, &used);
+      if (used != x.size() || v < 1) throw std::invalid_argument("");
+      out.push_back(v);
+    } catch (const std::exception&) {
+      throw InputError(std::string(what) + ": '" + x + "' is not a positive integer");
+    }
+  }
+  return out;
+}
+
+int run_select(const SelectArgs& a) {
+  if (!std::filesystem::is_directory(a.dir)) throw InputError(a.dir + ": not a directory");
+  std::vector<Variant> variants;
+  for (const auto& v : fuzz::split_list(a.variants)) variants.push_back(parse_variant(v));
+  std::vector<DType> dtypes;
+  for (const auto& t : fuzz::split_list(a.dtypes)) dtypes.push_back(parse_dtype(t));
+  const uint32_t features = fuzz::parse_features(a.features);
+  const auto ds = dims(a.d, "--d"), dvs = dims(a.dv, "--dv");
+  std::vector<std::filesystem::path> files;
+  for (const auto& e : std::filesystem::directory_iterator(a.dir))
+    if (e.path().extension() == ".safetensors" && e.path().filename().string()[0] != '.') files.push_back(e.path());
+  std::sort(files.begin(), files.end());
+  size_t inside = 0;
+  for (const auto& path : files) {
+    const io::Fixture f = io::read_fixture(path);
+    const BatchProblem& p = f.problem;
+    std::string why;
+    auto in = [](const auto& xs, const auto& x) { return xs.empty() || std::find(xs.begin(), xs.end(), x) != xs.end(); };
+    if (std::find(variants.begin(), variants.end(), p.opt.variant) == variants.end()) why = "variant " + to_string(p.opt.variant);
+    else if (std::find(dtypes.begin(), dtypes.end(), p.dtype) == dtypes.end()) why = "dtype " + to_string(p.dtype);
+    else if (const uint32_t missing = fuzz::required_features(p) & ~features) why = "needs " + fuzz::feature_names(missing);
+    else if (!in(ds, p.d)) why = "d = " + std::to_string(p.d);
+    else if (!in(dvs, p.dv)) why = "dv = " + std::to_string(p.dv);
+    else if (a.max_n > 0 && p.n > a.max_n) why = "n = " + std::to_string(p.n);
+    if (why.empty()) {
+      ++inside;
+      std::cout << path.string() << "\n";
+    } else if (a.verbose) {
+      std::cerr << "outside: " << path.filename().string() << " (" << why << ")\n";
+    }
+  }
+  std::cerr << "hla select: " << inside << " of " << files.size() << " fixtures inside the declared support\n";
+  return 0;
+}
+
+}  // namespace
+
+void add_select(CLI::App& app, Action& action) {
+  auto a = std::make_shared<SelectArgs>();
+  CLI::App* c = app.add_subcommand("select", "list the fixtures of a folder inside a declared support (one path per line)");
+  c->add_option("DIR", a->dir, "folder of fixtures (e.g. fixtures/)")->required();
+  c->add_option("--variants", a->variants, "variants the kernel supports (comma list)");
+  c->add_option("--dtypes", a->dtypes, "input dtypes it supports (f64,f32,bf16,f16)");
+  c->add_option("--features", a->features,
+                "unmasked,normalize,clamp,decay,ridge,scale,gqa,varlen,den or all (decay: γ < 1; gqa: H > Hkv)");
+  c->add_option("--d", a->d, "head sizes d it supports (comma list; default any)");
+  c->add_option("--dv", a->dv, "value sizes dv it supports (comma list; default any)");
+  c->add_option("--max-n", a->max_n, "longest sequence it takes");
+  c->add_flag("--verbose", a->verbose, "say on stderr why each other fixture is outside");
+  c->callback([a, &action] { action = [a] { return run_select(*a); }; });
+}
+
+}  // namespace hla::cli
