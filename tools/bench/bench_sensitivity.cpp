@@ -248,11 +248,12 @@ struct Args {
   Index d = 64, dv = 64;
   std::string variant = "hla2";
   std::vector<std::string> gammas{"1", "99/100"};
+  std::vector<std::string> dtypes{"f32", "bf16"};
   uint64_t seed = 8;
   int perturbed = 3;
   Index max_scan_n = 4096;       // scan forms keep n summaries of O(d²) (memory, time)
   Index max_reverse_n = 1024;    // the reverse-order loop is O(n²) scalar work
-  Index max_bf16_gemm_n = 4096;  // emulated bf16 GEMMs are slow
+  Index max_bf16_gemm_n = 16384;  // emulated bf16 GEMMs are slow (about 20 s at n = 16384)
   std::string json;
 };
 
@@ -261,6 +262,7 @@ struct FormResult {
   double score = 0;
   bool pass = false;
   double seconds = 0;
+  Index token = -1, column = -1;  // where the worst score is (column -1: the denominator)
 };
 
 struct Row {
@@ -360,6 +362,7 @@ Row run_row(const Args& a, const BatchProblem& p, const check::Reference& ref, P
     const Report r = check::check(p, ref, c, o);
     row.u = r.u, row.baseline = r.baseline_max_score, row.floor = r.noise_floor, row.bound = r.bound;
     FormResult f{name, r.max_score, r.pass, seconds_since(f0)};
+    if (!r.worst.empty()) f.token = r.worst.front().t, f.column = r.worst.front().c;
     std::fprintf(stderr, "  %s  %-22s score %9.4g %s (%.1f s)\n", tag.c_str(), name.c_str(), f.score, f.pass ? "pass" : "FAIL",
                  f.seconds);
     return f;
@@ -464,7 +467,8 @@ nlohmann::json to_json(const Row& r) {
   };
   auto forms = [&](const std::vector<FormResult>& fs) {
     nlohmann::json j = nlohmann::json::array();
-    for (const auto& f : fs) j.push_back({{"form", f.name}, {"max_score", num(f.score)}, {"pass", f.pass}, {"seconds", f.seconds}});
+    for (const auto& f : fs) j.push_back({{"form", f.name}, {"max_score", num(f.score)}, {"pass", f.pass}, {"seconds", f.seconds},
+                  {"worst_token", f.token}, {"worst_column", f.column}});
     return j;
   };
   nlohmann::json bugs = nlohmann::json::object();
@@ -492,6 +496,7 @@ int main(int argc, char** argv) {
   app.add_option("--dv", a.dv, "value dimension")->check(CLI::PositiveNumber);
   app.add_option("--variant", a.variant, "la1 | hla2 | ahla | hla3 (masked)");
   app.add_option("--gamma", a.gammas, "decays (exact rationals)")->delimiter(',');
+  app.add_option("--dtype", a.dtypes, "input dtypes: f32 (computed in f32), bf16 (computed in bf16 and in f32)")->delimiter(',');
   app.add_option("--seed", a.seed, "input seed");
   app.add_option("--perturb", a.perturbed, "elements perturbed for delta_min")->check(CLI::PositiveNumber);
   app.add_option("--max-scan-n", a.max_scan_n, "largest n for the scan forms (memory: n summaries)");
@@ -502,6 +507,8 @@ int main(int argc, char** argv) {
   try {
     (void)parse_variant(a.variant);
     for (const auto& g : a.gammas) (void)parse_rational(g);
+    for (const auto& t : a.dtypes)
+      if (t != "f32" && t != "bf16") throw InputError("--dtype takes f32 or bf16, got '" + t + "'");
   } catch (const std::exception& e) {
     std::fprintf(stderr, "error: %s\n", e.what());
     return 2;
@@ -525,9 +532,10 @@ int main(int argc, char** argv) {
   const auto start = std::chrono::steady_clock::now();
   size_t false_alarms = 0;
   for (Index n : ns)
-    for (DType dtype : {DType::f32, DType::bf16})
+    for (const auto& dtype_name : a.dtypes)
       for (const auto& gamma : a.gammas)
         for (bool normalize : {false, true}) {
+          const DType dtype = parse_dtype(dtype_name);
           const BatchProblem p = make_problem(a, n, dtype, gamma, normalize);
           const auto r0 = std::chrono::steady_clock::now();
           std::fprintf(stderr, "n=%ld %s gamma=%s norm=%s: reference (binary128)...\n", static_cast<long>(n),
