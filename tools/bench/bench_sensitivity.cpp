@@ -452,7 +452,7 @@ void print_row(const Row& r) {
   }
   const double hon = w ? w->score : 0;
   const bool nod = std::isnan(r.delta_min);
-  std::printf("%6ld %-9s %-6s %-4s %5.0f%% %8s %-12s %5zu %8s %7s %7s %8s %8s %-12s %-12s %-12s %-12s %6.0f\n",
+  std::printf("%6ld %-9s %-6s %-4s %5.3g%% %8s %-12s %5zu %8s %7s %7s %8s %8s %-12s %-12s %-12s %-12s %6.0f\n",
               static_cast<long>(r.n), (to_string(r.dtype) + "/" + to_string(r.prec)).c_str(), r.gamma.c_str(),
               r.normalize ? "add" : "off", 100 * r.scored, g4(hon).c_str(), w ? w->name.c_str() : "-", r.false_alarms(),
               g4(r.baseline).c_str(), g4(r.floor).c_str(), g4(r.limit).c_str(), nod ? "n/a" : g4(r.delta_min).c_str(),
