@@ -59,6 +59,7 @@ check::CandidateOutputs stitch(const BatchProblem& p, const check::CandidateOutp
 
 std::string summarize(const check::Report& r) {
   std::string m = r.reasons.empty() ? "check failed" : r.reasons.front();
+  if (r.state_difference_would_pass) m += " (hint: it passes as --form-class state_difference: does it subtract partial sums?)";
   if (!r.worst.empty()) {
     const auto& e = r.worst.front();
     char buf[256];
