@@ -206,7 +206,7 @@ CandidateOutputs ours_paper(const BatchProblem& p, Precision prec, PaperForm f, 
 }
 
 double ratio_limit(size_t scored) {
-  return std::max(kRatioLimit, 2.5 * kRatioLimit * std::pow(64.0 / static_cast<double>(std::max<size_t>(scored, 1)), 0.25));
+  return std::max(kRatioLimit, 3 * kRatioLimit * std::pow(64.0 / static_cast<double>(std::max<size_t>(scored, 1)), 0.25));
 }
 
 std::string BaselineForm::name() const {
@@ -243,7 +243,7 @@ std::vector<BaselineForm> baseline_forms(const BatchProblem& p, FormClass cls) {
   if (cheap && (sd || !subtracts_partial_sums(o, Form::blelloch))) out.push_back({Form::blelloch});
   // The literal sums (a different order again: every term formed alone) on small heads.
   const int p_order = order_of(o.variant);
-  if (std::pow(static_cast<double>(longest), p_order + 1) * p.d <= std::ldexp(1.0, 21)) out.push_back({Form::naive});
+  if (std::pow(static_cast<double>(longest), p_order + 1) * p.d <= std::ldexp(1.0, 25)) out.push_back({Form::naive});
   return out;
 }
 
