@@ -214,6 +214,13 @@ std::string BaselineForm::name() const {
 }
 
 namespace {
+BatchProblem with_finite_inputs(BatchProblem p) {
+  for (auto* x : {&p.q, &p.k, &p.v})
+    for (double& e : *x)
+      if (!std::isfinite(e)) e = 0;
+  return p;
+}
+
 BatchProblem with_reversed_features(BatchProblem p) {
   for (auto* x : {&p.q, &p.k})
     for (size_t row = 0; row < x->size(); row += static_cast<size_t>(p.d))
@@ -243,7 +250,7 @@ std::vector<BaselineForm> baseline_forms(const BatchProblem& p, FormClass cls) {
   if (cheap && (sd || !subtracts_partial_sums(o, Form::blelloch))) out.push_back({Form::blelloch});
   // The literal sums (a different order again: every term formed alone) on small heads.
   const int p_order = order_of(o.variant);
-  if (std::pow(static_cast<double>(longest), p_order + 1) * p.d <= std::ldexp(1.0, 25)) out.push_back({Form::naive});
+  if (std::pow(static_cast<double>(longest), p_order + 1) * p.d <= std::ldexp(1.0, 27)) out.push_back({Form::naive});
   return out;
 }
 
@@ -299,8 +306,12 @@ Report check(const BatchProblem& p, const Reference& ref, const CandidateOutputs
                     [](const Element& a, const Element& b) { return a.score > b.score; });
   r.worst.assign(all.begin(), all.begin() + static_cast<std::ptrdiff_t>(k));
 
-  for (const BaselineForm& f : baseline_forms(p, opt.form_class))
-    score_all(p, ref, mag, ours(f.reversed_features ? with_reversed_features(p) : p, r.precision, f.form, f.chunk), r.u, tiny, K,
+  // NaN/Inf inputs reach only the elements that depend on them, which are not
+  // scored; with those inputs set to 0 every order of ours (also the ones that
+  // mask by multiplying) gives the scored elements exactly as before.
+  const BatchProblem finite = with_finite_inputs(p);
+  for (const BaselineForm& f : baseline_forms(finite, opt.form_class))
+    score_all(p, ref, mag, ours(f.reversed_features ? with_reversed_features(finite) : finite, r.precision, f.form, f.chunk), r.u, tiny, K,
               [&](const Element& e) {
       if (e.skip == Skip::none && e.score > r.baseline_max_score) {
         r.baseline_max_score = e.score;

@@ -111,7 +111,9 @@ CandidateOutputs ours_paper(const BatchProblem& p, Precision prec, PaperForm f, 
 // operator only adds and the problem is small enough), and for the
 // state-difference class our forms that subtract partial sums; the worst of
 // them sets the bar. With NaN/Inf inputs only the streaming forms (the chunked
-// form masks by multiplying with 0, which is not NaN-causal).
+// form masks by multiplying with 0, which is not NaN-causal); check() runs the
+// baseline on the inputs with NaN/Inf set to 0 instead, which leaves every
+// scored element (those that do not depend on them) as it is.
 struct BaselineForm {
   Form form;
   Index chunk = 64;
