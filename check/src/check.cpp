@@ -206,7 +206,7 @@ CandidateOutputs ours_paper(const BatchProblem& p, Precision prec, PaperForm f, 
 }
 
 double ratio_limit(size_t scored) {
-  return std::max(kRatioLimit, 3 * kRatioLimit * std::pow(64.0 / static_cast<double>(std::max<size_t>(scored, 1)), 0.25));
+  return std::max(kRatioLimit, 3.25 * kRatioLimit * std::pow(64.0 / static_cast<double>(std::max<size_t>(scored, 1)), 0.25));
 }
 
 std::string BaselineForm::name() const {

@@ -36,10 +36,10 @@ struct CheckOptions {
 // most ratio_limit(N) × the worst of our honest orders, or × the floor when
 // that is larger. The worst of N elements is a steadier statistic for large N:
 // measured on independent correct kernels, their worst exceeded ours by up to
-// 3.4× at N ≥ 64 scored elements in unshrunk cases, 6.4× below, and up to
-// 7.8× at N = 177 once the shrinker searched for the worst (ahla on repeated
-// tokens, where rounding errors add up coherently); so the limit is 4 from
-// N = 5184 on and grows as N^(-1/4) below (12 at N = 64, 17.5 at N = 14).
+// 3.4× at N ≥ 64 scored elements in unshrunk cases, 6.4× below, and, once
+// the shrinker searched for the worst, 7.8× at N = 177 and 5.0× at N = 2190
+// (ahla on repeated tokens, where rounding errors add up coherently); so the
+// limit is 4 from N = 7140 on and grows as N^(-1/4) below (13 at N = 64).
 // The floor is per element, kFloorRoundings roundings of the element's own
 // value (|result| / magnitude in score units): a kernel may differ from every
 // order of ours by a few roundings of the result (one dot product summed in
