@@ -3,8 +3,9 @@
 //  (b) every scored element within the a priori bound: score ≤ K + 1
 //      (K = depth_bound, +1 for the f64 rounding of the reference); scores
 //      are |cand − ref| / (u·M), or the residual of a normalized output;
-//  (c) the worst score at most twice the worst of our own honest evaluation
-//      orders in the same precision and class, or twice the floor if larger;
+//  (c) every element's score at most ratio_limit(N) times the worst of our own
+//      honest evaluation orders in the same precision and class, or times the
+//      element's floor (kFloorRoundings roundings of its value) if larger;
 //  (d) exact tier: bit equality with the exact reference.
 // M is the masked magnitude, or the unmasked-order one for the state-difference class.
 #include "hla/check/check.hpp"
@@ -15,7 +16,7 @@
 
 #include <algorithm>
 #include <cstdio>
-#include <cstdlib>
+#include <optional>
 #include <cmath>
 #include <limits>
 #include <sstream>
@@ -79,8 +80,7 @@ struct Mags {
   const std::vector<double>& den;
 };
 Mags mags_of(const Reference& ref, FormClass c) {
-  if (c == FormClass::state_difference && ref.mag_num_sd.size() == ref.mag_num.size() && ref.mag_den_sd.size() == ref.mag_den.size())
-    return {ref.mag_num_sd, ref.mag_den_sd};
+  if (c == FormClass::state_difference) return {ref.mag_num_sd, ref.mag_den_sd};
   return {ref.mag_num, ref.mag_den};
 }
 
@@ -244,8 +244,7 @@ std::vector<BaselineForm> baseline_forms(const BatchProblem& p, FormClass cls) {
     for (Index w : {8, 16, 32, 64}) out.push_back({Form::chunked_matmul, w, w == 16});
   // The tree order: every combine of a segment operator costs O(d²(d + dv)),
   // so only where that stays cheap (the blocked and sequential orders bound large problems).
-  Index longest = 0;
-  for (const auto& [t0, t1] : p.sequences()) longest = std::max(longest, t1 - t0);
+  const Index longest = longest_sequence(p);
   const bool cheap = static_cast<double>(longest) * p.d * p.d * (p.d + p.dv) <= std::ldexp(1.0, 22);
   if (cheap && (sd || !subtracts_partial_sums(o, Form::blelloch))) out.push_back({Form::blelloch});
   // The literal sums (a different order again: every term formed alone) on small heads.
@@ -254,7 +253,12 @@ std::vector<BaselineForm> baseline_forms(const BatchProblem& p, FormClass cls) {
   return out;
 }
 
-Report check(const BatchProblem& p, const Reference& ref, const CandidateOutputs& cand, const CheckOptions& opt) {
+Report check(const BatchProblem& p, const Reference& given, const CandidateOutputs& cand, const CheckOptions& opt) {
+  // A hand-built Reference may lack num and the state-difference magnitudes.
+  std::optional<Reference> completed;
+  if (!is_complete(given) && given.out.size() == given.mag_num.size() && given.den.size() == given.mag_den.size())
+    complete_reference(p, completed.emplace(given));
+  const Reference& ref = completed ? *completed : given;
   const size_t no = static_cast<size_t>(p.batch * p.heads * p.n * p.dv), nd = static_cast<size_t>(p.batch * p.heads * p.n);
   if (cand.out.size() != no)
     throw InputError("candidate out holds " + std::to_string(cand.out.size()) + " values, expected " + std::to_string(no) +
@@ -309,7 +313,8 @@ Report check(const BatchProblem& p, const Reference& ref, const CandidateOutputs
   // NaN/Inf inputs reach only the elements that depend on them, which are not
   // scored; with those inputs set to 0 every order of ours (also the ones that
   // mask by multiplying) gives the scored elements exactly as before.
-  const BatchProblem finite = with_finite_inputs(p);
+  std::optional<BatchProblem> zeroed;
+  const BatchProblem& finite = p.all_finite() ? p : zeroed.emplace(with_finite_inputs(p));
   for (const BaselineForm& f : baseline_forms(finite, opt.form_class))
     score_all(p, ref, mag, ours(f.reversed_features ? with_reversed_features(finite) : finite, r.precision, f.form, f.chunk), r.u, tiny, K,
               [&](const Element& e) {

@@ -1,7 +1,5 @@
 #include "hla/check/fixture.hpp"
 
-#include "hla/bounds.hpp"
-
 namespace hla::check {
 
 io::Fixture make_fixture(const BatchProblem& p, const Reference& ref, const FixtureMeta& meta) {
@@ -40,23 +38,9 @@ Reference reference_of(const io::Fixture& f) {
   r.mag_num = f.mag_num;
   r.mag_den = f.mag_den;
   r.num = f.ref_num;
-  if (r.num.empty()) {
-    r.num = f.ref_out;
-    if (p.opt.normalize) {  // version 1 files: num from the rounded quotient (within 2 ulp)
-      const double eps = to_double(p.opt.eps);
-      for (Index b = 0; b < p.batch; ++b)
-        for (Index h = 0; h < p.heads; ++h)
-          for (Index t = 0; t < p.n; ++t)
-            for (Index c = 0; c < p.dv; ++c)
-              r.num[p.out_index(b, h, t, c)] *= normalizer(f.ref_den[p.den_index(b, h, t)], eps, p.opt.eps_mode);
-    }
-  }
-  if (!f.mag_num_unmasked.empty()) {
-    r.mag_num_sd = f.mag_num_unmasked;
-    r.mag_den_sd = f.mag_den_unmasked;
-  } else {
-    fill_state_difference_magnitude(p, r);
-  }
+  r.mag_num_sd = f.mag_num_unmasked;
+  r.mag_den_sd = f.mag_den_unmasked;
+  complete_reference(p, r);  // version 1 files, and problems where format 2 stores neither
   r.flags = f.flags.empty() ? std::vector<uint8_t>(f.ref_out.size(), 0) : f.flags;
   r.den_flags = f.den_flags.empty() ? std::vector<uint8_t>(f.ref_den.size(), 0) : f.den_flags;
   r.bits = f.reference_bits;

@@ -123,6 +123,27 @@ void fill_state_difference_magnitude(const BatchProblem& p, Reference& ref) {
   });
 }
 
+bool is_complete(const Reference& ref) {
+  return ref.num.size() == ref.out.size() && ref.mag_num_sd.size() == ref.mag_num.size() &&
+         ref.mag_den_sd.size() == ref.mag_den.size();
+}
+
+void complete_reference(const BatchProblem& p, Reference& ref) {
+  if (ref.num.size() != ref.out.size()) {
+    ref.num = ref.out;
+    if (p.opt.normalize) {
+      const double eps = to_double(p.opt.eps);
+      for (Index b = 0; b < p.batch; ++b)
+        for (Index h = 0; h < p.heads; ++h)
+          for (Index t = 0; t < p.n; ++t)
+            for (Index c = 0; c < p.dv; ++c)
+              ref.num[p.out_index(b, h, t, c)] *= normalizer(ref.den[p.den_index(b, h, t)], eps, p.opt.eps_mode);
+    }
+  }
+  if (ref.mag_num_sd.size() != ref.mag_num.size() || ref.mag_den_sd.size() != ref.mag_den.size())
+    fill_state_difference_magnitude(p, ref);
+}
+
 Reference compute_reference(const BatchProblem& p, Index exact_max_n) {
   p.validate(true);  // NaN/Inf inputs (causality probes) propagate through binary128
   Reference ref;

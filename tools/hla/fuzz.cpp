@@ -24,9 +24,6 @@ struct FuzzArgs {
   bool json = false;
 };
 
-using fuzz::parse_features;
-const auto& split = fuzz::split_list;
-
 std::unique_ptr<fuzz::Adapter> make_adapter(const FuzzArgs& a) {
   if (a.lib.empty() == a.exec.empty()) throw InputError("give exactly one of --lib LIB.so and --exec 'CMD {in} {out}'");
   if (!a.lib.empty()) {
@@ -35,10 +32,10 @@ std::unique_ptr<fuzz::Adapter> make_adapter(const FuzzArgs& a) {
   }
   fuzz::Supports s;
   s.name = a.exec;
-  for (const auto& v : split(a.variants)) s.variants.push_back(parse_variant(v));
-  for (const auto& t : split(a.dtypes)) s.dtypes.push_back(parse_dtype(t));
+  for (const auto& v : fuzz::split_list(a.variants)) s.variants.push_back(parse_variant(v));
+  for (const auto& t : fuzz::split_list(a.dtypes)) s.dtypes.push_back(parse_dtype(t));
   if (s.variants.empty() || s.dtypes.empty()) throw InputError("--variants and --dtypes must name at least one each");
-  s.features = parse_features(a.features);
+  s.features = fuzz::parse_features(a.features);
   s.precision = check::parse_precision_map(a.precision);
   if (s.precision.empty()) throw InputError("--precision must name a precision (e.g. f32, or bf16=f32,f32=f32)");
   s.max_n = a.max_n;

@@ -106,11 +106,11 @@ CandidateOutputs ours(const BatchProblem& p, Precision prec, Form f, Index chunk
 CandidateOutputs ours_paper(const BatchProblem& p, Precision prec, PaperForm f, Index chunk = 64, DType out = DType::f64);
 
 // The FlashAttention-style baseline: our own honest evaluation orders in the
-// candidate's precision and class — sequential (streaming recurrence), blocked
-// (chunked matmul form at widths 16 and 64), tree (Blelloch scan, where its
-// operator only adds and the problem is small enough), and for the
-// state-difference class our forms that subtract partial sums; the worst of
-// them sets the bar. With NaN/Inf inputs only the streaming forms (the chunked
+// candidate's precision and class — sequential (streaming recurrence, also with
+// every dot product reversed), blocked (chunked matmul form at widths 8, 16,
+// 32, 64), tree (Blelloch scan, where its operator only adds and the head is
+// small), the literal sums (small heads), and for the state-difference class
+// our forms that subtract partial sums; the worst of them sets the bar. With NaN/Inf inputs only the streaming forms (the chunked
 // form masks by multiplying with 0, which is not NaN-causal); check() runs the
 // baseline on the inputs with NaN/Inf set to 0 instead, which leaves every
 // scored element (those that do not depend on them) as it is.

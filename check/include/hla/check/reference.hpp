@@ -53,7 +53,13 @@ bool has_state_difference_magnitude(const Options& o);
 
 // Fills ref.mag_num_sd / mag_den_sd from the inputs: the unmasked-order
 // magnitude in double, rounded up by its own a priori error bound (cheap: one
-// streaming pass over absolute values). For fixtures that do not store them.
+// streaming pass over absolute values).
 void fill_state_difference_magnitude(const BatchProblem& p, Reference& ref);
+
+// Completes a Reference that lacks what format 1 fixtures and hand-built
+// references do not carry: num (from the rounded quotient out·(den ⊕ ε),
+// within 2 ulp, when normalized) and the state-difference magnitudes.
+void complete_reference(const BatchProblem& p, Reference& ref);
+bool is_complete(const Reference& ref);
 
 }  // namespace hla::check
