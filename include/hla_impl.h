@@ -23,7 +23,9 @@
  * With offsets (packed variable-length batches, batch == 1), sequence s is
  * tokens [offsets[s], offsets[s+1]) and no state crosses sequences.
  * Values of q, k, v, out are stored in `dtype`: F64 double, F32 float, BF16
- * and F16 as uint16_t bit patterns.
+ * and F16 as uint16_t bit patterns. The fuzzer hands every buffer (q, k, v,
+ * offsets, state_in, out, den, state_out) 64-byte aligned, also when n = 0
+ * (then a valid pointer to no elements).
  */
 #ifndef HLA_IMPL_H
 #define HLA_IMPL_H

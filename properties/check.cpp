@@ -161,10 +161,14 @@ TEST_CASE("check: normalized outputs at the pole are judged by their residual", 
   p.opt.normalize = true;
   p.opt.eps = Rational(1, 4);
   p.dtype = DType::f32;
-  p.n = 1, p.d = 1, p.dv = 1;
-  p.q = {1}, p.k = {-0.25}, p.v = {1};  // den = q·k = -1/4 = -eps, num = -1/4
+  p.n = 3, p.d = 1, p.dv = 1;
+  // Token 0: den = q·k = -1/4 = -eps, num = -1/4. Tokens 1 and 2 (den 3/4 and
+  // 7/4, outputs 3/4 and 7/8) are there so that something is scored.
+  p.q = {1, 1, 1}, p.k = {-0.25, 1, 1}, p.v = {1, 1, 1};
   const Reference ref = compute_reference(p);
-  auto run = [&](double out) { return check::check(p, ref, CandidateOutputs{{out}, {}, DType::f32}, {.precision = Precision::f32}); };
+  auto run = [&](double out) {
+    return check::check(p, ref, CandidateOutputs{{out, 0.75, 0.875}, {}, DType::f32}, {.precision = Precision::f32});
+  };
   const Report inf = run(-INFINITY);  // what f32 computes: -1/4 / 0
   INFO(inf.text());
   CHECK(inf.pass);
@@ -173,9 +177,9 @@ TEST_CASE("check: normalized outputs at the pole are judged by their residual", 
   const Report near = run(-0.25 / std::ldexp(0.5, -24));
   INFO(near.text());
   CHECK(near.pass);
-  CHECK(near.scored == 1);
+  CHECK(near.scored == 3);
   const Report wrong = run(123.0);  // would need den off by 2^-8 of its magnitude
   INFO(wrong.text());
   CHECK_FALSE(wrong.pass);
-  CHECK(wrong.scored == 1);
+  CHECK(wrong.scored == 3);
 }

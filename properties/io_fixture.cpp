@@ -8,6 +8,7 @@
 #include "io_util.hpp"
 
 #include <cstring>
+#include <map>
 
 using namespace hla;
 using namespace hla::io;
@@ -47,10 +48,13 @@ std::string fixture_difference(const Fixture& a, const Fixture& b) {
   return "";
 }
 
-// Writes `st` as-is and expects read_fixture to refuse it with every needle (and the file name).
-void refuse(const SafetensorsFile& st, std::initializer_list<std::string> needles) {
+// Writes `st` with a digest that fits it (as a hostile editor would: these
+// tests are about the checks behind the digest) and expects read_fixture to
+// refuse it with every needle (and the file name).
+void refuse(SafetensorsFile st, std::initializer_list<std::string> needles) {
   ScratchDir dir;
   const auto path = dir / "bad.safetensors";
+  if (st.metadata.count("digest")) st.metadata["digest"] = fixture_digest(st);
   write_safetensors(path, st);
   require_input_error([&] { (void)read_fixture(path); }, {path.string()});
   require_input_error([&] { (void)read_fixture(path); }, needles);
@@ -119,7 +123,10 @@ TEST_CASE("fixture: missing, unknown and malformed metadata", "[io][fixture][har
   refuse(st, {"metadata key 'format' is missing"});
   refuse(with("colour", "red"), {"unknown metadata key 'colour'"});
   refuse(with("format", "other"), {"metadata format = 'other', expected 'hla-oracle-fixture'"});
-  refuse(with("format_version", "3"), {"format_version = '3' is not supported"});
+  refuse(with("format_version", "4"), {"format_version = '4' is not supported"});
+  refuse(with("case", "\x1b[31mred"), {"metadata case = '\\x1b[31mred' holds control bytes"});
+  refuse(with("gamma", std::string(10000, '9')), {"metadata gamma", "(10000 characters)", "longer than 400 characters"});
+  refuse(with("gamma", "1e-400"), {"metadata gamma", "more than 1100 bits"});
   refuse(with("gamma", "three quarters"), {"metadata gamma", "'three quarters' is not a number"});
   refuse(with("gamma", "2"), {"gamma = 2 is outside (0, 1]"});
   refuse(with("masked", "yes"), {"metadata masked = 'yes' is not true or false"});
@@ -162,6 +169,51 @@ TEST_CASE("fixture: tensors inconsistent with the metadata", "[io][fixture][hard
   st = tiny_file();
   st.tensors["state.S"] = float_tensor(DType::f32, {2}, {1, 2}, "s");
   refuse(st, {"tensor 'state.S' has dtype F32, expected F64"});
+}
+
+TEST_CASE("fixture: the digest catches any change to the file", "[io][fixture][digest]") {
+  ScratchDir dir;
+  const auto path = dir / "f.safetensors";
+  write_fixture(path, tiny_fixture());
+  const std::string good = read_file_bytes(path);
+  CHECK(read_safetensors(path).metadata.at("digest") == fixture_digest(read_safetensors(path)));
+  CHECK(read_fixture(path).warnings.empty());
+  // Flip one bit in each tensor's data (q, k, v, references, magnitudes, flags, state) in turn.
+  const SafetensorsFile st = read_safetensors(path);
+  const std::uint64_t header = [&] {
+    std::uint64_t n = 0;
+    for (int i = 0; i < 8; ++i) n |= std::uint64_t{static_cast<unsigned char>(good[i])} << (8 * i);
+    return n;
+  }();
+  std::size_t flipped = 0;
+  for (std::size_t at = 8 + header; at < good.size(); at += 7, ++flipped) {
+    std::string bad = good;
+    bad[at] = static_cast<char>(bad[at] ^ 0x10);
+    write_file_atomically(path, bad);
+    require_input_error([&] { (void)read_fixture(path); }, {"digest mismatch"});
+  }
+  CHECK(flipped > 20);
+  // Metadata edited without a new digest.
+  for (const auto& [key, value] : std::map<std::string, std::string>{{"gamma", "1/2"}, {"scale", "1"}, {"masked", "false"}, {"normalize", "false"}, {"seed", "7"}}) {
+    SafetensorsFile e = st;
+    e.metadata[key] = value;
+    write_safetensors(path, e);
+    INFO(key);
+    require_input_error([&] { (void)read_fixture(path); }, {"digest mismatch"});
+  }
+  // A version-2 file (no digest) still reads, with a warning.
+  SafetensorsFile v2 = st;
+  v2.metadata.erase("digest");
+  v2.metadata["format_version"] = "2";
+  write_safetensors(path, v2);
+  const Fixture old = read_fixture(path);
+  REQUIRE(old.warnings.size() == 1);
+  CHECK(old.warnings[0].find("without a digest") != std::string::npos);
+  // Version 3 without the digest is refused.
+  SafetensorsFile nodigest = st;
+  nodigest.metadata.erase("digest");
+  write_safetensors(path, nodigest);
+  require_input_error([&] { (void)read_fixture(path); }, {"metadata key 'digest' is missing"});
 }
 
 TEST_CASE("fixture: random fixtures round-trip exactly", "[io][fixture][property]") {
@@ -213,12 +265,12 @@ TEST_CASE("fixture: random fixtures round-trip exactly", "[io][fixture][property
     const int states = *rc::gen::inRange(0, 3);
     for (int s = 0; s < states; ++s) {
       const std::string name = "S" + std::to_string(s);
-      f.state_shapes[name] = *rc::gen::container<std::vector<std::int64_t>>(rc::gen::inRange<std::int64_t>(0, 4));
+      f.state_shapes[name] = *rc::gen::container<std::vector<std::int64_t>>(static_cast<std::size_t>(*rc::gen::inRange(0, 6)), rc::gen::inRange<std::int64_t>(0, 4));
       std::int64_t count = 1;
       for (auto e : f.state_shapes[name]) count *= e;
       f.state[name] = values(count, DType::f64, ~std::uint64_t{0});
     }
-    const auto text = rc::gen::container<std::string>(rc::gen::element('a', 'Z', '-', '/', ' ', '"', '\\', '\n'));
+    const auto text = rc::gen::container<std::string>(rc::gen::element('a', 'Z', '-', '/', ' ', '"', '\\', '~'));
     f.suite = *text;
     f.case_name = *text;
     f.generator_version = *text;

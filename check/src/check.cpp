@@ -358,10 +358,21 @@ Report check(const BatchProblem& p, const Reference& given, const CandidateOutpu
                         std::to_string(r.scored) + " scored elements");
   if (r.exact_mismatches)
     r.reasons.push_back(std::to_string(r.exact_mismatches) + " elements differ from the exact reference (exact tier demands bit equality)");
+  // Never a PASS on nothing: a verdict needs scored elements.
+  const size_t considered = r.elements - r.reference_nonfinite, unscored = r.at_pole + r.out_of_range + r.underflow;
+  if (r.reasons.empty() && (r.scored == 0 || static_cast<double>(unscored) > kMaxUnscoredFraction * static_cast<double>(considered))) {
+    r.inconclusive = true;
+    r.reasons.push_back(r.scored == 0 ? "no element was scored (" + std::to_string(r.elements) + " elements: " +
+                                            std::to_string(r.reference_nonfinite) + " depend on NaN/Inf inputs, " +
+                                            std::to_string(unscored) + " at a pole, out of range or underflowing): nothing was checked"
+                                      : std::to_string(unscored) + " of the " + std::to_string(considered) +
+                                            " elements that do not depend on NaN/Inf inputs are not scored (at a pole, out of range or "
+                                            "underflowing), more than " + fmt(100 * kMaxUnscoredFraction) + "%: too little was checked");
+  }
   r.pass = r.reasons.empty();
   // A masked candidate that fails only the numeric rules: would the
   // state-difference class (cancellation of unmasked partial sums) explain it?
-  if (!r.pass && opt.form_class == FormClass::masked && has_state_difference_magnitude(p.opt) && r.exact_mismatches == 0 &&
+  if (!r.pass && !r.inconclusive && opt.form_class == FormClass::masked && has_state_difference_magnitude(p.opt) && r.exact_mismatches == 0 &&
       r.nonfinite == 0) {
     CheckOptions sd = opt;
     sd.form_class = FormClass::state_difference;
@@ -371,7 +382,7 @@ Report check(const BatchProblem& p, const Reference& given, const CandidateOutpu
       r.reasons.push_back("hint: judged as --form-class state_difference (a kernel that subtracts unmasked partial sums, "
                           "S*C - G) it passes; declare that class if it is what the kernel computes");
   }
-  if (!r.pass && !opt.dump_on_failure.empty()) {
+  if (!r.pass && !r.inconclusive && !opt.dump_on_failure.empty()) {
     FixtureMeta meta;
     meta.case_name = opt.dump_on_failure;
     meta.exact_tier = opt.exact_tier;
@@ -387,7 +398,7 @@ Report check(const BatchProblem& p, const CandidateOutputs& cand, const CheckOpt
 
 std::string Report::text() const {
   std::ostringstream os;
-  os << (pass ? "PASS" : "FAIL") << "\n";
+  os << verdict() << "\n";
   for (const auto& why : reasons) os << "  reason: " << why << "\n";
   os << "  precision " << to_string(precision) << " (u = " << fmt(u) << "); scores are |candidate - reference| / (u * magnitude)\n"
      << "  form class " << to_string(form_class) << (form_class == FormClass::masked ? " (masked magnitude)" : " (unmasked-order magnitude)")
@@ -432,7 +443,7 @@ nlohmann::json Report::json() const {
                  {"candidate", num(e.candidate)}, {"reference", num(e.reference)}, {"magnitude", num(e.magnitude)}, {"score", num(e.score)}});
   nlohmann::json h = nlohmann::json::array();
   for (const auto& [name, count] : histogram) h.push_back({{"bin", name}, {"count", count}});
-  return {{"pass", pass}, {"reasons", reasons}, {"precision", to_string(precision)}, {"u", u}, {"bound", bound},
+  return {{"pass", pass}, {"verdict", verdict()}, {"inconclusive", inconclusive}, {"reasons", reasons}, {"precision", to_string(precision)}, {"u", u}, {"bound", bound},
           {"noise_floor", noise_floor}, {"max_score", num(max_score)}, {"baseline_max_score", num(baseline_max_score)},
           {"baseline_ratio", num(baseline_ratio)}, {"ratio_limit", ratio_limit}, {"elements", elements}, {"scored", scored},
           {"at_pole", at_pole}, {"form_class", to_string(form_class)}, {"baseline_worst_form", baseline_worst_form},

@@ -63,6 +63,7 @@ io::Candidate candidate_of(const CandidateOutputs& c) {
 }
 
 Report check_fixture(const io::Fixture& f, const io::Candidate& c, CheckOptions opt) {
+  verify_fixture(f);
   opt.exact_tier = opt.exact_tier || f.exact_tier;
   return check(f.problem, reference_of(f), outputs_of(c), opt);
 }

@@ -3,6 +3,7 @@
 #include "hla/bounds.hpp"
 #include "hla/evaluate.hpp"
 
+#include <chrono>
 #include <cmath>
 
 namespace hla::check {
@@ -144,7 +145,16 @@ void complete_reference(const BatchProblem& p, Reference& ref) {
     fill_state_difference_magnitude(p, ref);
 }
 
-Reference compute_reference(const BatchProblem& p, Index exact_max_n) {
+bool exact_options_cheap(const Options& o) {
+  auto bits = [](const Rational& x) {
+    return mp::msb(mp::abs(mp::numerator(x)) + 1) + mp::msb(mp::denominator(x)) + 1;
+  };
+  // gamma enters as gamma^(3n): its size multiplies every number of the exact
+  // evaluation; the others enter a fixed number of times.
+  return bits(o.gamma) <= 128 && bits(o.scale) <= 256 && bits(o.eps) <= 256 && bits(o.lambda) <= 256;
+}
+
+Reference compute_reference(const BatchProblem& p, Index exact_max_n, double max_seconds) {
   p.validate(true);  // NaN/Inf inputs (causality probes) propagate through binary128
   Reference ref;
   const size_t no = static_cast<size_t>(p.batch * p.heads * p.n * p.dv), nd = static_cast<size_t>(p.batch * p.heads * p.n);
@@ -157,11 +167,18 @@ Reference compute_reference(const BatchProblem& p, Index exact_max_n) {
   ref.den.assign(nd, 0);
   ref.mag_den.assign(nd, 0);
   ref.den_flags.assign(nd, 0);
-  bool exact = p.d <= 16 && p.dv <= 16 && p.all_finite();
+  bool exact = p.d <= 16 && p.dv <= 16 && p.all_finite() && exact_options_cheap(p.opt);
   for (const auto& [t0, t1] : p.sequences()) exact = exact && t1 - t0 <= exact_max_n;
   ref.bits = exact ? 0 : 113;
   Sink s{ref, p};
+  const auto start = std::chrono::steady_clock::now();
+  const size_t total = static_cast<size_t>(p.batch * p.heads) * p.sequences().size();
+  size_t done = 0;
   p.for_each_sequence([&](Index b, Index h, Index t0, Index t1) {
+    if (max_seconds > 0 && std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() > max_seconds)
+      throw InputError("computing the reference exceeded its budget of " + std::to_string(max_seconds) + " s after " +
+                       std::to_string(done) + " of " + std::to_string(total) + " heads×sequences (raise it with --budget)");
+    ++done;
     if (exact) {
       try {
         exact_head(s, b, h, t0, t1);

@@ -1,5 +1,8 @@
 #include "hla/io/fixture.hpp"
 
+#include "hla/io/printable.hpp"
+#include "hla/io/sha256.hpp"
+
 #include <set>
 
 namespace hla::io {
@@ -14,6 +17,7 @@ const std::vector<std::string>& metadata_keys() {
       "generator_version", "reference_bits", "exact_tier", "suite", "case"};
   return keys;
 }
+constexpr const char* kDigestKey = "digest";  // format version 3 on
 
 std::string bool_string(bool b) { return b ? "true" : "false"; }
 
@@ -29,7 +33,7 @@ struct Meta {
   std::string source;
 
   InputError bad(const std::string& key, const std::string& want) const {
-    return InputError(source + ": metadata " + key + " = '" + m.at(key) + "' is not " + want);
+    return InputError(source + ": metadata " + key + " = '" + printable(m.at(key), 60) + "' is not " + want);
   }
   const std::string& str(const std::string& key) const { return m.at(key); }
   bool boolean(const std::string& key) const {
@@ -100,11 +104,40 @@ void validate_fixture(const Fixture& f) {
     if (it == f.state_shapes.end()) throw InputError("state '" + name + "' has no shape in state_shapes");
     for (auto s : it->second)
       if (s < 0) throw InputError("state '" + name + "' has shape " + shape_string(it->second) + " with a negative entry");
+    if (it->second.size() > kMaxRank)
+      throw InputError("state '" + name + "' has " + std::to_string(it->second.size()) + " dimensions, more than " + std::to_string(kMaxRank));
     size(("state." + name).c_str(), values.size(), it->second);
   }
   for (const auto& [name, shape] : f.state_shapes)
     if (!f.state.count(name)) throw InputError("state_shapes names '" + name + "' but state has no such tensor");
   if (f.reference_bits < 0) throw InputError("reference_bits = " + std::to_string(f.reference_bits) + " must be >= 0");
+}
+
+std::string fixture_digest(const SafetensorsFile& file) {
+  Sha256 h;
+  h.update("hla-oracle-fixture-digest-1\n");
+  auto field = [&](std::string_view x) {
+    h.update(std::to_string(x.size()) + ":");
+    h.update(x);
+  };
+  for (const auto& [key, value] : file.metadata) {
+    if (key == kDigestKey) continue;
+    h.update("m ");
+    field(key);
+    h.update(" ");
+    field(value);
+    h.update("\n");
+  }
+  for (const auto& [name, t] : file.tensors) {
+    std::string shape;
+    for (std::size_t i = 0; i < t.shape.size(); ++i) shape += (i ? "," : "") + std::to_string(t.shape[i]);
+    h.update("t ");
+    field(name);
+    h.update(" " + to_string(t.dtype) + " [" + shape + "] ");
+    field(t.bytes);
+    h.update("\n");
+  }
+  return "sha256:" + to_hex(h.finish());
 }
 
 SafetensorsFile fixture_to_safetensors(const Fixture& f) {
@@ -154,6 +187,9 @@ SafetensorsFile fixture_to_safetensors(const Fixture& f) {
   m["exact_tier"] = bool_string(f.exact_tier);
   m["suite"] = f.suite;
   m["case"] = f.case_name;
+  for (const auto& [key, value] : m)
+    if (has_control_bytes(value)) throw InputError("metadata " + key + " = '" + printable(value, 60) + "' holds control bytes");
+  m[kDigestKey] = fixture_digest(st);
   return st;
 }
 
@@ -162,19 +198,35 @@ Fixture fixture_from_safetensors(const SafetensorsFile& file, const std::string&
   const auto& md = file.metadata;
   for (const auto& key : metadata_keys())
     if (!md.count(key)) throw fail("metadata key '" + key + "' is missing (not an hla-oracle fixture?)");
-  const std::set<std::string> known(metadata_keys().begin(), metadata_keys().end());
-  for (const auto& [key, value] : md)
-    if (!known.count(key)) throw fail("unknown metadata key '" + key + "'");
   if (md.at("format") != kFixtureFormat)
-    throw fail("metadata format = '" + md.at("format") + "', expected '" + kFixtureFormat + "'");
+    throw fail("metadata format = '" + printable(md.at("format"), 60) + "', expected '" + kFixtureFormat + "'");
   const std::string version = md.at("format_version");
-  if (version != "1" && version != kFixtureFormatVersion)
-    throw fail("metadata format_version = '" + version + "' is not supported (this reader reads 1 to " +
+  if (version != "1" && version != "2" && version != kFixtureFormatVersion)
+    throw fail("metadata format_version = '" + printable(version, 20) + "' is not supported (this reader reads 1 to " +
                kFixtureFormatVersion + ")");
+  const bool digested = version != "1" && version != "2";
+  std::set<std::string> known(metadata_keys().begin(), metadata_keys().end());
+  if (digested) known.insert(kDigestKey);
+  for (const auto& [key, value] : md) {
+    if (!known.count(key)) throw fail("unknown metadata key '" + printable(key, 60) + "'");
+    if (has_control_bytes(value)) throw fail("metadata " + key + " = '" + printable(value, 60) + "' holds control bytes");
+  }
+  std::vector<std::string> warnings;
+  if (digested) {
+    if (!md.count(kDigestKey)) throw fail("metadata key 'digest' is missing (format_version " + version + " fixtures carry one)");
+    const std::string want = fixture_digest(file);
+    if (md.at(kDigestKey) != want)
+      throw fail("digest mismatch: the file's tensors or metadata changed after it was written (metadata digest " +
+                 printable(md.at(kDigestKey), 80) + ", content " + want + "); regenerate the fixture");
+  } else {
+    warnings.push_back(source + ": format_version " + version + " fixture without a digest: file corruption is caught only by "
+                       "the semantic checks; regenerate it with this hla for a self-verifying fixture");
+  }
 
   const Meta meta{md, source};
   Fixture f;
   f.format_version = version;
+  f.warnings = std::move(warnings);
   BatchProblem& p = f.problem;
   Options& o = p.opt;
   try {
@@ -257,7 +309,7 @@ Fixture fixture_from_safetensors(const SafetensorsFile& file, const std::string&
   }
   for (const auto& [name, t] : file.tensors)
     if (!seen.count(name))
-      throw fail("unknown tensor '" + name + "' (a fixture holds q, k, v, offsets, ref_out, ref_den, mag_num, mag_den, "
+      throw fail("unknown tensor '" + printable(name, 60) + "' (a fixture holds q, k, v, offsets, ref_out, ref_den, mag_num, mag_den, "
                  "flags, den_flags, state.<name>" + std::string(version == "1" ? "" : ", ref_num, mag_num_unmasked, mag_den_unmasked") + ")");
   try {
     validate_fixture(f);

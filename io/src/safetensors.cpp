@@ -2,13 +2,19 @@
 
 #include "hla/io/atomic_file.hpp"
 #include "hla/io/float_bits.hpp"
+#include "hla/io/printable.hpp"
 
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
+#include <cerrno>
+#include <cstring>
 #include <cstdio>
 #include <limits>
 #include <set>
+
+#include <fcntl.h>
+#include <unistd.h>
 
 namespace hla::io {
 namespace {
@@ -78,6 +84,37 @@ struct DuplicateKeyCheck {
   }
 };
 
+// Before JSON parsing: only text (no NUL or other control byte; JSON allows
+// none outside whitespace), nesting at most kMaxHeaderDepth (a safetensors
+// header needs 3), so that parsing costs at most a few times the header size.
+template <class Fail> void check_header_text(std::string_view header, Fail&& fail) {
+  int depth = 0;
+  bool in_string = false, escaped = false;
+  for (std::size_t i = 0; i < header.size(); ++i) {
+    const unsigned char c = static_cast<unsigned char>(header[i]);
+    if ((c < 0x20 && c != '\t' && c != '\n' && c != '\r') || c == 0x7f) {
+      char buf[8];
+      std::snprintf(buf, sizeof buf, "0x%02x", c);
+      throw fail("header holds the control byte " + std::string(buf) + " at offset " + std::to_string(i) +
+                 " (a safetensors header is JSON text padded with spaces)");
+    }
+    if (in_string) {
+      if (escaped) escaped = false;
+      else if (c == '\\') escaped = true;
+      else if (c == '"') in_string = false;
+      continue;
+    }
+    if (c == '"') in_string = true;
+    else if (c == '[' || c == '{') {
+      if (++depth > kMaxHeaderDepth)
+        throw fail("header nests JSON deeper than " + std::to_string(kMaxHeaderDepth) + " levels (offset " +
+                   std::to_string(i) + ")");
+    } else if (c == ']' || c == '}') {
+      --depth;
+    }
+  }
+}
+
 }  // namespace
 
 std::string to_string(StDType t) { return info(t).name; }
@@ -132,6 +169,7 @@ SafetensorsFile parse_safetensors(std::string_view bytes, const std::string& sou
                " bytes that follow it");
   const std::string_view header = bytes.substr(8, n);
   const std::uint64_t buffer = bytes.size() - 8 - n;
+  check_header_text(header, fail);
 
   DuplicateKeyCheck dup;
   json h;
@@ -140,7 +178,7 @@ SafetensorsFile parse_safetensors(std::string_view bytes, const std::string& sou
   } catch (const json::exception& e) {
     throw fail(std::string("header is not valid JSON: ") + e.what());
   }
-  if (!dup.duplicate.empty()) throw fail("header has the key '" + dup.duplicate + "' twice (duplicate names)");
+  if (!dup.duplicate.empty()) throw fail("header has the key '" + printable(dup.duplicate) + "' twice (duplicate names)");
   if (!h.is_object()) throw fail(std::string("header must be a JSON object, got ") + h.type_name());
 
   SafetensorsFile out;
@@ -155,41 +193,43 @@ SafetensorsFile parse_safetensors(std::string_view bytes, const std::string& sou
         throw fail(std::string("__metadata__ must be an object of strings, got ") + entry.type_name());
       for (const auto& [k, v] : entry.items()) {
         if (!v.is_string())
-          throw fail("__metadata__ value of '" + k + "' must be a string, got " + v.type_name() + " " + v.dump());
+          throw fail("__metadata__ value of '" + printable(k) + "' must be a string, got " + v.type_name() + " " + printable(v.dump()));
         out.metadata[k] = v.get<std::string>();
       }
       continue;
     }
-    auto bad = [&](const std::string& what) { return fail("tensor '" + name + "': " + what); };
+    auto bad = [&](const std::string& what) { return fail("tensor '" + printable(name) + "': " + what); };
+    if (name.empty() || has_control_bytes(name)) throw bad("a tensor name must be non-empty text without control bytes");
     if (!entry.is_object()) throw bad(std::string("entry must be an object, got ") + entry.type_name());
     for (const auto& [k, v] : entry.items()) {
       (void)v;
       if (k != "dtype" && k != "shape" && k != "data_offsets")
-        throw bad("unknown key '" + k + "' (expected dtype, shape, data_offsets)");
+        throw bad("unknown key '" + printable(k) + "' (expected dtype, shape, data_offsets)");
     }
     for (const char* k : {"dtype", "shape", "data_offsets"})
       if (!entry.contains(k)) throw bad(std::string("missing key '") + k + "'");
 
     const json& jd = entry["dtype"];
-    if (!jd.is_string()) throw bad(std::string("dtype must be a string, got ") + jd.dump());
+    if (!jd.is_string()) throw bad(std::string("dtype must be a string, got ") + printable(jd.dump()));
     const auto dtype = parse_st_dtype(jd.get<std::string>());
-    if (!dtype) throw bad("unknown dtype '" + jd.get<std::string>() + "' (known: " + known_dtypes() + ")");
+    if (!dtype) throw bad("unknown dtype '" + printable(jd.get<std::string>()) + "' (known: " + known_dtypes() + ")");
 
     Tensor t;
     t.dtype = *dtype;
     const json& js = entry["shape"];
-    if (!js.is_array()) throw bad("shape must be an array, got " + js.dump());
+    if (!js.is_array()) throw bad("shape must be an array, got " + printable(js.dump()));
+    if (js.size() > kMaxRank) throw bad("shape has " + std::to_string(js.size()) + " dimensions, more than " + std::to_string(kMaxRank));
     for (const json& s : js) {
       if (!s.is_number_integer() || (s.is_number_integer() && !s.is_number_unsigned() && s.get<std::int64_t>() < 0))
-        throw bad("shape " + js.dump() + " must hold non-negative integers");
+        throw bad("shape " + printable(js.dump()) + " must hold non-negative integers");
       if (s.is_number_unsigned() && s.get<std::uint64_t>() > std::uint64_t(std::numeric_limits<std::int64_t>::max()))
-        throw bad("shape " + js.dump() + " has an entry too large");
+        throw bad("shape " + printable(js.dump()) + " has an entry too large");
       t.shape.push_back(s.get<std::int64_t>());
     }
 
     const json& jo = entry["data_offsets"];
     if (!jo.is_array() || jo.size() != 2 || !jo[0].is_number_unsigned() || !jo[1].is_number_unsigned())
-      throw bad("data_offsets must be [begin, end], two non-negative integers, got " + jo.dump());
+      throw bad("data_offsets must be [begin, end], two non-negative integers, got " + printable(jo.dump()));
     const std::uint64_t b = jo[0].get<std::uint64_t>(), e = jo[1].get<std::uint64_t>();
     if (b > e) throw bad("data_offsets " + jo.dump() + " end before they begin");
     if (e > buffer)
@@ -226,8 +266,70 @@ SafetensorsFile parse_safetensors(std::string_view bytes, const std::string& sou
   return out;
 }
 
+// Reads no more than the file declares: the 8-byte length, a header of at most
+// kMaxHeaderBytes, then exactly the data buffer its tensors span, in pieces
+// (so that a device or pipe that never ends — /dev/zero — or a file that
+// declares more than it holds costs only what it really delivers).
 SafetensorsFile read_safetensors(const std::filesystem::path& path) {
-  return parse_safetensors(read_file_bytes(path), path.string());
+  const std::string source = path.string();
+  auto fail = [&](const std::string& what) { return InputError(source + ": " + what); };
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec)) throw fail("is a directory, not a safetensors file");
+  // O_NONBLOCK only for open(): a FIFO nobody writes to then reads as empty instead of hanging.
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+  if (fd < 0) throw InputError("cannot open '" + source + "': " + std::strerror(errno));
+  struct Closer {
+    int fd;
+    ~Closer() { ::close(fd); }
+  } closer{fd};
+  ::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) & ~O_NONBLOCK);
+  std::string bytes;
+  auto read_more = [&](std::uint64_t want) {  // appends up to `want` bytes; returns how many arrived
+    std::uint64_t got = 0;
+    while (got < want) {
+      const std::uint64_t step = std::min<std::uint64_t>(want - got, std::uint64_t{1} << 24);
+      const std::size_t at = bytes.size();
+      bytes.resize(at + step);
+      const ssize_t r = ::read(fd, bytes.data() + at, step);
+      if (r < 0 && errno == EINTR) {
+        bytes.resize(at);
+        continue;
+      }
+      if (r < 0) throw InputError("cannot read '" + source + "': " + std::strerror(errno));
+      bytes.resize(at + static_cast<std::size_t>(r));
+      got += static_cast<std::uint64_t>(r);
+      if (r == 0) break;
+    }
+    return got;
+  };
+  if (read_more(8) < 8) return parse_safetensors(bytes, source);  // names the truncation
+  const std::uint64_t n = load_le(bytes.data(), 8);
+  if (n > kMaxHeaderBytes) return parse_safetensors(bytes, source);  // names the limit
+  if (read_more(n) < n) return parse_safetensors(bytes, source);
+  // The data buffer ends where the furthest tensor ends (the full parse checks the rest).
+  std::uint64_t end = 0;
+  {
+    const std::string_view header(bytes.data() + 8, n);
+    check_header_text(header, fail);
+    json h;
+    try {
+      h = json::parse(header.begin(), header.end());
+    } catch (const json::exception& e) {
+      throw fail(std::string("header is not valid JSON: ") + e.what());
+    }
+    if (h.is_object())
+      for (const auto& [name, entry] : h.items()) {
+        if (name == "__metadata__" || !entry.is_object() || !entry.contains("data_offsets")) continue;
+        const json& jo = entry["data_offsets"];
+        if (jo.is_array() && jo.size() == 2 && jo[1].is_number_unsigned()) end = std::max(end, jo[1].get<std::uint64_t>());
+      }
+  }
+  if (end > kMaxDataBytes)
+    throw fail("tensors span " + std::to_string(end) + " bytes of data, more than the limit of " + std::to_string(kMaxDataBytes));
+  read_more(end);
+  // One byte more than declared shows trailing bytes (named by the parser).
+  read_more(1);
+  return parse_safetensors(bytes, source);
 }
 
 std::string serialize_safetensors(const SafetensorsFile& file) {

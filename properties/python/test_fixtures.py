@@ -30,7 +30,7 @@ METADATA_KEYS = {
     "format", "format_version", "variant", "masked", "normalize", "eps_mode", "gamma", "eps", "lambda",
     "scale", "batch", "heads", "kv_heads", "n", "d", "dv", "dtype", "seed", "generator_version",
     "reference_bits", "exact_tier", "suite", "case",
-}
+}  # format_version 3 adds "digest"
 NUMPY_DTYPE = {"F64": "<f8", "F32": "<f4", "F16": "<f2", "I64": "<i8", "U8": "u1"}
 FIXTURE_DTYPE = {"f64": "F64", "f32": "F32", "bf16": "BF16", "f16": "F16"}
 
@@ -59,6 +59,25 @@ def load(path):
     return tensors, dtypes, metadata
 
 
+def digest(path):
+    """The fixture digest as README/io/fixture.hpp define it, computed independently of the C++ writer."""
+    data = path.read_bytes()
+    n = int.from_bytes(data[:8], "little")
+    header = json.loads(data[8:8 + n])
+    md = header.pop("__metadata__", {})
+    h = hashlib.sha256(b"hla-oracle-fixture-digest-1\n")
+    field = lambda x: str(len(x)).encode() + b":" + x
+    for key in sorted(md, key=lambda k: k.encode()):
+        if key != "digest":
+            h.update(b"m " + field(key.encode()) + b" " + field(md[key].encode()) + b"\n")
+    for name in sorted(header, key=lambda k: k.encode()):
+        t = header[name]
+        b, e = t["data_offsets"]
+        shape = ",".join(str(x) for x in t["shape"])
+        h.update(b"t " + field(name.encode()) + f" {t['dtype']} [{shape}] ".encode() + field(data[8 + n + b:8 + n + e]) + b"\n")
+    return "sha256:" + h.hexdigest()
+
+
 def dims(md):
     return {k: int(md[k]) for k in ("batch", "heads", "kv_heads", "n", "d", "dv")}
 
@@ -70,8 +89,11 @@ def test_fixture_directory_has_fixtures():
 @pytest.mark.parametrize("path", FILES, ids=lambda p: str(p.relative_to(FIXTURES)))
 def test_fixture_is_well_formed(path):
     t, dt, md = load(path)
-    assert set(md) == METADATA_KEYS, f"{path}: metadata keys {sorted(set(md) ^ METADATA_KEYS)} differ"
-    assert md["format"] == "hla-oracle-fixture" and md["format_version"] in ("1", "2")
+    keys = METADATA_KEYS | ({"digest"} if md.get("format_version") == "3" else set())
+    assert set(md) == keys, f"{path}: metadata keys {sorted(set(md) ^ keys)} differ"
+    assert md["format"] == "hla-oracle-fixture" and md["format_version"] in ("1", "2", "3")
+    if md["format_version"] == "3":
+        assert md["digest"] == digest(path), f"{path}: the digest does not match the content"
     g = dims(md)
     B, H, Hkv, n, d, dv = (g[k] for k in ("batch", "heads", "kv_heads", "n", "d", "dv"))
     want = {
@@ -97,10 +119,10 @@ def test_fixture_is_well_formed(path):
         assert dt["offsets"] == "I64" and B == 1 and off[0] == 0 and off[-1] == n and np.all(np.diff(off) > 0)
     # Format version 2: num of a normalized problem, unmasked-order magnitudes of masked hla2/hla3.
     if "ref_num" in t:
-        assert md["format_version"] == "2" and md["normalize"] == "true" and list(t["ref_num"].shape) == want["ref_out"]
+        assert md["format_version"] in ("2", "3") and md["normalize"] == "true" and list(t["ref_num"].shape) == want["ref_out"]
     for name, shape in (("mag_num_unmasked", want["ref_out"]), ("mag_den_unmasked", want["ref_den"])):
         if name in t:
-            assert md["format_version"] == "2" and md["masked"] == "true" and md["variant"] in ("hla2", "hla3")
+            assert md["format_version"] in ("2", "3") and md["masked"] == "true" and md["variant"] in ("hla2", "hla3")
             assert dt[name] == "F64" and list(t[name].shape) == shape and not np.any(t[name] < 0)
     others = set(t) - set(want) - {"flags", "den_flags", "offsets", "ref_num", "mag_num_unmasked", "mag_den_unmasked"}
     assert all(name.startswith("state.") and dt[name] == "F64" for name in others), others

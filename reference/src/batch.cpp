@@ -1,5 +1,6 @@
 #include "hla/batch.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 
@@ -65,6 +66,26 @@ void BatchProblem::validate(bool allow_nonfinite) const {
   dim("n", n, 0);
   dim("d", d, 1);
   dim("dv", dv, 1);
+  // Caps, checked before any product is formed, so that no shape arithmetic
+  // overflows and a tiny file cannot ask for unbounded work (n = 0 with
+  // 2^40 heads would loop 2^40 times over nothing).
+  auto cap = [](const char* name, Index x, Index hi) {
+    if (x > hi) throw InputError(std::string(name) + " = " + std::to_string(x) + " exceeds the limit of " + std::to_string(hi));
+  };
+  cap("batch", batch, kMaxBatchHeads);
+  cap("heads", heads, kMaxBatchHeads);
+  cap("kv_heads", kv_heads, kMaxBatchHeads);
+  cap("n", n, kMaxTokens);
+  cap("d", d, kMaxDim);
+  cap("dv", dv, kMaxDim);
+  if (batch * heads > kMaxBatchHeads)
+    throw InputError("batch·heads = " + std::to_string(batch * heads) + " exceeds the limit of " + std::to_string(kMaxBatchHeads));
+  // batch·heads·n·max(d, dv) < 2^24·2^31·2^16 = 2^71 could overflow: check with the builtin.
+  Index elems = 0;
+  if (__builtin_mul_overflow(batch * heads * std::max(d, dv), n, &elems) || elems > kMaxElements)
+    throw InputError("batch·heads·n·max(d, dv) exceeds the limit of " + std::to_string(kMaxElements) + " elements per tensor");
+  if (offsets.size() > static_cast<size_t>(n) + 1)
+    throw InputError("offsets holds " + std::to_string(offsets.size()) + " entries, more than n + 1 = " + std::to_string(n + 1));
   if (heads % kv_heads != 0)
     throw InputError("heads = " + std::to_string(heads) + " is not a multiple of kv_heads = " + std::to_string(kv_heads));
   auto size = [&](const char* name, const std::vector<double>& x, Index want) {

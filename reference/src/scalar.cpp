@@ -99,9 +99,14 @@ double to_double(const Rational& x) { return from_rational<double>(x); }
 
 Rational parse_rational(std::string_view text) {
   const std::string s(text);
+  // Quoted in messages: at most 40 characters of it.
+  const std::string shown = s.size() <= 40 ? s : s.substr(0, 40) + "...(" + std::to_string(s.size()) + " characters)";
   auto bad = [&](const char* why) {
-    return InputError("'" + s + "' is not a number (" + why + "); write e.g. 3, -3/4, 0.9 or 1e-6");
+    return InputError("'" + shown + "' is not a number (" + why + "); write e.g. 3, -3/4, 0.9 or 1e-6");
   };
+  for (unsigned char c : s)
+    if (c < 0x20 || c >= 0x7f) throw InputError("a number holds a byte that is not printable ASCII: write e.g. 3, -3/4, 0.9 or 1e-6");
+  if (s.size() > kMaxRationalChars) throw bad("longer than 400 characters");
   size_t p = 0;
   auto digits = [&](std::string& out) {
     const size_t b = p;
@@ -142,6 +147,10 @@ Rational parse_rational(std::string_view text) {
     r /= Rational(den);
   }
   if (p != s.size()) throw bad("trailing characters");
+  // Every double is p/q with p, q below 2^1075; beyond that exact arithmetic
+  // on it (gamma^(3n)) costs without bound, and no kernel sees such a number.
+  if (mp::msb(mp::abs(mp::numerator(r)) + 1) >= kMaxRationalBits || mp::msb(mp::denominator(r)) >= kMaxRationalBits)
+    throw bad("its numerator or denominator needs more than 1100 bits (every double needs at most 1075)");
   return neg ? Rational(-r) : r;
 }
 

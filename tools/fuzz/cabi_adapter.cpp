@@ -9,7 +9,11 @@
 
 #include <dlfcn.h>
 
+#include <algorithm>
+#include <cstdlib>
 #include <cstring>
+#include <memory>
+#include <new>
 
 namespace hla::fuzz {
 
@@ -64,6 +68,28 @@ std::string encode(const std::vector<double>& x, DType t) {
   return io::float_tensor(t, {static_cast<int64_t>(x.size())}, x, "candidate input").bytes;
 }
 
+// Every buffer a library gets is 64-byte aligned (hla_impl.h): what a
+// vectorized or GPU kernel may assume, and what UBSan checks of typed loads.
+constexpr size_t kAlign = 64;
+size_t align_up(size_t x) { return (x + kAlign - 1) / kAlign * kAlign; }
+
+// A 64-byte aligned copy of some bytes (never a null pointer, also when empty).
+class AlignedBytes {
+ public:
+  AlignedBytes(const void* data, size_t size)
+      : p_(static_cast<unsigned char*>(std::aligned_alloc(kAlign, align_up(std::max<size_t>(size, 1))))) {
+    if (!p_) throw std::bad_alloc();
+    if (size) std::memcpy(p_.get(), data, size);
+  }
+  template <class T> const T* as() const { return reinterpret_cast<const T*>(p_.get()); }
+
+ private:
+  struct Free {
+    void operator()(unsigned char* p) const { std::free(p); }
+  };
+  std::unique_ptr<unsigned char, Free> p_;
+};
+
 class CabiAdapter final : public Adapter {
  public:
   CabiAdapter(std::string path, double timeout_s) : path_(std::move(path)), timeout_(timeout_s) { query(); }
@@ -84,11 +110,14 @@ class CabiAdapter final : public Adapter {
     hp.scale_exact = exact[3].c_str();
     hp.batch = p.batch, hp.heads = p.heads, hp.kv_heads = p.kv_heads, hp.n = p.n, hp.d = p.d, hp.dv = p.dv;
     hp.dtype = static_cast<hla_dtype>(p.dtype);
-    const auto q = encode(p.q, p.dtype), k = encode(p.k, p.dtype), v = encode(p.v, p.dtype);
-    hp.q = q.data(), hp.k = k.data(), hp.v = v.data();
-    hp.offsets = p.offsets.empty() ? nullptr : p.offsets.data();
+    const auto qb = encode(p.q, p.dtype), kb = encode(p.k, p.dtype), vb = encode(p.v, p.dtype);
+    const AlignedBytes q(qb.data(), qb.size()), k(kb.data(), kb.size()), v(vb.data(), vb.size()),
+        offsets(p.offsets.data(), p.offsets.size() * sizeof(int64_t)),
+        state(state_in ? state_in->data() : nullptr, state_in ? state_in->size() * sizeof(double) : 0);
+    hp.q = q.as<void>(), hp.k = k.as<void>(), hp.v = v.as<void>();
+    hp.offsets = p.offsets.empty() ? nullptr : offsets.as<int64_t>();
     hp.num_offsets = static_cast<int64_t>(p.offsets.size());
-    hp.state_in = state_in ? state_in->data() : nullptr;
+    hp.state_in = state_in ? state.as<double>() : nullptr;
 
     RunResult r;
     size_t state_doubles = 0;
@@ -112,13 +141,14 @@ class CabiAdapter final : public Adapter {
     }
     const size_t nout = static_cast<size_t>(p.batch * p.heads * p.n * p.dv), nden = static_cast<size_t>(p.batch * p.heads * p.n);
     const size_t w = dtype_size(p.dtype);
-    const size_t at_out = kMsg, at_den = at_out + nout * w + 8, at_state = at_den + nden * sizeof(double);
-    SharedMemory shm(at_state + state_doubles * sizeof(double));
+    // Shared memory is page aligned; each region starts on a 64-byte boundary.
+    const size_t at_out = align_up(kMsg), at_den = align_up(at_out + nout * w), at_state = align_up(at_den + nden * sizeof(double));
+    SharedMemory shm(at_state + state_doubles * sizeof(double) + kAlign);
     // Sentinels: NaN everywhere the candidate must write, so "not written" shows.
     std::vector<double> nan_out(nout, std::nan("")), nan_den(nden, std::nan(""));
     const auto nan_bits = encode(nan_out, p.dtype);
-    std::memcpy(shm.data() + at_out, nan_bits.data(), nan_bits.size());
-    std::memcpy(shm.data() + at_den, nan_den.data(), nden * sizeof(double));
+    if (!nan_bits.empty()) std::memcpy(shm.data() + at_out, nan_bits.data(), nan_bits.size());
+    if (nden) std::memcpy(shm.data() + at_den, nan_den.data(), nden * sizeof(double));
     hp.out = shm.data() + at_out;
     hp.den = s_.has(HLA_FEAT_DEN) ? reinterpret_cast<double*>(shm.data() + at_den) : nullptr;
     hp.state_out = want_state ? reinterpret_cast<double*>(shm.data() + at_state) : nullptr;

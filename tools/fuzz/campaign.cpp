@@ -80,6 +80,11 @@ Verdict run_and_check(Adapter& a, const FuzzCase& c, const check::Reference& ref
   opt.exact_tier = c.exact_tier;
   const check::Report rep = check::check(c.p, ref, r.out, opt);
   if (rep.pass) return {};
+  if (rep.inconclusive) {  // nothing to judge on (e.g. every output depends on a NaN input): not a finding
+    Verdict v;
+    v.inconclusive = true;
+    return v;
+  }
   std::string kind = "numerics";
   if (c.probe == Probe::nan_causality && rep.nonfinite > 0) kind = "nan_causality";
   else if (rep.exact_mismatches > 0 && rep.over_bound == 0 && rep.nonfinite == 0 && rep.baseline_ratio <= rep.ratio_limit) kind = "exact_tier";
@@ -127,6 +132,7 @@ std::string Summary::text() const {
      << findings.size() << " finding(s)\n  probes:";
   for (const auto& [p, n] : probes) os << " " << p << " " << n;
   os << "\n";
+  if (inconclusive) os << "  inconclusive (too little scored to judge, not findings): " << inconclusive << "\n";
   if (!by_kind.empty()) {
     os << "  findings by kind:";
     for (const auto& [k, n] : by_kind) os << " " << k << " " << n;
@@ -156,6 +162,7 @@ Summary run_campaign(Adapter& a, const CampaignOptions& o) {
     ++s.cases;
     ++s.probes[to_string(c.probe)];
     Verdict v = judge(a, c);
+    if (v.inconclusive) ++s.inconclusive;
     if (!v.kind.empty()) {
       Finding f;
       f.kind = v.kind;

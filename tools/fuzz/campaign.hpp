@@ -38,6 +38,7 @@ struct Finding {
 
 struct Summary {
   size_t cases = 0;
+  size_t inconclusive = 0;  // cases whose check had too little to score (check::Report::inconclusive)
   double seconds = 0;
   std::map<std::string, size_t> by_kind;
   std::map<std::string, size_t> probes;  // cases run per probe
@@ -57,6 +58,7 @@ struct Verdict {
   // a reduction only when both stay as they were.
   std::string rules;
   bool other_class_passes = false;
+  bool inconclusive = false;  // kind empty: the check could not judge (not a pass, not a finding)
 };
 Verdict judge(Adapter& a, const FuzzCase& c);
 

@@ -1,9 +1,11 @@
 // `hla check FIXTURE CANDIDATE [--json]`: judges a kernel's outputs against a
-// fixture. Exit 0 pass, 1 fail, 2 usage or input error.
+// fixture. Exit 0 pass, 1 fail, 2 usage or input error (also a fixture whose
+// reference does not belong to its inputs), 4 inconclusive (too little scored).
 #include "commands.hpp"
 
 #include "hla/check/fixture.hpp"
 #include "hla/io/candidate.hpp"
+#include "hla/io/printable.hpp"
 
 #include <iostream>
 
@@ -12,12 +14,15 @@ namespace {
 
 struct CheckArgs {
   std::string fixture, candidate, precision, form_class = "masked";
-  bool json = false;
+  bool json = false, verify_inputs = false;
   size_t worst = 10;
+  double budget = 600;
 };
 
 int run_check(const CheckArgs& a) {
   const io::Fixture f = io::read_fixture(a.fixture);
+  for (const auto& w : f.warnings) std::cerr << "hla: warning: " << io::printable(w, 400) << "\n";
+  if (a.verify_inputs) check::verify_inputs(f, a.budget);
   const io::Candidate c = io::read_candidate(a.candidate, f);
   check::CheckOptions opt;
   opt.precision = check::parse_precision_map(a.precision).of(f.problem.dtype);
@@ -31,20 +36,21 @@ int run_check(const CheckArgs& a) {
     j["case"] = f.case_name;
     std::cout << j.dump(2) << "\n";
   } else {
-    std::cout << "hla check " << a.candidate << " against " << a.fixture << "\n  case " << f.case_name << ": "
+    std::cout << "hla check " << io::printable(a.candidate, 400) << " against " << io::printable(a.fixture, 400) << "\n  case "
+              << io::printable(f.case_name) << ": "
               << f.problem.opt.describe() << ", B=" << f.problem.batch << " H=" << f.problem.heads
               << " Hkv=" << f.problem.kv_heads << " n=" << f.problem.n << " d=" << f.problem.d << " dv=" << f.problem.dv
               << " inputs " << to_string(f.problem.dtype) << "\n"
               << r.text();
   }
-  return r.pass ? 0 : 1;
+  return r.pass ? 0 : r.inconclusive ? 4 : 1;
 }
 
 }  // namespace
 
 void add_check(CLI::App& app, Action& action) {
   auto a = std::make_shared<CheckArgs>();
-  CLI::App* c = app.add_subcommand("check", "check a candidate's outputs against a fixture (exit 0 pass, 1 fail, 2 input error)");
+  CLI::App* c = app.add_subcommand("check", "check a candidate's outputs against a fixture (exit 0 pass, 1 fail, 2 input error, 4 inconclusive)");
   c->add_option("FIXTURE", a->fixture, "fixture file written by `hla gen`")->required();
   c->add_option("CANDIDATE", a->candidate, "safetensors file with `out` [B,H,n,dv] (and optionally `den` [B,H,n])")->required();
   c->add_option("--precision", a->precision,
@@ -53,6 +59,9 @@ void add_check(CLI::App& app, Action& action) {
   c->add_option("--form-class", a->form_class,
                 "masked (default: sums only masked terms) or state_difference (subtracts unmasked partial sums, S*C - G)");
   c->add_flag("--json", a->json, "print the report as JSON");
+  c->add_flag("--verify-inputs", a->verify_inputs,
+              "recompute the reference from the fixture's inputs and demand the stored one (slow: binary128 or exact)");
+  c->add_option("--budget", a->budget, "seconds --verify-inputs may spend (default 600)")->check(CLI::PositiveNumber);
   c->add_option("--worst", a->worst, "how many worst elements to list");
   c->callback([a, &action] { action = [a] { return run_check(*a); }; });
 }

@@ -22,6 +22,13 @@ size_t dtype_size(DType t);
 double round_to(DType t, double x);
 bool representable(DType t, double x);  // round_to(t, x) == x (NaN counts as representable)
 
+// Shape limits (BatchProblem::validate): far above any kernel's shapes, low
+// enough that every product of dims fits in 64 bits and work stays tied to data.
+inline constexpr Index kMaxBatchHeads = Index{1} << 24;  // batch, heads, kv_heads and batch·heads
+inline constexpr Index kMaxTokens = Index{1} << 31;      // n
+inline constexpr Index kMaxDim = Index{1} << 16;         // d, dv
+inline constexpr Index kMaxElements = Index{1} << 40;    // batch·heads·n·max(d, dv)
+
 struct BatchProblem {
   Options opt;
   DType dtype = DType::f32;  // storage type of q, k, v
@@ -33,8 +40,8 @@ struct BatchProblem {
   // with batch == 1; each [o_i, o_{i+1}) is an independent sequence.
   std::vector<int64_t> offsets;
 
-  // Throws InputError naming the problem: options, dims < 1, heads not a
-  // multiple of kv_heads, buffer sizes, offsets, values not representable in
+  // Throws InputError naming the problem: options, dims < 1 or above the
+  // limits above, heads not a multiple of kv_heads, buffer sizes, offsets, values not representable in
   // dtype. Non-finite values are allowed only with allow_nonfinite.
   void validate(bool allow_nonfinite = false) const;
 

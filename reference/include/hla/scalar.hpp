@@ -72,6 +72,9 @@ double to_double(const Rational& x);
 // Parses "3", "-3/4", "0.9", "1e-6", "-2.5E+3" exactly. Throws InputError
 // (problem.hpp) naming the text when it is not a number.
 Rational parse_rational(std::string_view text);
+// Limits of parse_rational: text length, and bits of numerator and denominator.
+inline constexpr std::size_t kMaxRationalChars = 400;
+inline constexpr unsigned kMaxRationalBits = 1100;
 // "p/q" or "p" (lossless; parse_rational(to_string(x)) == x).
 std::string to_string(const Rational& x);
 

@@ -45,6 +45,11 @@ struct CheckOptions {
 // order of ours by a few roundings of the result (one dot product summed in
 // another order, a final scaling); it vanishes where sums grow long and cancel.
 inline constexpr double kRatioLimit = 4.0;
+// A verdict needs evidence: with no element scored, or with more than this
+// fraction of the elements that do not depend on NaN/Inf inputs left unscored
+// (at a pole, beyond the output range, in the underflow regime), the report is
+// INCONCLUSIVE (not a pass; `hla check` exits 4).
+inline constexpr double kMaxUnscoredFraction = 0.5;
 inline constexpr double kFloorRoundings = 2.0;
 double ratio_limit(size_t scored);
 
@@ -66,6 +71,7 @@ struct Element {
 
 struct Report {
   bool pass = false;
+  bool inconclusive = false;  // too little was scored to judge (then pass = false; see kMaxUnscoredFraction)
   std::vector<std::string> reasons;  // why it failed (empty on pass)
   Precision precision = Precision::f32;
   double u = 0;
@@ -89,6 +95,7 @@ struct Report {
   std::vector<std::pair<std::string, size_t>> histogram;  // score bins
   std::string dumped;  // the fixture written by dump_on_failure, if any
 
+  std::string verdict() const { return pass ? "PASS" : inconclusive ? "INCONCLUSIVE" : "FAIL"; }
   std::string text() const;
   nlohmann::json json() const;
 };

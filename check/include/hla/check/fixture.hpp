@@ -13,7 +13,7 @@
 namespace hla::check {
 
 // Bumped whenever generated fixture bytes change (the golden set is then regenerated).
-inline constexpr const char* kGeneratorVersion = "hla-oracle 0.2.0";
+inline constexpr const char* kGeneratorVersion = "hla-oracle 0.3.0";
 
 struct FixtureMeta {
   std::string suite = "adhoc", case_name = "case";
@@ -26,7 +26,19 @@ Reference reference_of(const io::Fixture& f);
 CandidateOutputs outputs_of(const io::Candidate& c);
 io::Candidate candidate_of(const CandidateOutputs& c);
 
-// check() on a fixture (its exact_tier flag applies).
+// Proves that the fixture's reference belongs to its inputs and options
+// (verify.cpp): fields consistent with each other; magnitudes, den, num and
+// the outputs within the a priori bound of a float64 evaluation of the inputs;
+// NaN/Inf exactly where the inputs put them; exact tier bit for bit. Throws
+// InputError "this fixture does not match its inputs …" naming the tensors
+// and the first elements. Costs one streaming pass per head in float64.
+void verify_fixture(const io::Fixture& f);
+// Stronger and slower (hla check --verify-inputs): recomputes the reference as
+// `hla gen` does and demands the same doubles (uncertified elements: within
+// the bound); max_seconds > 0 bounds the work (InputError when exceeded).
+void verify_inputs(const io::Fixture& f, double max_seconds = 0);
+
+// check() on a fixture (its exact_tier flag applies), after verify_fixture.
 Report check_fixture(const io::Fixture& f, const io::Candidate& c, CheckOptions opt = {});
 
 // Writes <stem>.safetensors (the fixture) and <stem>.candidate.safetensors;

@@ -42,10 +42,15 @@ int order_of(Variant v);
 double depth_bound(Variant v, Index n, Index d);
 
 // Exact rationals (then certified) when every head is small (n ≤ exact_max_n,
-// d, dv ≤ 16) and the inputs finite, else binary128 through the streaming form,
-// where a NaN/Inf input reaches exactly the outputs that depend on it (SPEC §7).
-// Problem validated first (InputError).
-Reference compute_reference(const BatchProblem& p, Index exact_max_n = 48);
+// d, dv ≤ 16), the inputs finite and the options short (exact_options_cheap),
+// else binary128 through the streaming form, where a NaN/Inf input reaches
+// exactly the outputs that depend on it (SPEC §7). Problem validated first
+// (InputError). max_seconds > 0: InputError once that much time has passed
+// (checked between heads; every head's work is bounded by the shape limits).
+Reference compute_reference(const BatchProblem& p, Index exact_max_n = 48, double max_seconds = 0);
+// Whether exact rational evaluation stays cheap: gamma of at most 128 bits
+// (numerator + denominator; it is raised to the power 3n), the other options 256.
+bool exact_options_cheap(const Options& o);
 
 // Whether a state-difference algorithm forms larger terms than a masked one on
 // this problem (masked hla2 and hla3): then Reference::mag_*_sd differ.

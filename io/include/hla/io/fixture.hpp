@@ -8,8 +8,11 @@
 // what version 1 implies: ref_num [B,H,n,dv] F64 (num of a normalized
 // problem, for residual scoring) and mag_num_unmasked [B,H,n,dv],
 // mag_den_unmasked [B,H,n] F64 (the magnitudes a state-difference algorithm is
-// judged against, for masked hla2 and hla3). Version 1 files still read. __metadata__ (all strings): format = "hla-oracle-fixture",
-// format_version = "1", variant, masked, normalize, eps_mode, gamma, eps,
+// judged against, for masked hla2 and hla3). Version 3 adds the metadata key
+// digest = "sha256:<hex>" over everything else (fixture_digest), checked on
+// every read. Versions 1 and 2 still read, with a warning.
+// __metadata__ (all strings, no control bytes): format = "hla-oracle-fixture",
+// format_version, variant, masked, normalize, eps_mode, gamma, eps,
 // lambda, scale (exact rationals), batch, heads, kv_heads, n, d, dv, dtype,
 // seed, generator_version, reference_bits, exact_tier, suite, case.
 // The reader accepts exactly these names: anything else (a missing or unknown
@@ -28,7 +31,7 @@
 namespace hla::io {
 
 inline constexpr const char* kFixtureFormat = "hla-oracle-fixture";
-inline constexpr const char* kFixtureFormatVersion = "2";
+inline constexpr const char* kFixtureFormatVersion = "3";
 
 // Bits of Fixture::flags.
 inline constexpr std::uint8_t kFlagNotCertified = 1;     // reference not certified to f64 (cancellation)
@@ -52,6 +55,7 @@ struct Fixture {
   std::vector<double> mag_num_unmasked;  // [B,H,n,dv] or empty
   std::vector<double> mag_den_unmasked;  // [B,H,n] or empty
   std::string format_version = kFixtureFormatVersion;  // of the file it was read from
+  std::vector<std::string> warnings;  // from the reader (e.g. an old format without a digest), for the user
   // Per element kFlag* bits; empty when the generator flagged nothing.
   std::vector<std::uint8_t> flags;      // [B,H,n,dv] or empty
   std::vector<std::uint8_t> den_flags;  // [B,H,n] or empty: the same bits for ref_den
@@ -78,7 +82,15 @@ std::vector<std::int64_t> den_shape(const BatchProblem& p);  // [B,H,n]
 // with a shape its values do not fill.
 void validate_fixture(const Fixture& f);
 
-SafetensorsFile fixture_to_safetensors(const Fixture& f);  // validates first
+// The digest a format-3 fixture carries in its metadata: "sha256:" + hex of
+// SHA-256 over "hla-oracle-fixture-digest-1\n", then per metadata key in
+// byte order except "digest": "m <len>:<key> <len>:<value>\n", then per
+// tensor in name order: "t <len>:<name> <DTYPE> [<d0>,<d1>,…] <len>:<bytes>\n"
+// (lengths in bytes, decimal). It detects a changed file, not a forged one:
+// check::verify_fixture proves the reference belongs to the inputs.
+std::string fixture_digest(const SafetensorsFile& file);
+
+SafetensorsFile fixture_to_safetensors(const Fixture& f);  // validates first; adds the digest
 // Checks metadata (every key present, well formed, no unknown key), tensor
 // names, dtypes and shapes against the metadata, then validate_fixture.
 // `source` names the file in messages.

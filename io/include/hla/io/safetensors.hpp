@@ -40,8 +40,15 @@ struct SafetensorsFile {
   std::map<std::string, std::string> metadata;  // "__metadata__"; empty: omitted on write
 };
 
-// Largest header the reader accepts (the reference implementation's limit).
-inline constexpr std::uint64_t kMaxHeaderBytes = 100'000'000;
+// Limits of the reader, so that its work is tied to what a fixture needs: a
+// header of at most 16 MiB (a fixture's is a few KB; the reference
+// implementation allows 100 MB, which a nested-bracket bomb turns into
+// gigabytes of parse tree), JSON nested at most 8 deep (a header needs 3),
+// tensors of rank ≤ 8, and a data buffer of at most 64 GiB.
+inline constexpr std::uint64_t kMaxHeaderBytes = std::uint64_t{16} << 20;
+inline constexpr int kMaxHeaderDepth = 8;
+inline constexpr std::size_t kMaxRank = 8;
+inline constexpr std::uint64_t kMaxDataBytes = std::uint64_t{64} << 30;
 
 // Parses and validates a whole file held in memory. `source` names it in
 // messages. Rules: at least 8 bytes; header length ≤ kMaxHeaderBytes and
@@ -51,7 +58,8 @@ inline constexpr std::uint64_t kMaxHeaderBytes = 100'000'000;
 // integers, begin ≤ end ≤ buffer size); size of dtype × product(shape) ==
 // end − begin (overflow checked); tensors sorted by offset tile the data
 // buffer exactly (first at 0, no gap, no overlap, last ends at the end of
-// the file); "__metadata__" an object whose values are all strings.
+// the file); "__metadata__" an object whose values are all strings; tensor
+// names non-empty without control bytes; the limits above.
 SafetensorsFile parse_safetensors(std::string_view bytes, const std::string& source);
 SafetensorsFile read_safetensors(const std::filesystem::path& path);
 

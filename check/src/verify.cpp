@@ -1,0 +1,213 @@
+// A fixture's reference must belong to its inputs (issue #9): a digest only
+// shows that a file changed, so every read also proves, from the inputs, that
+// the stored reference, magnitudes and flags are what an honest generator
+// writes. Our float64 streaming evaluation is within (K+1)·u64·M of the exact
+// value (the a priori bound every fast form of ours meets), the stored f64
+// reference within 1 ulp of it; so the two differ by at most (K+2)·u64·M.
+#include "hla/check/fixture.hpp"
+
+#include "hla/bounds.hpp"
+#include "hla/evaluate.hpp"
+#include "hla/io/printable.hpp"
+
+#include <cmath>
+#include <cstdio>
+#include <map>
+
+namespace hla::check {
+namespace {
+
+// One head's values from our evaluation, in double.
+struct HeadValues {
+  std::vector<double> out, num, den;          // [n, dv], [n, dv], [n]
+  std::vector<double> mag_num, mag_den;        // masked magnitude
+  std::vector<double> sd_num, sd_den;          // unmasked-order magnitude (= masked when none)
+  std::vector<double> err_num, err_den;        // the magnitude the streaming form's error scales with
+};
+
+template <class S> HeadValues evaluate_head(const BatchProblem& p, Index b, Index h, Index t0, Index t1) {
+  const Options& o = p.opt;
+  const Problem<S> ph = p.head<S>(b, h, t0, t1);
+  const Output<S> v = evaluate(ph, Form::streaming);
+  const Output<S> m = magnitude(ph);
+  const bool sd = has_state_difference_magnitude(o);
+  const Output<S> msd = sd ? magnitude(ph, true) : m;
+  const bool subtracts = subtracts_partial_sums(o, Form::streaming) && sd;
+  HeadValues r;
+  auto flat = [](const auto& x) {
+    std::vector<double> out;
+    for (Index i = 0; i < x.rows(); ++i)
+      for (Index j = 0; j < x.cols(); ++j) out.push_back(static_cast<double>(x(i, j)));
+    return out;
+  };
+  r.out = flat(v.out), r.num = flat(v.num), r.den = flat(v.den);
+  r.mag_num = flat(m.num), r.mag_den = flat(m.den);
+  r.sd_num = flat(msd.num), r.sd_den = flat(msd.den);
+  r.err_num = subtracts ? r.sd_num : r.mag_num;
+  r.err_den = subtracts ? r.sd_den : r.mag_den;
+  return r;
+}
+
+bool all_finite(const HeadValues& v) {
+  for (const auto* x : {&v.out, &v.num, &v.den, &v.mag_num, &v.mag_den, &v.sd_num, &v.sd_den})
+    for (double e : *x)
+      if (!std::isfinite(e)) return false;
+  return true;
+}
+
+bool head_inputs_finite(const BatchProblem& p, Index b, Index h, Index t0, Index t1) {
+  for (Index t = t0; t < t1; ++t) {
+    for (Index c = 0; c < p.d; ++c)
+      if (!std::isfinite(p.q[p.q_index(b, h, t, c)]) || !std::isfinite(p.k[p.k_index(b, h, t, c)])) return false;
+    for (Index c = 0; c < p.dv; ++c)
+      if (!std::isfinite(p.v[p.v_index(b, h, t, c)])) return false;
+  }
+  return true;
+}
+
+std::string num(double x) {
+  char buf[40];
+  std::snprintf(buf, sizeof buf, "%.17g", x);
+  return buf;
+}
+
+// Collects mismatches: a count per tensor and the first few in words.
+struct Findings {
+  std::map<std::string, size_t> count;
+  std::vector<std::string> first;
+  void add(const std::string& tensor, const std::string& what) {
+    if (count[tensor]++ == 0 && first.size() < 4) first.push_back(what);
+  }
+  [[noreturn]] void raise(const std::string& how) const {
+    std::string s = "this fixture does not match its inputs (" + how + "):";
+    for (const auto& [t, n] : count) s += " " + t + " " + std::to_string(n) + " element(s);";
+    for (const auto& w : first) s += "\n    " + w;
+    s += "\n  the file was edited or generated from other inputs or options; regenerate it";
+    throw InputError(s);
+  }
+};
+
+std::string at(const char* tensor, Index b, Index h, Index t, Index c = -1) {
+  return std::string(tensor) + "[" + std::to_string(b) + "," + std::to_string(h) + "," + std::to_string(t) +
+         (c >= 0 ? "," + std::to_string(c) : "") + "]";
+}
+
+}  // namespace
+
+void verify_fixture(const io::Fixture& f) {
+  const BatchProblem& p = f.problem;
+  const Options& o = p.opt;
+  Findings bad;
+  // Fields that contradict each other.
+  if (f.exact_tier && f.reference_bits != 0)
+    bad.add("metadata", "exact_tier = true needs an exact reference, but reference_bits = " + std::to_string(f.reference_bits));
+  if (f.reference_bits != 0 && f.reference_bits < 100)
+    bad.add("metadata", "reference_bits = " + std::to_string(f.reference_bits) + ": a reference needs at least 100 bits");
+  if (f.exact_tier && !p.all_finite()) bad.add("metadata", "exact_tier = true with NaN/Inf inputs");
+  for (size_t i = 0; i < f.den_flags.size(); ++i)
+    if (f.den_flags[i] & io::kFlagIllConditioned) bad.add("den_flags", "den_flags[" + std::to_string(i) + "] says ill-conditioned, which only a normalized output can be");
+  if (!o.normalize)
+    for (size_t i = 0; i < f.flags.size(); ++i)
+      if (f.flags[i] & io::kFlagIllConditioned) bad.add("flags", "flags[" + std::to_string(i) + "] says ill-conditioned on a problem that is not normalized");
+  if (!bad.count.empty()) bad.raise("contradictory fields");
+
+  const double u = std::ldexp(1.0, -53), slack = std::ldexp(1.0, -1000), eps = to_double(o.eps);
+  const bool sd_stored = !f.mag_num_unmasked.empty();
+  p.for_each_sequence([&](Index b, Index h, Index t0, Index t1) {
+    HeadValues v = evaluate_head<double>(p, b, h, t0, t1);
+    // float64 may overflow where the exact value does not: then binary128.
+    if (!all_finite(v) && head_inputs_finite(p, b, h, t0, t1)) v = evaluate_head<f113>(p, b, h, t0, t1);
+    const double c = (depth_bound(o.variant, t1 - t0, p.d) + 2) * u;
+    // |stored − ours| within c·M; both non-finite (a NaN/Inf input reaches both) agrees.
+    auto close = [&](double stored, double ours, double M) {
+      if (!std::isfinite(stored) || !std::isfinite(ours)) return !std::isfinite(stored) && !std::isfinite(ours);
+      return std::fabs(stored - ours) <= c * M + slack;
+    };
+    auto compare = [&](const char* tensor, double stored, double ours, double M, Index t, Index col, double scale = 1) {
+      if (!close(stored, ours, scale * M))
+        bad.add(tensor, at(tensor, b, h, t, col) + " = " + num(stored) + ", but the inputs give " + num(ours) +
+                         " (allowed difference " + num(c * scale * M + slack) + ")");
+    };
+    // A generator may store the unmasked-order magnitude as a float64 sum
+    // rounded up by 2K·u (fill_state_difference_magnitude): three times the room.
+    const double up = 3;
+    for (Index t = t0; t < t1; ++t) {
+      const size_t lt = static_cast<size_t>(t - t0), di = p.den_index(b, h, t);
+      compare("mag_den", f.mag_den[di], v.mag_den[lt], v.mag_den[lt], t, -1);
+      if (sd_stored) compare("mag_den_unmasked", f.mag_den_unmasked[di], v.sd_den[lt], v.sd_den[lt], t, -1, up);
+      compare("ref_den", f.ref_den[di], v.den[lt], v.err_den[lt], t, -1);
+      if (f.exact_tier && !(f.ref_den[di] == v.den[lt]))
+        bad.add("ref_den", at("ref_den", b, h, t) + " = " + num(f.ref_den[di]) + " differs from the exact-tier value " + num(v.den[lt]));
+      const double D = normalizer(v.den[lt], eps, o.eps_mode), MD = v.err_den[lt] + eps;
+      for (Index col = 0; col < p.dv; ++col) {
+        const size_t i = p.out_index(b, h, t, col), li = lt * static_cast<size_t>(p.dv) + static_cast<size_t>(col);
+        compare("mag_num", f.mag_num[i], v.mag_num[li], v.mag_num[li], t, col);
+        if (sd_stored) compare("mag_num_unmasked", f.mag_num_unmasked[i], v.sd_num[li], v.sd_num[li], t, col, up);
+        if (!f.ref_num.empty()) compare("ref_num", f.ref_num[i], v.num[li], v.err_num[li], t, col);
+        if (f.exact_tier && !(f.ref_out[i] == v.out[li]))
+          bad.add("ref_out", at("ref_out", b, h, t, col) + " = " + num(f.ref_out[i]) + " differs from the exact-tier value " + num(v.out[li]));
+        if (!o.normalize) {
+          compare("ref_out", f.ref_out[i], v.out[li], v.err_num[li], t, col);
+          continue;
+        }
+        // Normalized: ref_out must be a quotient of our num and den within
+        // their bounds (residual), or non-finite only where den ⊕ ε may be 0.
+        const double out = f.ref_out[i], N = v.num[li], MN = v.err_num[li];
+        if (!std::isfinite(N) || !std::isfinite(D)) {
+          if (std::isfinite(out)) bad.add("ref_out", at("ref_out", b, h, t, col) + " = " + num(out) + " is finite, but it depends on a NaN/Inf input");
+          continue;
+        }
+        const bool near_pole = o.eps_mode == EpsMode::add ? std::fabs(D) <= c * MD + slack : std::fabs(v.den[lt]) <= c * v.err_den[lt] + slack;
+        if (!std::isfinite(out)) {
+          if (!near_pole) bad.add("ref_out", at("ref_out", b, h, t, col) + " = " + num(out) + ", but the inputs give den + eps = " + num(D) + ", far from 0");
+          continue;
+        }
+        const double tol = (c + 2 * u) * (MN + std::fabs(out) * MD) + slack;
+        double r = std::fabs(out * D - N);
+        if (o.eps_mode == EpsMode::clamp && near_pole) r = std::min(r, std::fabs(out * -D - N));
+        if (!(r <= tol))
+          bad.add("ref_out", at("ref_out", b, h, t, col) + " = " + num(out) + ", but the inputs give num / (den ⊕ eps) = " + num(N) + " / " + num(D) +
+                                 " (residual " + num(r) + ", allowed " + num(tol) + ")");
+      }
+    }
+  });
+  if (!bad.count.empty()) bad.raise("checked against a float64 evaluation of its inputs within the a priori bound");
+}
+
+void verify_inputs(const io::Fixture& f, double max_seconds) {
+  const BatchProblem& p = f.problem;
+  const Reference r = compute_reference(p, 48, max_seconds);
+  Findings bad;
+  // A recomputation gives the same doubles; an element the generator could not
+  // certify may differ in its last bits, within the a priori bound.
+  const double c = (depth_bound(p.opt.variant, p.n, p.d) + 2) * std::ldexp(1.0, -53);
+  auto same = [&](const char* tensor, const std::vector<double>& stored, const std::vector<double>& fresh,
+                  const std::vector<double>& mag, const std::vector<uint8_t>& flags) {
+    if (stored.empty()) return;
+    for (size_t i = 0; i < stored.size(); ++i) {
+      const double a = stored[i], x = fresh[i];
+      if (a == x || (std::isnan(a) && std::isnan(x))) continue;
+      const bool uncertified = i < flags.size() && (flags[i] & kUncertified);
+      if (uncertified && std::isfinite(a) && std::fabs(a - x) <= c * mag[i]) continue;
+      bad.add(tensor, std::string(tensor) + "[" + std::to_string(i) + "] = " + num(a) + ", recomputed " + num(x));
+    }
+  };
+  same("ref_out", f.ref_out, r.out, r.mag_num_sd, r.flags);
+  same("ref_den", f.ref_den, r.den, r.mag_den_sd, r.den_flags);
+  if (!f.ref_num.empty()) same("ref_num", f.ref_num, r.num, r.mag_num_sd, r.flags);
+  same("mag_num", f.mag_num, r.mag_num, r.mag_num, {});
+  same("mag_den", f.mag_den, r.mag_den, r.mag_den, {});
+  same("mag_num_unmasked", f.mag_num_unmasked, r.mag_num_sd, r.mag_num_sd, {});
+  same("mag_den_unmasked", f.mag_den_unmasked, r.mag_den_sd, r.mag_den_sd, {});
+  auto flags = [&](const char* tensor, const std::vector<uint8_t>& stored, const std::vector<uint8_t>& fresh) {
+    for (size_t i = 0; i < fresh.size(); ++i)
+      if ((stored.empty() ? 0 : stored[i]) != fresh[i])
+        bad.add(tensor, std::string(tensor) + "[" + std::to_string(i) + "] = " + std::to_string(stored.empty() ? 0 : stored[i]) +
+                            ", recomputed " + std::to_string(fresh[i]));
+  };
+  flags("flags", f.flags, r.flags);
+  flags("den_flags", f.den_flags, r.den_flags);
+  if (!bad.count.empty()) bad.raise("--verify-inputs: recomputed from its inputs in " + std::string(r.bits ? "binary128" : "exact rationals"));
+}
+
+}  // namespace hla::check

@@ -1,0 +1,202 @@
+// A verdict that can be trusted (issue #9): a fixture whose reference does not
+// belong to its inputs is refused, whoever wrote it (the digest is recomputed
+// here, as a hostile editor would); a report never passes on nothing; every
+// honest fixture (the committed golden set) verifies.
+#include "hla/check/check.hpp"
+#include "hla/check/fixture.hpp"
+
+#include "harness.hpp"
+#include "io_util.hpp"
+
+#include <catch2/catch.hpp>
+
+#include <chrono>
+#include <cmath>
+#include <filesystem>
+#include <functional>
+#include <random>
+
+using namespace hla;
+using namespace hla::check;
+using hla::test::require_input_error;
+using hla::test::ScratchDir;
+
+namespace {
+
+BatchProblem problem(Variant v, bool normalize, uint64_t seed, Index n = 9, Index d = 3) {
+  BatchProblem p;
+  p.opt.variant = v;
+  p.opt.gamma = needs_unit_gamma(v) ? Rational(1) : Rational(7, 8);
+  p.opt.normalize = normalize;
+  p.opt.eps = Rational(1, 1000);
+  p.dtype = DType::f32;
+  p.batch = 1, p.heads = 2, p.kv_heads = 1, p.n = n, p.d = d, p.dv = d;
+  std::mt19937_64 rng(seed);
+  std::normal_distribution<double> N;
+  auto fill = [&](std::vector<double>& x, Index size) {
+    x.resize(static_cast<size_t>(size));
+    for (auto& e : x) e = round_to(DType::f32, N(rng));
+  };
+  fill(p.q, p.batch * p.heads * n * d);
+  fill(p.k, p.batch * p.kv_heads * n * d);
+  fill(p.v, p.batch * p.kv_heads * n * d);
+  return p;
+}
+
+io::Fixture honest(const BatchProblem& p) { return make_fixture(p, compute_reference(p), {"unit", "trust", 1, false}); }
+
+// Writes f (digest and all: a forged file) and reads it back.
+io::Fixture roundtrip(const io::Fixture& f) {
+  ScratchDir dir;
+  io::write_fixture(dir / "f.safetensors", f);
+  return io::read_fixture(dir / "f.safetensors");
+}
+
+// The candidate every output of which is 12345: must never pass.
+io::Candidate garbage(const io::Fixture& f) {
+  io::Candidate c;
+  c.out.assign(f.ref_out.size(), 12345.0);
+  c.out_dtype = DType::f32;
+  return c;
+}
+
+}  // namespace
+
+TEST_CASE("trust: corrupted references are refused, not judged", "[check][trust]") {
+  for (Variant v : {Variant::la1, Variant::hla2, Variant::ahla, Variant::hla3}) {
+    for (bool normalize : {false, true}) {
+      const io::Fixture good = honest(problem(v, normalize, 3));
+      INFO(to_string(v) << (normalize ? " normalized" : ""));
+      CHECK_NOTHROW(verify_fixture(roundtrip(good)));
+      const std::vector<std::pair<std::string, std::function<void(io::Fixture&)>>> edits{
+          {"ref_out all NaN", [](io::Fixture& f) { std::fill(f.ref_out.begin(), f.ref_out.end(), NAN); }},
+          {"ref_out all Inf", [](io::Fixture& f) { std::fill(f.ref_out.begin(), f.ref_out.end(), INFINITY); }},
+          {"ref_out 1e300", [](io::Fixture& f) { std::fill(f.ref_out.begin(), f.ref_out.end(), 1e300); }},
+          {"ref_out = the garbage", [](io::Fixture& f) { std::fill(f.ref_out.begin(), f.ref_out.end(), 12345.0); }},
+          {"one NaN in ref_out", [](io::Fixture& f) { f.ref_out[f.ref_out.size() - 1] = NAN; }},
+          {"one ref_out element off by 1e-9 relative", [](io::Fixture& f) { f.ref_out[4] *= 1 + 1e-9; }},
+          {"ref_den scaled", [](io::Fixture& f) { f.ref_den[2] = 2 * f.ref_den[2] + 1; }},
+          {"mag_num x 1e10", [](io::Fixture& f) { for (auto& m : f.mag_num) m *= 1e10; }},
+          {"mag_den x 1e10", [](io::Fixture& f) { for (auto& m : f.mag_den) m *= 1e10; }},
+          {"mag_num of the last head x 2", [](io::Fixture& f) { f.mag_num.back() *= 2; }},
+          {"q: one value changed", [](io::Fixture& f) { f.problem.q[5] = round_to(DType::f32, f.problem.q[5] * 1.5 + 0.25); }},
+          {"k of the last token changed", [](io::Fixture& f) { f.problem.k.back() = round_to(DType::f32, f.problem.k.back() - 1); }},
+          {"v: one value changed", [](io::Fixture& f) { f.problem.v[7] = round_to(DType::f32, f.problem.v[7] + 2); }},
+          {"gamma edited", [](io::Fixture& f) { if (!needs_unit_gamma(f.problem.opt.variant)) f.problem.opt.gamma = Rational(1, 2); else f.problem.opt.scale = 2; }},
+          {"scale edited", [](io::Fixture& f) { f.problem.opt.scale = Rational(3, 4); }},
+          {"normalize toggled", [](io::Fixture& f) { f.problem.opt.normalize = !f.problem.opt.normalize; if (f.problem.opt.normalize) f.ref_num = f.ref_out; else f.ref_num.clear(); }},
+          {"eps edited", [](io::Fixture& f) { if (f.problem.opt.normalize) f.problem.opt.eps = 5; else f.problem.opt.scale = Rational(-1, 2); }},
+          {"ill-conditioned flags", [](io::Fixture& f) { if (f.problem.opt.normalize) f.den_flags.assign(f.ref_den.size(), io::kFlagIllConditioned); else f.flags.assign(f.ref_out.size(), io::kFlagIllConditioned); }},
+          {"exact tier claimed on a binary128 reference", [](io::Fixture& f) { f.exact_tier = true; f.reference_bits = 113; }},
+      };
+      for (const auto& [name, edit] : edits) {
+        io::Fixture bad = good;
+        edit(bad);
+        INFO(name);
+        const io::Fixture read = roundtrip(bad);
+        require_input_error([&] { (void)check_fixture(read, garbage(read)); }, {"does not match its inputs"});
+      }
+      // The variant and the mask are part of the options too.
+      io::Fixture other = good;
+      other.problem.opt.variant = v == Variant::hla2 ? Variant::ahla : Variant::hla2;
+      other.problem.opt.lambda = 0;
+      require_input_error([&] { (void)check_fixture(roundtrip(other), garbage(other)); }, {"does not match its inputs"});
+      if (has_unmasked(v)) {
+        io::Fixture unmasked = good;
+        unmasked.problem.opt.masked = false;
+        unmasked.mag_num_unmasked.clear(), unmasked.mag_den_unmasked.clear();
+        require_input_error([&] { (void)check_fixture(roundtrip(unmasked), garbage(unmasked)); }, {"does not match its inputs"});
+      }
+    }
+  }
+}
+
+TEST_CASE("trust: the honest candidate passes the honest fixture, garbage fails it", "[check][trust]") {
+  const io::Fixture f = roundtrip(honest(problem(Variant::hla2, true, 5, 20, 4)));
+  io::Candidate ours = candidate_of(check::ours(f.problem, Precision::f32, Form::chunked_matmul, 8, DType::f32));
+  const Report good = check_fixture(f, ours);
+  INFO(good.text());
+  CHECK(good.pass);
+  const Report bad = check_fixture(f, garbage(f));
+  CHECK_FALSE(bad.pass);
+  CHECK_FALSE(bad.inconclusive);
+}
+
+TEST_CASE("trust: a report never passes on nothing", "[check][trust]") {
+  // n = 0: no element at all.
+  BatchProblem empty = problem(Variant::la1, false, 1, 0, 2);
+  const Report r0 = check::check(empty, CandidateOutputs{{}, {}, DType::f32});
+  CHECK_FALSE(r0.pass);
+  CHECK(r0.inconclusive);
+  CHECK(r0.verdict() == "INCONCLUSIVE");
+  CHECK(r0.text().rfind("INCONCLUSIVE", 0) == 0);
+  // Every output depends on a NaN input (token 0 of a causal sum reaches all).
+  BatchProblem nan = problem(Variant::la1, false, 2, 4, 2);
+  nan.heads = nan.kv_heads = 1;
+  nan.q.resize(8);
+  nan.k[0] = NAN;
+  const Reference ref = compute_reference(nan);
+  const Report r1 = check::check(nan, ref, CandidateOutputs{std::vector<double>(8, 1.0), {}, DType::f32});
+  INFO(r1.text());
+  CHECK(r1.scored == 0);
+  CHECK(r1.inconclusive);
+  CHECK_FALSE(r1.pass);
+  // Most elements beyond the output dtype's range: too little scored.
+  BatchProblem big = problem(Variant::la1, false, 3, 6, 2);
+  for (auto& x : big.v) x = round_to(DType::f32, 3e38);
+  for (auto& x : big.q) x = 1;
+  for (auto& x : big.k) x = 1;
+  const Reference rb = compute_reference(big);
+  CandidateOutputs cb{std::vector<double>(rb.out.size(), 0.0), {}, DType::f32};
+  for (size_t i = 0; i < cb.out.size(); ++i) cb.out[i] = std::isfinite(round_to(DType::f32, rb.out[i])) ? rb.out[i] : INFINITY;
+  const Report r2 = check::check(big, rb, cb);
+  INFO(r2.text());
+  CHECK(r2.out_of_range > r2.elements / 2);
+  CHECK(r2.inconclusive);
+}
+
+TEST_CASE("trust: --verify-inputs demands the recomputed reference", "[check][trust]") {
+  const io::Fixture f = roundtrip(honest(problem(Variant::hla3, true, 9)));
+  CHECK_NOTHROW(verify_inputs(f));
+  io::Fixture g = f;
+  g.ref_out[3] = std::nextafter(g.ref_out[3], INFINITY);  // one ulp: within verify_fixture's bound, not the same double
+  CHECK_NOTHROW(verify_fixture(g));
+  require_input_error([&] { verify_inputs(g); }, {"--verify-inputs", "ref_out[3]"});
+  // The budget stops long work with a message.
+  BatchProblem long_one = problem(Variant::hla3, false, 4, 200, 8);
+  long_one.heads = 64, long_one.kv_heads = 64;
+  long_one.q.assign(static_cast<size_t>(64 * 200 * 8), 0.5);
+  long_one.k = long_one.q;
+  long_one.v = long_one.q;
+  require_input_error([&] { (void)compute_reference(long_one, 48, 1e-3); }, {"exceeded its budget"});
+}
+
+TEST_CASE("trust: every committed golden fixture verifies", "[check][trust][committed]") {
+  const std::filesystem::path dir = std::filesystem::path(HLA_SOURCE_DIR) / "fixtures";
+  size_t n = 0;
+  const auto t0 = std::chrono::steady_clock::now();
+  for (const auto& e : std::filesystem::directory_iterator(dir)) {
+    if (e.path().extension() != ".safetensors") continue;
+    INFO(e.path().filename().string());
+    const io::Fixture f = io::read_fixture(e.path());
+    CHECK(f.warnings.empty());
+    CHECK_NOTHROW(verify_fixture(f));
+    ++n;
+  }
+  CHECK(n >= 100);
+  WARN(n << " golden fixtures verified in "
+         << std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() << " s");
+}
+
+TEST_CASE("trust: shape limits hold without overflow", "[check][trust][limits]") {
+  BatchProblem p = problem(Variant::la1, false, 1, 0, 1);
+  p.q.clear(), p.k.clear(), p.v.clear();
+  p.heads = p.kv_heads = Index{1} << 40;
+  require_input_error([&] { p.validate(); }, {"heads = 1099511627776 exceeds the limit"});
+  p.heads = p.kv_heads = Index{1} << 20;
+  p.batch = Index{1} << 20;
+  require_input_error([&] { p.validate(); }, {"batch·heads"});
+  p = problem(Variant::la1, false, 1, 0, 1);
+  p.n = Index{1} << 30, p.d = Index{1} << 16, p.batch = 1 << 10;
+  require_input_error([&] { p.validate(); }, {"elements per tensor"});
+}
