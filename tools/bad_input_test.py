@@ -1,0 +1,328 @@
+#!/usr/bin/env python3
+"""ctest: what a hostile or careless user gives `hla` is an input error.
+
+Every row of ROWS runs one `hla` command in a fresh folder (its working
+directory) and must give exit status 2 (or the row's `status`) with a message
+naming the problem (`text`, a substring of stdout + stderr), no "internal
+error", no raw escape character, within `timeout` seconds (a FIFO or
+/dev/zero must not hang it) — and leave the folder exactly as `setup` left it:
+nothing written, no temporary file.
+
+A row is a dict:
+  name     what it tries (printed in the table)
+  argv     arguments after `hla`; "{d}" is the row's folder, "{fx}" a golden
+           fixture, "{fixtures}" the golden folder
+  text     a substring the output must contain
+  status   expected exit status (default 2)
+  setup    optional callable(folder: pathlib.Path) that writes the row's input
+           files; whatever it returns is kept alive until the row has run
+           (e.g. an open file holding a lock)
+  timeout  seconds (default 30)
+To test a corrupted fixture, append a row whose setup writes the file, e.g.
+  dict(name="check: header length beyond the file", argv=["check", "{d}/bad.safetensors", "{fx}"],
+       text="bad.safetensors", setup=lambda d: (d / "bad.safetensors").write_bytes(b"\\xff" * 8 + b"{}")),
+
+After the table: killed writers (SIGTERM removes its temporary file; after
+SIGKILL the next run removes it) and two concurrent `hla gen` runs.
+
+Usage: bad_input_test.py HLA FIXTURES_DIR WORK_DIR
+"""
+import fcntl
+import os
+import pathlib
+import shutil
+import signal
+import subprocess
+import sys
+import time
+
+HLA, FIXTURES, WORK = os.path.abspath(sys.argv[1]), pathlib.Path(sys.argv[2]).resolve(), pathlib.Path(sys.argv[3]).resolve()
+FX = FIXTURES / "hla2-raw-f32-gaussian-n37-d8-B1H2K1.safetensors"
+GOLDEN_CASE = "hla2-raw-f32-gaussian-n1-d8-B1H1K1"  # the smallest golden case: a quick `hla gen --filter`
+EXEC = "true {in} {out}"  # an exec candidate that is never run: the rows fail before
+
+
+def write(name, data=b""):
+    def setup(d):
+        (d / name).parent.mkdir(parents=True, exist_ok=True)
+        (d / name).write_bytes(data)
+    return setup
+
+
+def fifo(name):
+    return lambda d: os.mkfifo(d / name)
+
+
+def copy_fx(name):
+    return lambda d: shutil.copyfile(FX, d / name)
+
+
+def candidate(name="cand.safetensors"):
+    # A real candidate for FX, written by `hla eval` (so the check rows fail on the option under test only).
+    return lambda d: subprocess.run([HLA, "eval", str(FX), "--out", str(d / name)], check=True, capture_output=True)
+
+
+def foreign_seed(d):
+    # A golden fixture (suite golden, seed 1) in a folder then written with --seed 2.
+    (d / "out").mkdir()
+    shutil.copyfile(FIXTURES / f"{GOLDEN_CASE}.safetensors", d / "out" / f"{GOLDEN_CASE}.safetensors")
+
+
+def locked(d):
+    # Another `hla gen` (this process, pretending) holds the output folder's lock.
+    (d / "out").mkdir()
+    f = open(d / "out" / ".hla-gen.lock", "w")
+    fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    f.write(f"{os.getpid()}\n")
+    f.flush()
+    return f
+
+
+ROWS = [
+    # --- usage ---
+    dict(name="unknown subcommand", argv=["frobnicate"], text="unknown subcommand 'frobnicate'"),
+    dict(name="no subcommand", argv=[], text="subcommand"),
+    # --- gen: output folder ---
+    dict(name="gen --out in /proc", argv=["gen", "--suite", "golden", "--out", "/proc/hla-x"], text="/proc/hla-x"),
+    dict(name="gen --out under an existing file", argv=["gen", "--suite", "golden", "--out", "{d}/file/sub"],
+         text="is not a directory", setup=write("file", b"x")),
+    dict(name="gen --out is an existing file", argv=["gen", "--suite", "golden", "--out", "{d}/file"],
+         text="exists and is not a directory", setup=write("file", b"x")),
+    dict(name="gen --out ''", argv=["gen", "--out", ""], text="--out"),
+    dict(name="gen --out a folder of another seed", argv=["gen", "--suite", "golden", "--seed", "2", "--out", "{d}/out"],
+         text="not of suite 'golden' --seed 2", setup=foreign_seed),
+    dict(name="gen --out a foreign fixture", argv=["gen", "--suite", "golden", "--out", "{d}/out"],
+         text="alien.safetensors, which is not in suite", setup=lambda d: (d / "out").mkdir() or shutil.copyfile(FX, d / "out/alien.safetensors")),
+    dict(name="gen --out a fixture in a subfolder", argv=["gen", "--suite", "golden", "--out", "{d}/out"],
+         text="old/x.safetensors", setup=write("out/old/x.safetensors", b"")),
+    dict(name="gen --out a folder being written", argv=["gen", "--suite", "golden", "--out", "{d}/out"],
+         text=f"is being written by another hla gen (pid {os.getpid()})", setup=locked),
+    # --- gen: option values ---
+    dict(name="gen --seed -1", argv=["gen", "--seed", "-1", "--out", "{d}/o"], text="--seed"),
+    dict(name="gen --seed 2^64", argv=["gen", "--seed", "18446744073709551616", "--out", "{d}/o"], text="--seed"),
+    dict(name="gen --seed 1.5", argv=["gen", "--seed", "1.5", "--out", "{d}/o"], text="--seed"),
+    dict(name="gen --suite ''", argv=["gen", "--suite", "", "--out", "{d}/o"], text="--suite"),
+    dict(name="gen --filter ''", argv=["gen", "--suite", "golden", "--filter", "", "--out", "{d}/o"], text="--filter: empty value"),
+    dict(name="gen --filter matching nothing", argv=["gen", "--suite", "golden", "--filter", "nonesuch", "--out", "{d}/o"],
+         text="matches no case"),
+    # --- eval ---
+    dict(name="eval --out in a missing folder", argv=["eval", "{fx}", "--out", "/nonexistent-dir/c.safetensors"],
+         text="'/nonexistent-dir' does not exist"),
+    dict(name="eval --out is a folder", argv=["eval", "{fx}", "--out", "{d}"], text="is a directory"),
+    dict(name="eval --out is a FIFO", argv=["eval", "{fx}", "--out", "{d}/pipe"], text="not a regular file", setup=fifo("pipe")),
+    dict(name="eval --out is the fixture", argv=["eval", "{d}/fx.safetensors", "--out", "{d}/fx.safetensors"],
+         text="is the fixture itself", setup=copy_fx("fx.safetensors")),
+    dict(name="eval --out under an existing file", argv=["eval", "{fx}", "--out", "{d}/file/c.safetensors"],
+         text="is not a directory", setup=write("file", b"x")),
+    dict(name="eval missing fixture", argv=["eval", "{d}/missing.safetensors", "--out", "{d}/c.safetensors"], text="No such file"),
+    dict(name="eval fixture is a folder", argv=["eval", "{d}", "--out", "{d}/c.safetensors"], text="is a directory"),
+    dict(name="eval --chunk 0", argv=["eval", "{fx}", "--out", "{d}/c.safetensors", "--chunk", "0"], text="--chunk"),
+    dict(name="eval --chunk -5", argv=["eval", "{fx}", "--out", "{d}/c.safetensors", "--chunk", "-5"], text="--chunk"),
+    dict(name="eval --chunk 2^40", argv=["eval", "{fx}", "--out", "{d}/c.safetensors", "--chunk", "1099511627776"], text="--chunk"),
+    dict(name="eval --paper ''", argv=["eval", "{fx}", "--out", "{d}/c.safetensors", "--paper", ""], text="--paper"),
+    dict(name="eval --paper E (prefix)", argv=["eval", "{fx}", "--out", "{d}/c.safetensors", "--paper", "E"], text="unknown paper form 'E'"),
+    dict(name="eval --paper E4 (no such form)", argv=["eval", "{fx}", "--out", "{d}/c.safetensors", "--paper", "E4"], text="unknown paper form 'E4'"),
+    dict(name="eval --form and --paper", argv=["eval", "{fx}", "--out", "{d}/c.safetensors", "--form", "naive", "--paper", "E1"],
+         text="not both"),
+    dict(name="eval --precision ''", argv=["eval", "{fx}", "--out", "{d}/c.safetensors", "--precision", ""], text="--precision"),
+    dict(name="eval --form ''", argv=["eval", "{fx}", "--out", "{d}/c.safetensors", "--form", ""], text="--form"),
+    dict(name="eval --dtype f8", argv=["eval", "{fx}", "--out", "{d}/c.safetensors", "--dtype", "f8"], text="unknown dtype 'f8'"),
+    dict(name="eval escape sequence in --out", argv=["eval", "{fx}", "--out", "/nonexistent\x1b[31m/c.safetensors"],
+         text="\\x1b[31m"),
+    # --- check ---
+    dict(name="check candidate /dev/zero", argv=["check", "{fx}", "/dev/zero"], text="not a regular file"),
+    dict(name="check fixture is a FIFO", argv=["check", "{d}/pipe", "{d}/cand.safetensors"], text="not a regular file",
+         setup=lambda d: (fifo("pipe")(d), candidate()(d))),
+    dict(name="check fixture is a folder", argv=["check", "{d}", "{fx}"], text="is a directory"),
+    dict(name="check empty fixture", argv=["check", "{d}/empty.safetensors", "{fx}"], text="empty.safetensors",
+         setup=write("empty.safetensors")),
+    dict(name="check empty candidate", argv=["check", "{fx}", "{d}/empty.safetensors"], text="empty.safetensors",
+         setup=write("empty.safetensors")),
+    dict(name="check candidate is a fixture", argv=["check", "{fx}", "{fx}"], text=FX.name),
+    dict(name="check fixture ''", argv=["check", "", "{fx}"], text="FIXTURE"),
+    dict(name="check --precision ''", argv=["check", "{fx}", "{d}/cand.safetensors", "--precision", ""], text="--precision",
+         setup=candidate()),
+    dict(name="check --form-class ''", argv=["check", "{fx}", "{d}/cand.safetensors", "--form-class", ""], text="--form-class",
+         setup=candidate()),
+    dict(name="check --worst -1", argv=["check", "{fx}", "{d}/cand.safetensors", "--worst", "-1"], text="--worst", setup=candidate()),
+    dict(name="check escape sequence in a path", argv=["check", "{d}/\x1b]0;pwned\x07.safetensors", "{fx}"], text="\\x1b]0;pwned\\x07"),
+    # --- fuzz ---
+    dict(name="fuzz --seed -1", argv=["fuzz", "--exec", EXEC, "--seed", "-1"], text="--seed"),
+    dict(name="fuzz --max-cases -1", argv=["fuzz", "--exec", EXEC, "--max-cases", "-1"], text="--max-cases"),
+    dict(name="fuzz --max-cases 0", argv=["fuzz", "--exec", EXEC, "--max-cases", "0"], text="--max-cases"),
+    dict(name="fuzz --time -5", argv=["fuzz", "--exec", EXEC, "--time", "-5"], text="--time"),
+    dict(name="fuzz --time nan", argv=["fuzz", "--exec", EXEC, "--time", "nan"], text="--time"),
+    dict(name="fuzz --timeout 0", argv=["fuzz", "--exec", EXEC, "--timeout", "0"], text="--timeout"),
+    dict(name="fuzz --timeout 1e300", argv=["fuzz", "--exec", EXEC, "--timeout", "1e300"], text="--timeout"),
+    dict(name="fuzz --shard -1/2", argv=["fuzz", "--exec", EXEC, "--shard", "-1/2"], text="--shard"),
+    dict(name="fuzz --shard 0/2x", argv=["fuzz", "--exec", EXEC, "--shard", "0/2x"], text="--shard"),
+    dict(name="fuzz --stop-after -1", argv=["fuzz", "--exec", EXEC, "--stop-after", "-1"], text="--stop-after"),
+    dict(name="fuzz --shrink-attempts -1", argv=["fuzz", "--exec", EXEC, "--shrink-attempts", "-1"], text="--shrink-attempts"),
+    dict(name="fuzz --max-n -1", argv=["fuzz", "--exec", EXEC, "--max-n", "-1"], text="--max-n"),
+    dict(name="fuzz --variants ''", argv=["fuzz", "--exec", EXEC, "--variants", ""], text="--variants"),
+    dict(name="fuzz --variants with an empty entry", argv=["fuzz", "--exec", EXEC, "--variants", "hla2,,la1"], text="empty entry"),
+    dict(name="fuzz --dtypes ''", argv=["fuzz", "--exec", EXEC, "--dtypes", ""], text="--dtypes"),
+    dict(name="fuzz --features ''", argv=["fuzz", "--exec", EXEC, "--features", ""], text="--features"),
+    dict(name="fuzz --precision ''", argv=["fuzz", "--exec", EXEC, "--precision", ""], text="--precision"),
+    dict(name="fuzz --findings in /proc", argv=["fuzz", "--exec", EXEC, "--findings", "/proc/hla-findings"], text="/proc/hla-findings"),
+    dict(name="fuzz --findings is a file", argv=["fuzz", "--exec", EXEC, "--findings", "{d}/file"], text="exists and is not a directory",
+         setup=write("file", b"x")),
+    dict(name="fuzz --lib with exec-only --variants", argv=["fuzz", "--lib", "{d}/x.so", "--variants", "la1"],
+         text="--variants describes an --exec candidate"),
+    dict(name="fuzz --lib is a folder", argv=["fuzz", "--lib", "{d}"], text="is a directory"),
+    dict(name="fuzz --replay a FIFO", argv=["fuzz", "--exec", EXEC, "--replay", "{d}/pipe"], text="not a regular file",
+         setup=fifo("pipe")),
+    # --- select ---
+    dict(name="select --max-n -1", argv=["select", "{fixtures}", "--max-n", "-1"], text="--max-n"),
+    dict(name="select --variants ''", argv=["select", "{fixtures}", "--variants", ""], text="--variants"),
+    dict(name="select --d 64,,128", argv=["select", "{fixtures}", "--d", "64,,128"], text="empty entry"),
+    dict(name="select DIR is a file", argv=["select", "{fx}"], text="not a directory"),
+    dict(name="select a folder with an empty fixture", argv=["select", "{d}"], text="empty.safetensors", setup=write("empty.safetensors")),
+    # --- demo ---
+    dict(name="demo --n -1", argv=["demo", "--n", "-1"], text="--n"),
+    dict(name="demo --seed -1", argv=["demo", "--seed", "-1"], text="--seed"),
+    dict(name="demo --chunk 0", argv=["demo", "--chunk", "0"], text="--chunk"),
+    dict(name="demo --gamma ''", argv=["demo", "--gamma", ""], text="--gamma"),
+    dict(name="demo --gamma 3/2", argv=["demo", "--gamma", "3/2"], text="gamma"),
+]
+
+
+def snapshot(d):
+    # Every name below d (hidden ones too) with its type, size and, for files,
+    # mtime: "nothing written". A folder's mtime may change (a probe file made
+    # and removed to test that it is writable).
+    out = {}
+    for root, dirs, files in os.walk(d):
+        for n in dirs + files:
+            p = os.path.join(root, n)
+            st = os.lstat(p)
+            out[os.path.relpath(p, d)] = (st.st_mode, None if n in dirs else st.st_size, None if n in dirs else st.st_mtime_ns)
+    return out
+
+
+def run_row(i, row):
+    d = WORK / f"row{i:03d}"
+    d.mkdir()
+    keep = row["setup"](d) if "setup" in row else None
+    before = snapshot(d)
+    fixtures_before = snapshot(FIXTURES)
+    argv = [a.replace("{d}", str(d)).replace("{fx}", str(FX)).replace("{fixtures}", str(FIXTURES)) for a in row["argv"]]
+    want = row.get("status", 2)
+    problems = []
+    try:
+        r = subprocess.run([HLA] + argv, cwd=d, capture_output=True, timeout=row.get("timeout", 30))
+        status, out = r.returncode, (r.stdout + r.stderr).decode("utf-8", "replace")
+    except subprocess.TimeoutExpired as e:
+        status, out = "timeout", ((e.stdout or b"") + (e.stderr or b"")).decode("utf-8", "replace")
+    del keep
+    if status != want:
+        problems.append(f"exit {status}, want {want}")
+    if row["text"] not in out:
+        problems.append(f"output lacks {row['text']!r}")
+    if "internal error" in out:
+        problems.append("says 'internal error'")
+    if "\x1b" in out:
+        problems.append("prints a raw escape character")
+    after = snapshot(d)
+    if after != before:
+        changed = sorted(set(after.items()) ^ set(before.items()))
+        problems.append(f"the folder changed: {[c[0] for c in changed]}")
+    if snapshot(FIXTURES) != fixtures_before:
+        problems.append("the golden fixtures folder changed")
+    return status, out, problems
+
+
+def temps(d):
+    return sorted(p.name for p in pathlib.Path(d).iterdir() if ".tmp." in p.name)
+
+
+def wait_for_temp(d, proc, seconds=60):
+    end = time.time() + seconds
+    while time.time() < end and proc.poll() is None:
+        if pathlib.Path(d).is_dir() and temps(d):
+            return True
+        time.sleep(0.02)
+    return False
+
+
+def slow_gen(out, delay_ms=4000):
+    env = dict(os.environ, HLA_TEST_WRITE_DELAY_MS=str(delay_ms))
+    return subprocess.Popen([HLA, "gen", "--suite", "golden", "--filter", GOLDEN_CASE, "--quiet", "--out", str(out)], env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+
+
+def signal_checks():
+    results = []
+
+    def note(name, ok, detail=""):
+        results.append((name, ok, detail))
+
+    # SIGTERM mid-write: the handler removes the temporary file and the lock, then dies of the signal.
+    out = WORK / "term"
+    p = slow_gen(out)
+    mid = wait_for_temp(out, p)
+    p.send_signal(signal.SIGTERM)
+    p.wait(30)
+    left = sorted(os.listdir(out))
+    note("SIGTERM mid-write leaves nothing", mid and p.returncode == -signal.SIGTERM and left == [],
+         f"saw temp: {mid}, exit {p.returncode}, left {left}")
+
+    # SIGKILL mid-write: the temporary file stays; the next run removes it and succeeds.
+    out = WORK / "kill"
+    p = slow_gen(out)
+    mid = wait_for_temp(out, p)
+    stale = temps(out)
+    p.kill()
+    p.wait(30)
+    r = subprocess.run([HLA, "gen", "--suite", "golden", "--filter", GOLDEN_CASE, "--quiet", "--out", str(out)], capture_output=True,
+                       timeout=120)
+    left = sorted(os.listdir(out))
+    note("SIGKILL mid-write, then a rerun cleans up", mid and bool(stale) and r.returncode == 0 and
+         left == ["MANIFEST.json", f"{GOLDEN_CASE}.safetensors"] and b"removed 1 temporary file" in r.stderr,
+         f"saw temp: {stale}, rerun exit {r.returncode}, left {left}, stderr {r.stderr[-200:]!r}")
+
+    # Two concurrent runs into one folder: the second is refused, naming the first's pid.
+    out = WORK / "twice"
+    p = slow_gen(out)
+    mid = wait_for_temp(out, p)
+    r = subprocess.run([HLA, "gen", "--suite", "golden", "--filter", GOLDEN_CASE, "--quiet", "--out", str(out)], capture_output=True,
+                       timeout=60)
+    p.wait(60)
+    msg = f"is being written by another hla gen (pid {p.pid})"
+    left = sorted(os.listdir(out))
+    note("a second concurrent gen is refused", mid and r.returncode == 2 and msg in r.stderr.decode() and p.returncode == 0 and
+         left == ["MANIFEST.json", f"{GOLDEN_CASE}.safetensors"], f"second exit {r.returncode}: {r.stderr[-300:]!r}; first exit {p.returncode}; left {left}")
+
+    # The same suite and seed again into a full folder: allowed (how the golden set is regenerated), same bytes.
+    before = (out / f"{GOLDEN_CASE}.safetensors").read_bytes()
+    r = subprocess.run([HLA, "gen", "--suite", "golden", "--filter", GOLDEN_CASE, "--quiet", "--out", str(out)], capture_output=True,
+                       timeout=60)
+    note("the same suite and seed again is fine", r.returncode == 0 and (out / f"{GOLDEN_CASE}.safetensors").read_bytes() == before,
+         f"exit {r.returncode}: {r.stderr[-300:]!r}")
+    return results
+
+
+def main():
+    shutil.rmtree(WORK, ignore_errors=True)
+    WORK.mkdir(parents=True)
+    fails = 0
+    print(f"{'#':>3}  {'result':6}  {'exit':>4}  case")
+    for i, row in enumerate(ROWS):
+        status, out, problems = run_row(i, row)
+        fails += bool(problems)
+        print(f"{i:3d}  {'ok' if not problems else 'FAILED':6}  {status!s:>4}  {row['name']}")
+        first = next((line for line in out.splitlines() if line.strip()), "")
+        print(f"{'':17}{first[:150]}")
+        for p in problems:
+            print(f"{'':17}-> {p}")
+            print("\n".join(" " * 20 + line for line in out.splitlines()[:10]))
+    print()
+    for name, ok, detail in signal_checks():
+        fails += not ok
+        print(f"{'ok' if ok else 'FAILED':6}  {name}" + ("" if ok else f": {detail}"))
+    print(f"\n{len(ROWS)} table rows and 4 process checks: {fails} failure(s)")
+    return 1 if fails else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
