@@ -13,11 +13,12 @@ A row is a dict:
   argv     arguments after `hla`; "{d}" is the row's folder, "{fx}" a golden
            fixture, "{fixtures}" the golden folder
   text     a substring the output must contain
-  status   expected exit status (default 2)
+  status   expected exit status (default 2), or a tuple of acceptable ones
   setup    optional callable(folder: pathlib.Path) that writes the row's input
            files; whatever it returns is kept alive until the row has run
            (e.g. an open file holding a lock)
   timeout  seconds (default 30)
+  max_output  the most characters the output may have (default 1 MiB)
 To test a corrupted fixture, append a row whose setup writes the file, e.g.
   dict(name="check: header length beyond the file", argv=["check", "{d}/bad.safetensors", "{fx}"],
        text="bad.safetensors", setup=lambda d: (d / "bad.safetensors").write_bytes(b"\\xff" * 8 + b"{}")),
@@ -60,6 +61,21 @@ def copy_fx(name):
 def candidate(name="cand.safetensors"):
     # A real candidate for FX, written by `hla eval` (so the check rows fail on the option under test only).
     return lambda d: subprocess.run([HLA, "eval", str(FX), "--out", str(d / name)], check=True, capture_output=True)
+
+
+def fixture_with_case(name, case):
+    # FX with another case name in its metadata (the lead's reader may come to
+    # reject control characters there; either way nothing raw may be printed).
+    def setup(d):
+        from safetensors import safe_open
+        from safetensors.numpy import save_file
+        with safe_open(str(FX), framework="np") as f:
+            md = dict(f.metadata())
+            tensors = {k: f.get_tensor(k) for k in f.keys()}
+        md["case"] = case
+        save_file(tensors, str(d / name), metadata=md)
+        candidate()(d)
+    return setup
 
 
 def foreign_seed(d):
@@ -146,6 +162,10 @@ ROWS = [
          setup=candidate()),
     dict(name="check --worst -1", argv=["check", "{fx}", "{d}/cand.safetensors", "--worst", "-1"], text="--worst", setup=candidate()),
     dict(name="check escape sequence in a path", argv=["check", "{d}/\x1b]0;pwned\x07.safetensors", "{fx}"], text="\\x1b]0;pwned\\x07"),
+    dict(name="check a case name with an escape sequence", argv=["check", "{d}/esc.safetensors", "{d}/cand.safetensors"],
+         status=(0, 2), text="esc.safetensors", setup=fixture_with_case("esc.safetensors", "\x1b[2J\x1b[31mred")),
+    dict(name="check a case name of 100 kB", argv=["check", "{d}/long.safetensors", "{d}/cand.safetensors"],
+         status=(0, 2), text="long.safetensors", max_output=20000, setup=fixture_with_case("long.safetensors", "x" * 100000)),
     # --- fuzz ---
     dict(name="fuzz --seed -1", argv=["fuzz", "--exec", EXEC, "--seed", "-1"], text="--seed"),
     dict(name="fuzz --max-cases -1", argv=["fuzz", "--exec", EXEC, "--max-cases", "-1"], text="--max-cases"),
@@ -185,6 +205,13 @@ ROWS = [
     dict(name="demo --gamma ''", argv=["demo", "--gamma", ""], text="--gamma"),
     dict(name="demo --gamma 3/2", argv=["demo", "--gamma", "3/2"], text="gamma"),
 ]
+if os.geteuid() != 0:  # permission bits do not stop root
+    ROWS += [
+        dict(name="gen --out a read-only folder", argv=["gen", "--suite", "golden", "--out", "{d}/ro"], text="Permission denied",
+             setup=lambda d: (d / "ro").mkdir(mode=0o555)),
+        dict(name="eval --out in a read-only folder", argv=["eval", "{fx}", "--out", "{d}/ro/c.safetensors"], text="Permission denied",
+             setup=lambda d: (d / "ro").mkdir(mode=0o555)),
+    ]
 
 
 def snapshot(d):
@@ -215,10 +242,12 @@ def run_row(i, row):
     except subprocess.TimeoutExpired as e:
         status, out = "timeout", ((e.stdout or b"") + (e.stderr or b"")).decode("utf-8", "replace")
     del keep
-    if status != want:
+    if status not in (want if isinstance(want, tuple) else (want,)):
         problems.append(f"exit {status}, want {want}")
     if row["text"] not in out:
         problems.append(f"output lacks {row['text']!r}")
+    if len(out) > row.get("max_output", 1 << 20):
+        problems.append(f"prints {len(out)} characters (absurd strings must be cut)")
     if "internal error" in out:
         problems.append("says 'internal error'")
     if "\x1b" in out:
