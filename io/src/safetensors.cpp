@@ -268,21 +268,16 @@ SafetensorsFile parse_safetensors(std::string_view bytes, const std::string& sou
 
 // Reads no more than the file declares: the 8-byte length, a header of at most
 // kMaxHeaderBytes, then exactly the data buffer its tensors span, in pieces
-// (so that a device or pipe that never ends — /dev/zero — or a file that
-// declares more than it holds costs only what it really delivers).
+// (so that a file declaring more than it holds costs only what it holds).
+// Only regular files: a device (/dev/zero) or FIFO is refused up front.
 SafetensorsFile read_safetensors(const std::filesystem::path& path) {
   const std::string source = path.string();
   auto fail = [&](const std::string& what) { return InputError(source + ": " + what); };
-  std::error_code ec;
-  if (std::filesystem::is_directory(path, ec)) throw fail("is a directory, not a safetensors file");
-  // O_NONBLOCK only for open(): a FIFO nobody writes to then reads as empty instead of hanging.
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
-  if (fd < 0) throw InputError("cannot open '" + source + "': " + std::strerror(errno));
+  const int fd = open_regular_file(path);
   struct Closer {
     int fd;
     ~Closer() { ::close(fd); }
   } closer{fd};
-  ::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) & ~O_NONBLOCK);
   std::string bytes;
   auto read_more = [&](std::uint64_t want) {  // appends up to `want` bytes; returns how many arrived
     std::uint64_t got = 0;

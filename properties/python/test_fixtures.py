@@ -12,6 +12,7 @@ keeps working when the sample set is replaced by the golden one:
 import hashlib
 import json
 import os
+import sys
 from fractions import Fraction
 from pathlib import Path
 
@@ -22,6 +23,8 @@ from safetensors import safe_open
 from safetensors.numpy import load_file
 
 ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / "tools" / "python"))
+import hla_fixture_file  # noqa: E402
 FIXTURES = Path(os.environ.get("HLA_FIXTURES_DIR", ROOT / "fixtures"))
 FILES = sorted(FIXTURES.rglob("*.safetensors"))
 U = 2.0**-53  # unit roundoff of float64
@@ -60,22 +63,8 @@ def load(path):
 
 
 def digest(path):
-    """The fixture digest as README/io/fixture.hpp define it, computed independently of the C++ writer."""
-    data = path.read_bytes()
-    n = int.from_bytes(data[:8], "little")
-    header = json.loads(data[8:8 + n])
-    md = header.pop("__metadata__", {})
-    h = hashlib.sha256(b"hla-oracle-fixture-digest-1\n")
-    field = lambda x: str(len(x)).encode() + b":" + x
-    for key in sorted(md, key=lambda k: k.encode()):
-        if key != "digest":
-            h.update(b"m " + field(key.encode()) + b" " + field(md[key].encode()) + b"\n")
-    for name in sorted(header, key=lambda k: k.encode()):
-        t = header[name]
-        b, e = t["data_offsets"]
-        shape = ",".join(str(x) for x in t["shape"])
-        h.update(b"t " + field(name.encode()) + f" {t['dtype']} [{shape}] ".encode() + field(data[8 + n + b:8 + n + e]) + b"\n")
-    return "sha256:" + h.hexdigest()
+    """The fixture digest as io/include/hla/io/fixture.hpp defines it, computed independently of the C++ writer."""
+    return hla_fixture_file.digest(hla_fixture_file.parse(path.read_bytes()))
 
 
 def dims(md):

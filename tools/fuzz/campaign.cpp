@@ -4,11 +4,13 @@
 
 #include "hla/check/fixture.hpp"
 #include "hla/io/atomic_file.hpp"
+#include "hla/io/printable.hpp"
 
 #include <unistd.h>
 
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <sstream>
 
@@ -91,6 +93,60 @@ Verdict run_and_check(Adapter& a, const FuzzCase& c, const check::Reference& ref
   return {kind, summarize(rep), r.out, true, failed_rules(rep), rep.state_difference_would_pass};
 }
 
+// Writes a finding's fixture (and candidate) as DIR/NAME.safetensors. When the
+// findings folder fails (removed, full, read-only, a name taken by a folder),
+// the files go to a fallback folder made once per campaign under $TMPDIR or
+// /tmp: a finding that took minutes to find and shrink is never lost, and the
+// campaign goes on. Says where on stderr; the summary says it too.
+void write_finding(Finding& f, const std::string& name, const io::Fixture& fx, const Verdict& v, const CampaignOptions& o,
+                   Summary& s) {
+  auto write_to = [&](const fs::path& dir) {
+    fs::create_directories(dir);
+    const std::string stem = (dir / name).string();
+    if (v.has_outputs) {
+      check::dump_case(stem, fx, v.outputs);
+      f.candidate = stem + ".candidate.safetensors";
+    } else {
+      io::write_fixture(stem + ".safetensors", fx);
+    }
+    f.fixture = stem + ".safetensors";
+  };
+  std::string error;
+  try {
+    write_to(o.findings_dir);
+    return;
+  } catch (const InputError& e) {
+    error = e.what();
+  } catch (const fs::filesystem_error& e) {
+    error = e.what();
+  }
+  f.candidate.clear();
+  if (s.findings_error.empty()) s.findings_error = error;
+  if (s.fallback_dir.empty()) {
+    const char* tmp = std::getenv("TMPDIR");
+    std::string templ = (fs::path(tmp && *tmp ? tmp : "/tmp") / "hla-findings-XXXXXX").string();
+    if (::mkdtemp(templ.data()) != nullptr) s.fallback_dir = templ;
+  }
+  std::string error2 = "no fallback folder could be made under $TMPDIR or /tmp";
+  if (!s.fallback_dir.empty()) {
+    try {
+      write_to(s.fallback_dir);
+      std::fprintf(stderr, "hla fuzz: cannot write finding %s to %s (%s); wrote it to %s instead\n", name.c_str(),
+                   io::printable(o.findings_dir).c_str(), io::printable(error, 1000).c_str(), io::printable(s.fallback_dir).c_str());
+      return;
+    } catch (const InputError& e) {
+      error2 = e.what();
+    } catch (const fs::filesystem_error& e) {
+      error2 = e.what();
+    }
+  }
+  f.fixture.clear();
+  f.candidate.clear();
+  f.write_error = error + "; fallback: " + error2;
+  std::fprintf(stderr, "hla fuzz: cannot write finding %s anywhere (%s); its case is in the summary\n", name.c_str(),
+               io::printable(f.write_error, 1000).c_str());
+}
+
 }  // namespace
 
 Verdict judge(Adapter& a, const FuzzCase& c) {
@@ -138,10 +194,16 @@ std::string Summary::text() const {
     for (const auto& [k, n] : by_kind) os << " " << k << " " << n;
     os << "\n";
   }
+  if (!fallback_dir.empty() || !findings_error.empty())
+    os << "  the findings folder failed (" << findings_error << "); "
+       << (fallback_dir.empty() ? std::string("no fallback folder could be made") : "findings were written to " + fallback_dir + " instead")
+       << "\n";
   for (const auto& f : findings) {
     os << "  [" << f.kind << "] case " << f.case_index << " (after " << f.cases_run << " cases, " << f.seconds << " s), shrunk in "
        << f.shrink_steps << " steps\n    " << f.message << "\n    minimal case: " << f.shrunk << "\n    needs: " << f.needs
-       << "\n    fixture: " << f.fixture << "\n";
+       << "\n";
+    if (!f.write_error.empty()) os << "    NOT WRITTEN: " << f.write_error << "\n";
+    else os << "    fixture: " << f.fixture << "\n";
     if (!f.candidate.empty())
       os << "    reproduce: hla check " << f.fixture << " " << f.candidate << " --precision " << f.precision
          << (f.form_class == "masked" ? "" : " --form-class " + f.form_class) << "\n";
@@ -191,21 +253,15 @@ Summary run_campaign(Adapter& a, const CampaignOptions& o) {
       f.message = v.message;
       f.shrunk = cur.describe();
       f.needs = features_of(cur);
-      fs::create_directories(o.findings_dir);
-      const std::string stem = (fs::path(o.findings_dir) / (f.kind + "-" + std::to_string(i))).string();
       const io::Fixture fx = check::make_fixture(cur.p, check::compute_reference(cur.p),
                                                  {"fuzz", f.kind + ": " + f.shrunk, gen::derive_seed(o.seed, i), cur.exact_tier});
-      if (v.has_outputs) {
-        check::dump_case(stem, fx, v.outputs);
-        f.candidate = stem + ".candidate.safetensors";
-      } else {
-        io::write_fixture(stem + ".safetensors", fx);
-      }
-      f.fixture = stem + ".safetensors";
+      write_finding(f, f.kind + "-" + std::to_string(i), fx, v, o, s);
       f.precision = check::to_string(a.supports().precision_for(cur.p.dtype));
       f.form_class = check::to_string(a.supports().form_class);
       ++s.by_kind[f.kind];
-      if (o.progress) std::fprintf(stderr, "%sfinding [%s] at case %zu: %s\n", tty ? "\r\033[K" : "", f.kind.c_str(), i, f.message.c_str());
+      if (o.progress)
+        std::fprintf(stderr, "%sfinding [%s] at case %zu: %s\n", tty ? "\r\033[K" : "", f.kind.c_str(), i,
+                     io::printable(f.message, 2000).c_str());  // the message may quote the candidate's output
       s.findings.push_back(std::move(f));
       if (o.stop_after && s.findings.size() >= o.stop_after) break;
     }

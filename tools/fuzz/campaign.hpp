@@ -34,6 +34,7 @@ struct Finding {
   std::string precision;           // the candidate's declared precision for the case's dtype (P)
   std::string form_class = "masked";  // the candidate's declared evaluation class
   std::string needs;     // features of the shrunk case the shrinker could not remove (e.g. "decay, normalize")
+  std::string write_error;  // why the files could not be written even to the fallback folder (then fixture is "")
 };
 
 struct Summary {
@@ -43,6 +44,9 @@ struct Summary {
   std::map<std::string, size_t> by_kind;
   std::map<std::string, size_t> probes;  // cases run per probe
   std::vector<Finding> findings;
+  // Set when a finding could not be written to the findings folder: the
+  // first such error, and the folder ($TMPDIR or /tmp) the files went to instead.
+  std::string findings_error, fallback_dir;
   std::string text() const;
 };
 

@@ -34,6 +34,33 @@ fx=$(ls "$work"/a/numerics-*.safetensors | grep -v candidate | head -1)
 "$hla" fuzz --lib "$buggy" --replay "$fx" > /dev/null; [ $? = 1 ] && note "ok: --replay reproduces" || note "FAILED: --replay passes the buggy library"
 "$hla" fuzz --lib "$good" --replay "$fx" > /dev/null; [ $? = 0 ] && note "ok: correct library passes the finding" || note "FAILED: correct library fails the finding"
 
+# A findings folder that fails mid-campaign loses no finding: here every name a
+# finding could take is a folder, so writing it fails; it goes to a fallback
+# folder under $TMPDIR, which stderr and the summary name.
+mkdir -p "$work/blocked" "$work/tmp"
+for k in numerics exact_tier nan_causality state_continuation varlen crash timeout error bad_output; do
+  for i in $(seq 0 39); do mkdir -p "$work/blocked/$k-$i.safetensors"; done
+done
+TMPDIR="$work/tmp" "$hla" fuzz --lib "$buggy" --seed 7 --max-cases 40 --stop-after 1 --findings "$work/blocked" --json --no-progress \
+  > "$work/blocked.json" 2> "$work/blocked.err"
+rc=$?
+fb=$(python3 - "$work/blocked.json" "$work/tmp" <<'PY'
+import json, os, sys
+j = json.load(open(sys.argv[1])); f = j["findings"][0]
+assert j["fallback_dir"].startswith(sys.argv[2] + "/hla-findings-"), j["fallback_dir"]
+assert j["findings_error"] and f["fixture"].startswith(j["fallback_dir"] + "/") and os.path.isfile(f["fixture"]), f
+print(f["fixture"], f["candidate"])
+PY
+)
+if [ $rc = 1 ] && [ -n "$fb" ] && grep -q "wrote it to $work/tmp/hla-findings-" "$work/blocked.err"; then
+  "$hla" check $fb > /dev/null; [ $? = 1 ] && note "ok: unwritable findings folder -> fallback folder, finding reproduced" \
+    || note "FAILED: the fallback finding does not reproduce"
+else
+  note "FAILED: unwritable findings folder mid-campaign (exit $rc): $(tail -3 "$work/blocked.err")"
+fi
+"$hla" fuzz --lib "$good" --findings /proc/hla-findings --max-cases 1 2> "$work/err"; [ $? = 2 ] && grep -q "/proc/hla-findings" "$work/err" \
+  && note "ok: unwritable --findings -> 2 before any case" || note "FAILED: unwritable --findings must exit 2"
+
 # Usage errors.
 "$hla" fuzz --max-cases 3 2> /dev/null; [ $? = 2 ] && note "ok: no adapter -> 2" || note "FAILED: no adapter must exit 2"
 "$hla" fuzz --lib "$work/nope.so" 2> /dev/null; [ $? = 2 ] && note "ok: missing library -> 2" || note "FAILED: missing library must exit 2"

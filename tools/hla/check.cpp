@@ -34,9 +34,9 @@ int run_check(const CheckArgs& a) {
     j["fixture"] = a.fixture;
     j["candidate"] = a.candidate;
     j["case"] = f.case_name;
-    std::cout << j.dump(2) << "\n";
+    std::cout << j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";  // invalid UTF-8 from a file: U+FFFD
   } else {
-    std::cout << "hla check " << io::printable(a.candidate, 400) << " against " << io::printable(a.fixture, 400) << "\n  case "
+    std::cout << "hla check " << io::printable(a.candidate) << " against " << io::printable(a.fixture) << "\n  case "
               << io::printable(f.case_name) << ": "
               << f.problem.opt.describe() << ", B=" << f.problem.batch << " H=" << f.problem.heads
               << " Hkv=" << f.problem.kv_heads << " n=" << f.problem.n << " d=" << f.problem.d << " dv=" << f.problem.dv
@@ -51,18 +51,20 @@ int run_check(const CheckArgs& a) {
 void add_check(CLI::App& app, Action& action) {
   auto a = std::make_shared<CheckArgs>();
   CLI::App* c = app.add_subcommand("check", "check a candidate's outputs against a fixture (exit 0 pass, 1 fail, 2 input error, 4 inconclusive)");
-  c->add_option("FIXTURE", a->fixture, "fixture file written by `hla gen`")->required();
-  c->add_option("CANDIDATE", a->candidate, "safetensors file with `out` [B,H,n,dv] (and optionally `den` [B,H,n])")->required();
+  c->add_option("FIXTURE", a->fixture, "fixture file written by `hla gen`")->required()->check(non_empty);
+  c->add_option("CANDIDATE", a->candidate, "safetensors file with `out` [B,H,n,dv] (and optionally `den` [B,H,n])")->required()->check(non_empty);
   c->add_option("--precision", a->precision,
                 "declared compute precision: f64 | f32 | tf32 | bf16 | f16, or per input dtype: bf16=f32,f16=f32,f32=f32 "
-                "(default: dtype of `out`)");
+                "(default: dtype of `out`)")
+      ->check(non_empty);
   c->add_option("--form-class", a->form_class,
-                "masked (default: sums only masked terms) or state_difference (subtracts unmasked partial sums, S*C - G)");
+                "masked (default: sums only masked terms) or state_difference (subtracts unmasked partial sums, S*C - G)")
+      ->check(non_empty);
   c->add_flag("--json", a->json, "print the report as JSON");
   c->add_flag("--verify-inputs", a->verify_inputs,
               "recompute the reference from the fixture's inputs and demand the stored one (slow: binary128 or exact)");
-  c->add_option("--budget", a->budget, "seconds --verify-inputs may spend (default 600)")->check(CLI::PositiveNumber);
-  c->add_option("--worst", a->worst, "how many worst elements to list");
+  c->add_option("--budget", a->budget, "seconds --verify-inputs may spend (default 600)")->check(seconds_in(0, 1e7, true));
+  c->add_option("--worst", a->worst, "how many worst elements to list")->check(integer_in(0, 1000000));
   c->callback([a, &action] { action = [a] { return run_check(*a); }; });
 }
 

@@ -130,13 +130,13 @@ int run_demo(const DemoArgs& a) {
 void add_demo(CLI::App& app, Action& action) {
   auto a = std::make_shared<DemoArgs>();
   CLI::App* c = app.add_subcommand("demo", "evaluate every variant through every form and print discrepancies");
-  c->add_option("--n", a->n, "tokens")->check(CLI::Range(0, 512));
-  c->add_option("--d", a->d, "head dimension")->check(CLI::Range(1, 64));
-  c->add_option("--dv", a->dv, "value dimension")->check(CLI::Range(1, 64));
-  c->add_option("--gamma", a->gamma, "decay (exact: 15/16, 0.9, ...)");
-  c->add_option("--lambda", a->lambda, "ridge for the hla2 ridge row");
-  c->add_option("--chunk", a->chunk, "chunk width for chunked forms")->check(CLI::PositiveNumber);
-  c->add_option("--seed", a->seed, "seed of the default inputs");
+  c->add_option("--n", a->n, "tokens")->check(integer_in(0, 512));
+  c->add_option("--d", a->d, "head dimension")->check(integer_in(1, 64));
+  c->add_option("--dv", a->dv, "value dimension")->check(integer_in(1, 64));
+  c->add_option("--gamma", a->gamma, "decay (exact: 15/16, 0.9, ...)")->check(non_empty);
+  c->add_option("--lambda", a->lambda, "ridge for the hla2 ridge row")->check(non_empty);
+  c->add_option("--chunk", a->chunk, "chunk width for chunked forms")->check(integer_in(1, 1024));
+  c->add_option("--seed", a->seed, "seed of the default inputs")->check(integer_in(0, kAnyU64));
   c->callback([a, &action] { action = [a] { return run_demo(*a); }; });
 }
 

@@ -4,7 +4,9 @@
 #include "commands.hpp"
 
 #include "hla/check/fixture.hpp"
+#include "hla/io/printable.hpp"
 
+#include <filesystem>
 #include <iostream>
 
 namespace hla::cli {
@@ -13,23 +15,37 @@ namespace {
 struct EvalArgs {
   std::string fixture, out, form = "chunked_matmul", precision = "f32", paper, dtype;
   Index chunk = 64;
+  bool form_given = false;
 };
 
+// Exactly E1, E2, E3, E5, E6 or the full name (E1_hla2_streaming): a prefix
+// match would take "" or "E" for E1.
 PaperForm parse_paper(const std::string& s) {
   for (PaperForm f : {PaperForm::E1_hla2_streaming, PaperForm::E2_hla2_scan, PaperForm::E3_ahla_scan,
-                      PaperForm::E5_hla2_chunked, PaperForm::E6_ahla_chunked})
-    if (to_string(f).rfind(s, 0) == 0) return f;
-  throw InputError("unknown paper form '" + s + "' (expected E1, E2, E3, E5 or E6)");
+                      PaperForm::E5_hla2_chunked, PaperForm::E6_ahla_chunked}) {
+    const std::string name = to_string(f);
+    if (s == name || s == name.substr(0, name.find('_'))) return f;
+  }
+  throw InputError("unknown paper form '" + io::printable(s) +
+                   "' (expected E1, E2, E3, E5 or E6, or a full name such as E1_hla2_streaming)");
 }
 
 int run_eval(const EvalArgs& a) {
-  const io::Fixture f = io::read_fixture(a.fixture);
+  // Everything the command line says is checked before the (possibly long) evaluation.
+  if (a.form_given && !a.paper.empty()) throw InputError("give one of --form and --paper, not both");
   const check::Precision prec = check::parse_precision(a.precision);
+  const std::optional<PaperForm> paper = a.paper.empty() ? std::nullopt : std::optional(parse_paper(a.paper));
+  const Form form = parse_form(a.form);
   const DType out = a.dtype.empty() ? (prec == check::Precision::f64 ? DType::f64 : DType::f32) : parse_dtype(a.dtype);
-  const check::CandidateOutputs c = a.paper.empty() ? check::ours(f.problem, prec, parse_form(a.form), a.chunk, out)
-                                                    : check::ours_paper(f.problem, prec, parse_paper(a.paper), a.chunk, out);
+  check_output_file("--out", a.out);
+  std::error_code ec;
+  if (std::filesystem::equivalent(a.fixture, a.out, ec))
+    throw InputError("--out '" + io::printable(a.out) + "' is the fixture itself: it would be overwritten");
+  const io::Fixture f = io::read_fixture(a.fixture);
+  const check::CandidateOutputs c = paper ? check::ours_paper(f.problem, prec, *paper, a.chunk, out)
+                                          : check::ours(f.problem, prec, form, a.chunk, out);
   io::write_candidate(a.out, check::candidate_of(c), f);
-  std::cout << "hla eval: wrote " << a.out << " (" << (a.paper.empty() ? a.form : "paper " + a.paper) << " in "
+  std::cout << "hla eval: wrote " << io::printable(a.out) << " (" << (paper ? "paper " + to_string(*paper) : a.form) << " in "
             << a.precision << ", out " << to_string(out) << ")\n";
   return 0;
 }
@@ -39,14 +55,20 @@ int run_eval(const EvalArgs& a) {
 void add_eval(CLI::App& app, Action& action) {
   auto a = std::make_shared<EvalArgs>();
   CLI::App* c = app.add_subcommand("eval", "run one of our forms on a fixture's inputs and write a candidate file");
-  c->add_option("FIXTURE", a->fixture, "fixture file")->required();
-  c->add_option("--out", a->out, "candidate file to write")->required();
-  c->add_option("--form", a->form, "naive | streaming | streaming_paper_state | fold | blelloch | chunked_scan | chunked_matmul");
-  c->add_option("--paper", a->paper, "a paper-literal (wrong) form instead: E1 | E2 | E3 | E5 | E6");
-  c->add_option("--precision", a->precision, "f64 | f32 | tf32 | bf16 | f16 (bf16/f16 round after every operation)");
-  c->add_option("--dtype", a->dtype, "dtype of the written outputs (default f64 for f64, else f32)");
-  c->add_option("--chunk", a->chunk, "chunk width")->check(CLI::PositiveNumber);
-  c->callback([a, &action] { action = [a] { return run_eval(*a); }; });
+  c->add_option("FIXTURE", a->fixture, "fixture file")->required()->check(non_empty);
+  c->add_option("--out", a->out, "candidate file to write")->required()->check(non_empty);
+  CLI::Option* form =
+      c->add_option("--form", a->form, "naive | streaming | streaming_paper_state | fold | blelloch | chunked_scan | chunked_matmul")
+          ->check(non_empty);
+  c->add_option("--paper", a->paper, "a paper-literal (wrong) form instead: E1 | E2 | E3 | E5 | E6")->check(non_empty);
+  c->add_option("--precision", a->precision, "f64 | f32 | tf32 | bf16 | f16 (bf16/f16 round after every operation)")
+      ->check(non_empty);
+  c->add_option("--dtype", a->dtype, "dtype of the written outputs (default f64 for f64, else f32)")->check(non_empty);
+  c->add_option("--chunk", a->chunk, "chunk width")->check(integer_in(1, 1 << 20));
+  c->callback([a, form, &action] {
+    a->form_given = form->count() > 0;
+    action = [a] { return run_eval(*a); };
+  });
 }
 
 }  // namespace hla::cli

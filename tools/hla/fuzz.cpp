@@ -8,6 +8,7 @@
 #include "hla_impl.h"
 
 #include "hla/io/fixture.hpp"
+#include "hla/io/printable.hpp"
 
 #include <filesystem>
 #include <iostream>
@@ -22,12 +23,29 @@ struct FuzzArgs {
   double timeout = 10;
   fuzz::CampaignOptions campaign;
   bool json = false;
+  std::vector<std::string> exec_only_given;  // options that describe an exec candidate, given on the command line
 };
+
+// "i/N" with 0 <= i < N, plain digits (std::stoul would take "-1", " 1" or "1x").
+void parse_shard(const std::string& s, fuzz::CampaignOptions& c) {
+  const auto slash = s.find('/');
+  auto number = [](const std::string& x, size_t& v) {
+    if (x.empty() || x.size() > 9 || x.find_first_not_of("0123456789") != std::string::npos) return false;
+    v = std::stoul(x);
+    return true;
+  };
+  if (slash == std::string::npos || !number(s.substr(0, slash), c.shard) || !number(s.substr(slash + 1), c.shards) ||
+      c.shards == 0 || c.shard >= c.shards)
+    throw InputError("--shard must look like i/N with 0 <= i < N (e.g. 0/4), got '" + io::printable(s) + "'");
+}
 
 std::unique_ptr<fuzz::Adapter> make_adapter(const FuzzArgs& a) {
   if (a.lib.empty() == a.exec.empty()) throw InputError("give exactly one of --lib LIB.so and --exec 'CMD {in} {out}'");
   if (!a.lib.empty()) {
-    if (!std::filesystem::exists(a.lib)) throw InputError("--lib " + a.lib + ": no such file");
+    if (!a.exec_only_given.empty())
+      throw InputError(a.exec_only_given.front() + " describes an --exec candidate; a --lib declares its support in hla_impl_info");
+    if (!std::filesystem::exists(a.lib)) throw InputError("--lib " + io::printable(a.lib) + ": no such file");
+    if (std::filesystem::is_directory(a.lib)) throw InputError("--lib " + io::printable(a.lib) + " is a directory");
     return fuzz::make_cabi_adapter(std::filesystem::absolute(a.lib).string(), a.timeout);
   }
   fuzz::Supports s;
@@ -35,7 +53,7 @@ std::unique_ptr<fuzz::Adapter> make_adapter(const FuzzArgs& a) {
   for (const auto& v : fuzz::split_list(a.variants)) s.variants.push_back(parse_variant(v));
   for (const auto& t : fuzz::split_list(a.dtypes)) s.dtypes.push_back(parse_dtype(t));
   if (s.variants.empty() || s.dtypes.empty()) throw InputError("--variants and --dtypes must name at least one each");
-  s.features = fuzz::parse_features(a.features);
+  s.features = a.features == "none" ? 0 : fuzz::parse_features(a.features);
   s.precision = check::parse_precision_map(a.precision);
   if (s.precision.empty()) throw InputError("--precision must name a precision (e.g. f32, or bf16=f32,f32=f32)");
   s.max_n = a.max_n;
@@ -44,27 +62,27 @@ std::unique_ptr<fuzz::Adapter> make_adapter(const FuzzArgs& a) {
 }
 
 int run_fuzz(FuzzArgs a) {
-  const auto slash = a.shard.find('/');
-  try {
-    if (slash == std::string::npos) throw std::invalid_argument("");
-    a.campaign.shard = std::stoul(a.shard.substr(0, slash));
-    a.campaign.shards = std::stoul(a.shard.substr(slash + 1));
-  } catch (const std::exception&) {
-    throw InputError("--shard must look like i/N (e.g. 0/4), got '" + a.shard + "'");
-  }
+  parse_shard(a.shard, a.campaign);
+  // Findings (and an exec candidate's work files) go there: a folder that
+  // cannot take them is an error now, not after the first finding.
+  if (!a.exec.empty() || a.replay.empty()) check_output_dir("--findings", a.campaign.findings_dir);
+  // The fixture to replay is read before the adapter exists: an exec adapter
+  // makes its work folder, which a bad fixture must not leave behind.
+  const std::optional<io::Fixture> replay = a.replay.empty() ? std::nullopt : std::optional(io::read_fixture(a.replay));
   auto adapter = make_adapter(a);
   const auto& s = adapter->supports();
-  if (!a.replay.empty()) {
+  if (replay) {
     fuzz::FuzzCase c;
-    const io::Fixture f = io::read_fixture(a.replay);
+    const io::Fixture& f = *replay;
     c.p = f.problem;
     c.exact_tier = f.exact_tier;
     if (!c.p.all_finite()) c.probe = fuzz::Probe::nan_causality;
     const fuzz::Verdict v = fuzz::judge(*adapter, c);
-    std::cout << "hla fuzz --replay " << a.replay << ": " << (v.kind.empty() ? "passes" : "[" + v.kind + "] " + v.message) << "\n";
+    std::cout << "hla fuzz --replay " << io::printable(a.replay) << ": "
+              << (v.kind.empty() ? "passes" : "[" + v.kind + "] " + io::printable_message(v.message)) << "\n";
     return v.kind.empty() ? 0 : 1;
   }
-  std::cerr << "hla fuzz: candidate '" << s.name << "' (precision " << s.precision.str() << ", form class "
+  std::cerr << "hla fuzz: candidate '" << io::printable(s.name, 1000) << "' (precision " << s.precision.str() << ", form class "
             << check::to_string(s.form_class) << "), seed "
             << a.campaign.seed << ", shard " << a.shard << ", up to " << a.campaign.max_cases << " cases"
             << (a.campaign.max_seconds > 0 ? " or " + std::to_string(a.campaign.max_seconds) + " s" : "") << "\n";
@@ -76,10 +94,15 @@ int run_fuzz(FuzzArgs a) {
       j["findings"].push_back({{"kind", f.kind}, {"message", f.message}, {"case_index", f.case_index}, {"cases_run", f.cases_run},
                                {"seconds", f.seconds}, {"original", f.original}, {"shrunk", f.shrunk},
                                {"shrink_steps", f.shrink_steps}, {"fixture", f.fixture}, {"candidate", f.candidate},
-                               {"precision", f.precision}, {"form_class", f.form_class}, {"needs", f.needs}});
-    std::cout << j.dump(2) << "\n";
+                               {"precision", f.precision}, {"form_class", f.form_class}, {"needs", f.needs},
+                               {"write_error", f.write_error}});
+    j["findings_error"] = sum.findings_error;
+    j["fallback_dir"] = sum.fallback_dir;
+    // Messages quote the candidate's output, which may not be UTF-8.
+    std::cout << j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
   } else {
-    std::cout << sum.text();
+    // Messages quote the candidate's output: no escape sequence reaches the terminal.
+    std::cout << io::printable_message(sum.text(), size_t(1) << 24);
   }
   return sum.findings.empty() ? 0 : 1;
 }
@@ -88,28 +111,36 @@ int run_fuzz(FuzzArgs a) {
 
 void add_fuzz(CLI::App& app, Action& action) {
   auto a = std::make_shared<FuzzArgs>();
+  std::vector<CLI::Option*> exec_only;
   CLI::App* c = app.add_subcommand("fuzz", "fuzz a candidate implementation (exit 0 no findings, 1 findings, 2 input error)");
-  c->add_option("--lib", a->lib, "shared library implementing include/hla_impl.h (run in a child process)");
-  c->add_option("--exec", a->exec, "command reading the fixture {in} and writing the candidate file {out}");
-  c->add_option("--variants", a->variants, "exec: variants it supports (comma list)");
-  c->add_option("--dtypes", a->dtypes, "exec: input dtypes it supports (f64,f32,bf16,f16)");
-  c->add_option("--features", a->features, "exec: unmasked,normalize,clamp,decay,ridge,scale,gqa,varlen,den or all");
-  c->add_option("--precision", a->precision,
-                "exec: declared compute precision, one (f32) or per input dtype (bf16=f32,f16=f32,f32=f32,f64=f64)");
-  c->add_option("--form-class", a->form_class, "exec: masked (default) or state_difference (subtracts unmasked partial sums)");
-  c->add_option("--max-n", a->max_n, "exec: longest sequence it takes")->check(CLI::PositiveNumber);
-  c->add_option("--seed", a->campaign.seed, "seed of the case stream");
-  c->add_option("--max-cases", a->campaign.max_cases, "cases to run (this shard)");
-  c->add_option("--time", a->campaign.max_seconds, "stop after this many seconds");
-  c->add_option("--shard", a->shard, "i/N: run the i-th of N disjoint deterministic case streams");
-  c->add_option("--stop-after", a->campaign.stop_after, "stop after this many findings");
-  c->add_option("--findings", a->campaign.findings_dir, "directory for the shrunk failing cases");
-  c->add_option("--timeout", a->timeout, "seconds per candidate call")->check(CLI::PositiveNumber);
-  c->add_option("--shrink-attempts", a->campaign.shrink_attempts, "shrinking budget per finding");
-  c->add_option("--replay", a->replay, "run the candidate on one fixture (e.g. a finding) and report");
+  c->add_option("--lib", a->lib, "shared library implementing include/hla_impl.h (run in a child process)")->check(non_empty);
+  c->add_option("--exec", a->exec, "command reading the fixture {in} and writing the candidate file {out}")->check(non_empty);
+  exec_only.push_back(c->add_option("--variants", a->variants, "exec: variants it supports (comma list)")->check(comma_list));
+  exec_only.push_back(c->add_option("--dtypes", a->dtypes, "exec: input dtypes it supports (f64,f32,bf16,f16)")->check(comma_list));
+  exec_only.push_back(c->add_option("--features", a->features, "exec: unmasked,normalize,clamp,decay,ridge,scale,gqa,varlen,den, all or none (default none)")
+                          ->check(comma_list));
+  exec_only.push_back(c->add_option("--precision", a->precision,
+                                    "exec: declared compute precision, one (f32) or per input dtype (bf16=f32,f16=f32,f32=f32,f64=f64)")
+                          ->check(comma_list));
+  exec_only.push_back(c->add_option("--form-class", a->form_class, "exec: masked (default) or state_difference (subtracts unmasked partial sums)")
+                          ->check(non_empty));
+  exec_only.push_back(c->add_option("--max-n", a->max_n, "exec: longest sequence it takes")->check(integer_in(1, 1 << 20)));
+  c->add_option("--seed", a->campaign.seed, "seed of the case stream")->check(integer_in(0, kAnyU64));
+  c->add_option("--max-cases", a->campaign.max_cases, "cases to run (this shard)")->check(integer_in(1, 1000000000000));
+  c->add_option("--time", a->campaign.max_seconds, "stop after this many seconds (0: no limit)")->check(seconds_in(0, 1e7, false));
+  c->add_option("--shard", a->shard, "i/N: run the i-th of N disjoint deterministic case streams")->check(non_empty);
+  c->add_option("--stop-after", a->campaign.stop_after, "stop after this many findings (0: never)")->check(integer_in(0, 1000000000));
+  c->add_option("--findings", a->campaign.findings_dir, "directory for the shrunk failing cases")->check(non_empty);
+  c->add_option("--timeout", a->timeout, "seconds per candidate call")->check(seconds_in(0, 1e6, true));
+  c->add_option("--shrink-attempts", a->campaign.shrink_attempts, "shrinking budget per finding")->check(integer_in(0, 1000000000));
+  c->add_option("--replay", a->replay, "run the candidate on one fixture (e.g. a finding) and report")->check(non_empty);
   c->add_flag("--json", a->json, "print the summary as JSON");
   c->add_flag("!--no-progress", a->campaign.progress, "no progress display");
-  c->callback([a, &action] { action = [a] { return run_fuzz(*a); }; });
+  c->callback([a, exec_only, &action] {
+    for (const CLI::Option* o : exec_only)
+      if (o->count() > 0) a->exec_only_given.push_back(o->get_name());
+    action = [a] { return run_fuzz(*a); };
+  });
 }
 
 }  // namespace hla::cli

@@ -1,22 +1,39 @@
 // `hla gen [--suite NAME] [--seed S] --out DIR`: writes one fixture file per
 // case of the suite and DIR/MANIFEST.json. Deterministic: the same suite,
 // seed and generator version give byte-identical files.
+//
+// DIR must end up holding one run's fixtures and a manifest that describes
+// them, so: a lock keeps a second `hla gen` out while one writes; fixtures of
+// another suite or seed already in DIR are refused (re-running the same suite
+// and seed into it is how the golden set is regenerated, and is fine); a
+// killed run's temporary files are removed (atomic_file.hpp).
 #include "commands.hpp"
 
 #include "hla/check/fixture.hpp"
+#include "hla/io/atomic_file.hpp"
 #include "hla/io/manifest.hpp"
+#include "hla/io/printable.hpp"
+#include "hla/io/safetensors.hpp"
 #include "suite.hpp"
 
 #include <chrono>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <iostream>
-#include <set>
+#include <map>
+#include <optional>
+
+#include <fcntl.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 namespace hla::cli {
 namespace {
 
 namespace fs = std::filesystem;
+using io::printable;
 
 struct GenArgs {
   std::string suite = "default";
@@ -32,26 +49,115 @@ void write_case_fixture(const fs::path& file, const gen::Case& c, const std::str
   io::write_fixture(file, check::make_fixture(c.problem, ref, {suite, c.name, c.seed, c.exact_tier}));
 }
 
+// An exclusive, non-blocking flock on DIR/.hla-gen.lock, which holds the
+// owner's pid (for the message a second run prints). Removed on exit; a lock
+// file left by a killed run is harmless (the kernel released its lock).
+class DirLock {
+ public:
+  DirLock(const fs::path& dir, const std::string& shown) : path_(dir / ".hla-gen.lock") {
+    for (int attempt = 0;; ++attempt) {
+      fd_ = ::open(path_.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+      if (fd_ < 0) throw InputError("cannot create the lock file '" + printable(path_.string()) + "': " + std::strerror(errno));
+      if (::flock(fd_, LOCK_EX | LOCK_NB) != 0) {
+        const int err = errno;
+        char buf[32] = {};
+        const ssize_t got = ::pread(fd_, buf, sizeof buf - 1, 0);
+        ::close(fd_);
+        fd_ = -1;
+        if (err != EWOULDBLOCK)
+          throw InputError("cannot lock '" + printable(path_.string()) + "': " + std::strerror(err));
+        const long pid = got > 0 ? std::strtol(buf, nullptr, 10) : 0;
+        throw InputError(shown + " is being written by another hla gen" +
+                         (pid > 0 ? " (pid " + std::to_string(pid) + ")" : "") + "; wait for it or use another --out");
+      }
+      // The previous owner may have removed the file between our open and our
+      // lock: then we hold a lock nobody else can see. Only the file still at
+      // the path counts.
+      struct stat mine {}, there {};
+      if (::fstat(fd_, &mine) == 0 && ::stat(path_.c_str(), &there) == 0 && mine.st_ino == there.st_ino &&
+          mine.st_dev == there.st_dev)
+        break;
+      ::close(fd_);
+      fd_ = -1;
+      if (attempt == 100) throw InputError("cannot lock '" + printable(path_.string()) + "': it keeps being replaced");
+    }
+    on_signal_.emplace(path_);
+    const std::string pid = std::to_string(::getpid()) + "\n";
+    if (::ftruncate(fd_, 0) != 0 || ::pwrite(fd_, pid.data(), pid.size(), 0) != static_cast<ssize_t>(pid.size())) {
+      // The lock holds without the pid; only the message of a second run is poorer.
+    }
+  }
+  ~DirLock() {
+    ::unlink(path_.c_str());  // before the unlock: a run that opens it now sees the inode change
+    ::close(fd_);
+  }
+  DirLock(const DirLock&) = delete;
+  DirLock& operator=(const DirLock&) = delete;
+
+ private:
+  fs::path path_;
+  int fd_ = -1;
+  std::optional<io::RemoveOnSignal> on_signal_;
+};
+
+// Every *.safetensors below DIR ends up in MANIFEST.json: each must be a
+// fixture of this suite and seed (a later `hla gen` overwrites it with the
+// same bytes, or it stays as this run would have written it). Reads only the
+// safetensors header's metadata, so that fixtures of an older format do not
+// block regenerating a set.
+void refuse_other_runs(const fs::path& dir, const std::string& shown, const std::vector<gen::Case>& suite,
+                       const std::string& suite_name, uint64_t seed) {
+  std::map<std::string, uint64_t> seeds;  // file name -> the case's seed
+  for (const auto& c : suite) seeds[c.name + ".safetensors"] = c.seed;
+  const std::string use = "; use an empty directory, or the same --suite and --seed";
+  std::error_code ec;
+  for (auto it = fs::recursive_directory_iterator(dir, ec); !ec && it != fs::recursive_directory_iterator(); it.increment(ec)) {
+    const fs::path& p = it->path();
+    if (p.extension() != ".safetensors" || !it->is_regular_file()) continue;
+    const std::string name = p.filename().string();
+    const auto s = seeds.find(name);
+    if (it.depth() > 0 || s == seeds.end())
+      throw InputError(shown + " holds " + printable(p.lexically_relative(dir).string()) + ", which is not in suite '" +
+                       suite_name + "'; use an empty directory");
+    std::map<std::string, std::string> md;
+    try {
+      md = io::read_safetensors(p).metadata;
+    } catch (const InputError& e) {
+      throw InputError(shown + " holds " + printable(name) + ", which cannot be read (" + e.what() + ")" + use);
+    }
+    const std::string want = std::to_string(s->second);
+    if (md["suite"] != suite_name || md["seed"] != want)
+      throw InputError(shown + " holds " + printable(name) + " of suite '" + printable(md["suite"]) + "' case seed " +
+                       printable(md["seed"]) + ", not of suite '" + suite_name + "' --seed " + std::to_string(seed) +
+                       " (case seed " + want + ")" + use);
+  }
+  if (ec) throw InputError("cannot list " + shown + ": " + ec.message());
+}
+
 int run_gen(const GenArgs& a) {
   const auto t0 = std::chrono::steady_clock::now();
-  std::vector<gen::Case> cases = gen::make_suite(a.suite, a.seed);
-  if (!a.filter.empty())
+  const std::vector<gen::Case> suite = gen::make_suite(a.suite, a.seed);
+  std::vector<gen::Case> cases = suite;
+  if (!a.filter.empty()) {
     std::erase_if(cases, [&](const gen::Case& c) { return c.name.find(a.filter) == std::string::npos; });
+    if (cases.empty())
+      throw InputError("--filter '" + printable(a.filter) + "' matches no case of suite '" + a.suite + "' (--list shows them)");
+  }
   if (a.list) {
     for (const auto& c : cases) std::cout << c.name << (c.exact_tier ? "  [exact tier]" : "") << "\n";
     return 0;
   }
   if (a.out.empty()) throw InputError("--out DIR is required (or --list)");
   const fs::path dir(a.out);
-  if (fs::exists(dir) && !fs::is_directory(dir)) throw InputError("--out " + a.out + " exists and is not a directory");
-  fs::create_directories(dir);
-  // A stale fixture would end up in the manifest: refuse a directory holding others.
-  std::set<std::string> mine;
-  for (const auto& c : cases) mine.insert(c.name + ".safetensors");
-  for (const auto& e : fs::directory_iterator(dir))
-    if (e.path().extension() == ".safetensors" && !mine.count(e.path().filename().string()))
-      throw InputError(a.out + " holds " + e.path().filename().string() + ", which is not in suite '" + a.suite +
-                       "'; use an empty directory");
+  const std::string shown = "--out '" + printable(a.out) + "'";
+  check_output_dir("--out", dir);
+  std::error_code ec;
+  fs::create_directories(dir, ec);
+  if (ec) throw InputError(shown + ": cannot create it: " + ec.message());
+  const DirLock lock(dir, shown);
+  if (const size_t n = io::remove_stale_temp_files(dir))
+    std::fprintf(stderr, "hla gen: removed %zu temporary file(s) left by a killed run\n", n);
+  refuse_other_runs(dir, shown, suite, a.suite, a.seed);
   size_t bytes = 0;
   for (size_t i = 0; i < cases.size(); ++i) {
     const auto c0 = std::chrono::steady_clock::now();
@@ -75,9 +181,10 @@ void add_gen(CLI::App& app, Action& action) {
   auto a = std::make_shared<GenArgs>();
   CLI::App* c = app.add_subcommand("gen", "write a suite of golden fixture files");
   c->add_option("--suite", a->suite, "golden | default")->check(CLI::IsMember(gen::suite_names()));
-  c->add_option("--seed", a->seed, "seed of the suite's inputs");
-  c->add_option("--out", a->out, "output directory");
-  c->add_option("--filter", a->filter, "only cases whose name contains this text");
+  c->add_option("--seed", a->seed, "seed of the suite's inputs")->check(integer_in(0, kAnyU64));
+  c->add_option("--out", a->out, "output directory")->check(non_empty);
+  c->add_option("--filter", a->filter, "only cases whose name contains this text (it must match one; omit it for all)")
+      ->check(non_empty);
   c->add_flag("--list", a->list, "list the suite's cases and exit");
   c->add_flag("--quiet", a->quiet, "no per-case progress lines");
   c->callback([a, &action] { action = [a] { return run_gen(*a); }; });
