@@ -52,9 +52,9 @@ class Adapter {
 // Throws InputError when the library cannot be loaded or lacks the entry points.
 std::unique_ptr<Adapter> make_cabi_adapter(const std::string& path, double timeout_s);
 
-// Runs `/bin/sh -c command` with {in} and {out} replaced by file paths in
-// `workdir`; `supports` comes from the command line.
-std::unique_ptr<Adapter> make_exec_adapter(const std::string& command, const Supports& supports, const std::string& workdir,
-                                           double timeout_s);
+// Runs `/bin/sh -c command` with {in} and {out} replaced by file paths in a
+// temporary folder of its own (removed with the adapter); `supports` comes
+// from the command line.
+std::unique_ptr<Adapter> make_exec_adapter(const std::string& command, const Supports& supports, double timeout_s);
 
 }  // namespace hla::fuzz

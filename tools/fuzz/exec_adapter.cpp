@@ -6,10 +6,14 @@
 
 #include "hla/check/fixture.hpp"
 #include "hla/io/atomic_file.hpp"
+#include "hla/io/printable.hpp"
 
 #include <fcntl.h>
+#include <stdlib.h>
 #include <unistd.h>
 
+#include <cerrno>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -41,12 +45,21 @@ std::string tail_of(const fs::path& file, size_t max_chars = 600) {
 
 class ExecAdapter final : public Adapter {
  public:
-  ExecAdapter(std::string command, Supports s, const std::string& workdir, double timeout_s)
-      : cmd_(std::move(command)), s_(std::move(s)), dir_(workdir), timeout_(timeout_s) {
+  ExecAdapter(std::string command, Supports s, double timeout_s)
+      : cmd_(std::move(command)), s_(std::move(s)), timeout_(timeout_s) {
     if (cmd_.find("{in}") == std::string::npos || cmd_.find("{out}") == std::string::npos)
-      throw InputError("--exec command must contain {in} and {out}, got: " + cmd_);
+      throw InputError("--exec command must contain {in} and {out}, got: " + io::printable(cmd_));
     s_.features &= ~HLA_FEAT_STATE;  // files carry no state
-    fs::create_directories(dir_);
+    // Its own temporary folder, removed afterwards: the command's files never
+    // mix with findings, and a findings folder that fails cannot stop a run.
+    std::error_code ec;
+    std::string templ = (fs::temp_directory_path(ec) / "hla-exec-XXXXXX").string();
+    if (ec || !::mkdtemp(templ.data())) throw InputError("cannot create a temporary folder for the exec candidate: " + std::string(std::strerror(errno)));
+    dir_ = templ;
+  }
+  ~ExecAdapter() override {
+    std::error_code ec;
+    fs::remove_all(dir_, ec);
   }
   const Supports& supports() const override { return s_; }
 
@@ -91,9 +104,8 @@ class ExecAdapter final : public Adapter {
 
 }  // namespace
 
-std::unique_ptr<Adapter> make_exec_adapter(const std::string& command, const Supports& supports, const std::string& workdir,
-                                           double timeout_s) {
-  return std::make_unique<ExecAdapter>(command, supports, workdir, timeout_s);
+std::unique_ptr<Adapter> make_exec_adapter(const std::string& command, const Supports& supports, double timeout_s) {
+  return std::make_unique<ExecAdapter>(command, supports, timeout_s);
 }
 
 }  // namespace hla::fuzz

@@ -58,16 +58,16 @@ std::unique_ptr<fuzz::Adapter> make_adapter(const FuzzArgs& a) {
   if (s.precision.empty()) throw InputError("--precision must name a precision (e.g. f32, or bf16=f32,f32=f32)");
   s.max_n = a.max_n;
   s.form_class = check::parse_form_class(a.form_class);
-  return fuzz::make_exec_adapter(a.exec, s, (std::filesystem::path(a.campaign.findings_dir) / ".work").string(), a.timeout);
+  return fuzz::make_exec_adapter(a.exec, s, a.timeout);
 }
 
 int run_fuzz(FuzzArgs a) {
   parse_shard(a.shard, a.campaign);
-  // Findings (and an exec candidate's work files) go there: a folder that
-  // cannot take them is an error now, not after the first finding.
-  if (!a.exec.empty() || a.replay.empty()) check_output_dir("--findings", a.campaign.findings_dir);
-  // The fixture to replay is read before the adapter exists: an exec adapter
-  // makes its work folder, which a bad fixture must not leave behind.
+  // Findings go there: a folder that cannot take them is an error now, not
+  // after the first finding.
+  if (a.replay.empty()) check_output_dir("--findings", a.campaign.findings_dir);
+  // The fixture to replay is read before the adapter exists (an exec adapter
+  // makes a temporary folder).
   const std::optional<io::Fixture> replay = a.replay.empty() ? std::nullopt : std::optional(io::read_fixture(a.replay));
   auto adapter = make_adapter(a);
   const auto& s = adapter->supports();
@@ -88,7 +88,7 @@ int run_fuzz(FuzzArgs a) {
             << (a.campaign.max_seconds > 0 ? " or " + std::to_string(a.campaign.max_seconds) + " s" : "") << "\n";
   const fuzz::Summary sum = fuzz::run_campaign(*adapter, a.campaign);
   if (a.json) {
-    nlohmann::json j{{"cases", sum.cases}, {"seconds", sum.seconds}, {"by_kind", sum.by_kind}, {"probes", sum.probes}};
+    nlohmann::json j{{"cases", sum.cases}, {"inconclusive", sum.inconclusive}, {"seconds", sum.seconds}, {"by_kind", sum.by_kind}, {"probes", sum.probes}};
     j["findings"] = nlohmann::json::array();
     for (const auto& f : sum.findings)
       j["findings"].push_back({{"kind", f.kind}, {"message", f.message}, {"case_index", f.case_index}, {"cases_run", f.cases_run},
