@@ -215,6 +215,8 @@ ROWS = [
          setup=lambda d: ((d / "bad.safetensors").write_bytes(FX.read_bytes()[:-100]), candidate()(d))),
     dict(name="check --verify-inputs: ref_out one ulp off, digest forged", argv=CHECK_BAD + ["--verify-inputs"],
          text="--verify-inputs", setup=edited("bad.safetensors", tensor_op("ref_out", lambda x: [x[0] * (1 + 2**-52)] + x[1:]))),
+    dict(name="fuzz --replay past its --budget", argv=["fuzz", "--exec", EXEC, "--replay", "{fx}", "--budget", "0.000001"],
+         text="exceeded its budget"),
     dict(name="check --budget 0", argv=["check", "{fx}", "{d}/cand.safetensors", "--verify-inputs", "--budget", "0"], text="--budget",
          setup=candidate()),
     dict(name="check: a version-2 fixture reads, with a warning", argv=CHECK_BAD, text="without a digest", status=0,

@@ -149,8 +149,8 @@ void write_finding(Finding& f, const std::string& name, const io::Fixture& fx, c
 
 }  // namespace
 
-Verdict judge(Adapter& a, const FuzzCase& c) {
-  const check::Reference ref = check::compute_reference(c.p);
+Verdict judge(Adapter& a, const FuzzCase& c, double reference_budget) {
+  const check::Reference ref = check::compute_reference(c.p, 48, reference_budget);
   Verdict v = run_and_check(a, c, ref);
   if (!v.kind.empty()) {
     // A packed batch that fails while its failing sequence alone passes leaks across sequences.

@@ -64,7 +64,9 @@ struct Verdict {
   bool other_class_passes = false;
   bool inconclusive = false;  // kind empty: the check could not judge (not a pass, not a finding)
 };
-Verdict judge(Adapter& a, const FuzzCase& c);
+// reference_budget > 0: seconds the reference may take (InputError beyond;
+// --replay of a user's fixture), 0: unbounded (generated cases are small).
+Verdict judge(Adapter& a, const FuzzCase& c, double reference_budget = 0);
 
 Summary run_campaign(Adapter& a, const CampaignOptions& o);
 

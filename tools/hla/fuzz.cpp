@@ -20,7 +20,7 @@ namespace {
 struct FuzzArgs {
   std::string lib, exec, variants = "la1,hla2,ahla,hla3", dtypes = "f32", features, precision = "f32", form_class = "masked", shard = "0/1", replay;
   Index max_n = 4096;
-  double timeout = 10;
+  double timeout = 10, budget = 600;
   fuzz::CampaignOptions campaign;
   bool json = false;
   std::vector<std::string> exec_only_given;  // options that describe an exec candidate, given on the command line
@@ -77,7 +77,7 @@ int run_fuzz(FuzzArgs a) {
     c.p = f.problem;
     c.exact_tier = f.exact_tier;
     if (!c.p.all_finite()) c.probe = fuzz::Probe::nan_causality;
-    const fuzz::Verdict v = fuzz::judge(*adapter, c);
+    const fuzz::Verdict v = fuzz::judge(*adapter, c, a.budget);
     std::cout << "hla fuzz --replay " << io::printable(a.replay) << ": "
               << (v.kind.empty() ? "passes" : "[" + v.kind + "] " + io::printable_message(v.message)) << "\n";
     return v.kind.empty() ? 0 : 1;
@@ -132,6 +132,7 @@ void add_fuzz(CLI::App& app, Action& action) {
   c->add_option("--stop-after", a->campaign.stop_after, "stop after this many findings (0: never)")->check(integer_in(0, 1000000000));
   c->add_option("--findings", a->campaign.findings_dir, "directory for the shrunk failing cases")->check(non_empty);
   c->add_option("--timeout", a->timeout, "seconds per candidate call")->check(seconds_in(0, 1e6, true));
+  c->add_option("--budget", a->budget, "--replay: seconds the reference may take (default 600)")->check(seconds_in(0, 1e7, true));
   c->add_option("--shrink-attempts", a->campaign.shrink_attempts, "shrinking budget per finding")->check(integer_in(0, 1000000000));
   c->add_option("--replay", a->replay, "run the candidate on one fixture (e.g. a finding) and report")->check(non_empty);
   c->add_flag("--json", a->json, "print the summary as JSON");
