@@ -8,18 +8,17 @@
 #
 #   scripts/fuzz_readers.sh [SECONDS]      (default 60 per target)
 #
-# Installs clang and libclang-rt-14-dev (libFuzzer's runtime) when missing:
-# only this job needs them.
+# Installs clang-16 and libclang-rt-16-dev (libFuzzer's runtime) when missing:
+# only this job needs them. Not clang 14 (Debian's default clang): it rejects
+# lambdas capturing structured bindings (C++20, io/src/safetensors.cpp).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 seconds="${1:-60}"
 start=$(date +%s)
 
 missing=()
-command -v clang++ >/dev/null || missing+=(clang)
-# libFuzzer's runtime: look where clang looks for it.
-command -v clang++ >/dev/null && [ -e "$(clang++ -print-file-name=libclang_rt.fuzzer-x86_64.a)" ] \
-  || [ -n "$(ls /usr/lib/llvm-*/lib/clang/*/lib/linux/libclang_rt.fuzzer-x86_64.a 2>/dev/null)" ] || missing+=(libclang-rt-14-dev)
+command -v clang++-16 >/dev/null || missing+=(clang-16)
+[ -e /usr/lib/llvm-16/lib/clang/16/lib/linux/libclang_rt.fuzzer-x86_64.a ] || missing+=(libclang-rt-16-dev)
 if [ ${#missing[@]} -gt 0 ]; then
   echo "fuzz_readers: installing ${missing[*]}"
   sudo=""
@@ -29,7 +28,7 @@ if [ ${#missing[@]} -gt 0 ]; then
 fi
 
 dir=build-fuzz
-cmake -S . -B "$dir" -DCMAKE_BUILD_TYPE=Debug -DHLA_LIBFUZZER=ON -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++ >/dev/null
+cmake -S . -B "$dir" -DCMAKE_BUILD_TYPE=Debug -DHLA_LIBFUZZER=ON -DCMAKE_C_COMPILER=clang-16 -DCMAKE_CXX_COMPILER=clang++-16 >/dev/null
 cmake --build "$dir" -j"$(nproc)" --target fuzz_fixture_reader fuzz_candidate_reader
 built=$(date +%s)
 echo "fuzz_readers: build took $((built - start)) s"

@@ -49,8 +49,10 @@ echo "sanitize: zoo campaign took $(( $(date +%s) - zoo_start )) s"
 reports=0
 for f in "$logs"/*; do
   [ -e "$f" ] || continue
-  if grep -q "zoo_impl.cpp:51[0-9]" "$f" && grep -q "libzoo_crash_long" "$f" 2>/dev/null || grep -q "crash_long" "$f"; then
-    continue  # the crash_long member's deliberate null write
+  # crash_long's deliberate write through null: a null store (UBSan) or a SEGV at address 0 (ASan)
+  # in the zoo's source. The other zoo bugs are arithmetic, so no other report can match this.
+  if grep -q "zoo/cabi/zoo_impl.cpp" "$f" && grep -Eq "store to null pointer|SEGV on unknown address 0x0+ " "$f"; then
+    continue
   fi
   echo "sanitize: report in $f:"; cat "$f"; reports=$((reports + 1))
 done
