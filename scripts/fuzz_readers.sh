@@ -37,7 +37,7 @@ echo "fuzz_readers: build took $((built - start)) s"
 # so that the committed seeds stay as they are. -seed fixes the mutation order
 # (the number of executions in a fixed time still varies with the machine).
 export ASAN_OPTIONS="detect_leaks=1:abort_on_error=1"
-export UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1"
+export UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1:abort_on_error=1"
 mkdir -p "$dir/artifacts"
 pids=()
 for t in fixture candidate; do

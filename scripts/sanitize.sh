@@ -30,7 +30,7 @@ echo "sanitize: build took $((built - start)) s"
 logs="$PWD/$dir/sanitizer-logs"
 rm -rf "$logs" && mkdir -p "$logs"
 export ASAN_OPTIONS="detect_leaks=1:abort_on_error=1:log_path=$logs/asan"
-export UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1:log_path=$logs/ubsan"
+export UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1:abort_on_error=1:log_path=$logs/ubsan"
 
 status=0
 tests='^(props_io|props_check|fuzz_exact_tier): |^(hla_cli|hla_fuzz_cli|zoo_selftest|example_cabi_la1_fuzz|fuzz_readers_corpus)$'
