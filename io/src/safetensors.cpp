@@ -198,7 +198,8 @@ SafetensorsFile parse_safetensors(std::string_view bytes, const std::string& sou
       }
       continue;
     }
-    auto bad = [&](const std::string& what) { return fail("tensor '" + printable(name) + "': " + what); };
+    const std::string shown = printable(name);  // a lambda may not capture a structured binding before clang 16
+    auto bad = [&](const std::string& what) { return fail("tensor '" + shown + "': " + what); };
     if (name.empty() || has_control_bytes(name)) throw bad("a tensor name must be non-empty text without control bytes");
     if (!entry.is_object()) throw bad(std::string("entry must be an object, got ") + entry.type_name());
     for (const auto& [k, v] : entry.items()) {

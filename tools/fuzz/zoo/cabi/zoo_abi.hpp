@@ -72,6 +72,10 @@ inline const char* unsupported(const hla_problem* p, const hla_impl_info& in) {
       if (p->offsets[s + 1] <= p->offsets[s]) return "offsets must increase strictly";
   }
   if (p->n > 0 && (!p->q || !p->k || !p->v || !p->out)) return "missing q, k, v or out";
+  // The harness promises 64-byte aligned buffers (hla_impl.h): every zoo run checks it.
+  for (const void* b : {p->q, p->k, p->v, static_cast<const void*>(p->offsets), static_cast<const void*>(p->state_in),
+                        static_cast<const void*>(p->out), static_cast<const void*>(p->den), static_cast<const void*>(p->state_out)})
+    if (reinterpret_cast<uintptr_t>(b) % 64 != 0) return "a buffer handed over is not 64-byte aligned (hla_impl.h promises it)";
   return nullptr;
 }
 

@@ -56,6 +56,15 @@ FEAT = {"unmasked": 1, "normalize": 2, "clamp": 4, "decay": 8, "ridge": 16, "sca
         "den": 512}
 
 
+
+def aligned(a):
+    """A copy of array a whose data starts on a 64-byte boundary, as the harness hands buffers over (hla_impl.h)."""
+    raw = np.empty(a.nbytes + 64, dtype=np.uint8)
+    start = -raw.ctypes.data % 64
+    out = raw[start:start + a.nbytes].view(a.dtype).reshape(a.shape)
+    out[...] = a
+    return out
+
 def needs(md, t):
     """Feature bits a fixture needs."""
     f = 0
@@ -88,21 +97,21 @@ def run(lib, info, path):
     p.gamma_exact, p.eps_exact, p.lambda_exact, p.scale_exact = (exact[k] for k in ("gamma", "eps", "lambda", "scale"))
     for k in ("batch", "heads", "kv_heads", "n", "d", "dv"):
         setattr(p, k, int(md[k]))
-    bufs = {x: C.create_string_buffer(bytes(raw[x]["data"]), len(raw[x]["data"])) for x in ("q", "k", "v")}
-    p.q, p.k, p.v = (C.cast(bufs[x], C.c_void_p) for x in ("q", "k", "v"))
+    bufs = {x: aligned(np.frombuffer(bytes(raw[x]["data"]), dtype=np.uint8)) for x in ("q", "k", "v")}
+    p.q, p.k, p.v = (bufs[x].ctypes.data for x in ("q", "k", "v"))
     if "offsets" in t:
-        offsets = np.ascontiguousarray(t["offsets"], dtype=np.int64)
+        offsets = aligned(np.asarray(t["offsets"], dtype=np.int64))
         p.offsets, p.num_offsets = offsets.ctypes.data, len(offsets)
     ref_out, ref_den, mag_num, mag_den = (t[x] for x in ("ref_out", "ref_den", "mag_num", "mag_den"))
     if info.abi_version >= 2 and info.form_class == STATE_DIFFERENCE and md["variant"] == "hla2":
         mag_num, mag_den = unmasked_magnitude(t, md)
-    out_buf = C.create_string_buffer(ref_out.size * size)
-    den = np.full(ref_den.shape, np.nan)
-    p.out, p.den = C.cast(out_buf, C.c_void_p), den.ctypes.data
+    out_buf = aligned(np.zeros(ref_out.size * size, dtype=np.uint8))
+    den = aligned(np.full(ref_den.shape, np.nan))
+    p.out, p.den = out_buf.ctypes.data, den.ctypes.data
     err = C.create_string_buffer(512)
     if lib.hla_impl_run(C.byref(p), err, 512) != 0:
         raise RuntimeError(f"{path.name}: {err.value.decode()}")
-    out = correct.decode(name, ref_out.shape, out_buf.raw).astype(np.float64)
+    out = correct.decode(name, ref_out.shape, out_buf.tobytes()).astype(np.float64)
     if p.normalize:
         D = ref_den + p.eps if p.eps_mode == 0 else np.where(ref_den < 0, -1.0, 1.0) * np.maximum(np.abs(ref_den), p.eps)
         floor = np.abs(D) - 2 * RTOL * mag_den

@@ -42,6 +42,7 @@
 #include <set>
 #include <sstream>
 #include <string>
+#include <new>
 #include <vector>
 
 namespace {
@@ -281,11 +282,23 @@ std::string unsupported(const hla_impl_info& in, const Case& c) {
   return why;
 }
 
+// The harness hands every buffer over 64-byte aligned (hla_impl.h) and the zoo
+// members check it, so the self-test's buffers are aligned the same way.
+template <class T> struct Aligned64 {
+  using value_type = T;
+  Aligned64() = default;
+  template <class U> Aligned64(const Aligned64<U>&) {}
+  T* allocate(size_t n) { return static_cast<T*>(::operator new(n * sizeof(T), std::align_val_t{64})); }
+  void deallocate(T* p, size_t) { ::operator delete(p, std::align_val_t{64}); }
+  bool operator==(const Aligned64&) const { return true; }
+};
+template <class T> using AlignedVector = std::vector<T, Aligned64<T>>;
+
 // q, k, v of tokens [t0, t1) in the case's dtype.
-std::vector<unsigned char> encode(const hla::BatchProblem& bp, const std::vector<double>& x, Index rows, Index t0,
+AlignedVector<unsigned char> encode(const hla::BatchProblem& bp, const std::vector<double>& x, Index rows, Index t0,
                                   Index t1, Index width) {
   const size_t es = hla::dtype_size(bp.dtype);
-  std::vector<unsigned char> bytes(static_cast<size_t>(bp.batch * rows * (t1 - t0) * width) * es);
+  AlignedVector<unsigned char> bytes(static_cast<size_t>(bp.batch * rows * (t1 - t0) * width) * es);
   size_t at = 0;
   for (Index br = 0; br < bp.batch * rows; ++br)
     for (Index t = t0; t < t1; ++t)
@@ -329,7 +342,7 @@ struct Strings {
 
 // Runs tokens [t0, t1) of the case (all of it when it has offsets) and writes
 // the outputs into out / den at their global token positions.
-int call(const Api& api, const Case& c, Index t0, Index t1, const double* state_in, std::vector<double>* state_out,
+int call(const Api& api, const Case& c, Index t0, Index t1, const double* state_in, AlignedVector<double>* state_out,
          std::vector<double>& out, std::vector<double>& den, bool want_den, std::string& err) {
   const auto& bp = c.bp;
   const Index m = t1 - t0;
@@ -339,8 +352,9 @@ int call(const Api& api, const Case& c, Index t0, Index t1, const double* state_
   const auto q = encode(bp, bp.q, bp.heads, t0, t1, bp.d), k = encode(bp, bp.k, bp.kv_heads, t0, t1, bp.d),
              v = encode(bp, bp.v, bp.kv_heads, t0, t1, bp.dv);
   const size_t es = hla::dtype_size(bp.dtype);
-  std::vector<unsigned char> o(static_cast<size_t>(bp.batch * bp.heads * m * bp.dv) * es, 0);
-  std::vector<double> dn(static_cast<size_t>(bp.batch * bp.heads * m), NAN);
+  AlignedVector<unsigned char> o(static_cast<size_t>(bp.batch * bp.heads * m * bp.dv) * es, 0);
+  AlignedVector<double> dn(static_cast<size_t>(bp.batch * bp.heads * m), NAN);
+  const AlignedVector<int64_t> offsets(bp.offsets.begin(), bp.offsets.end());
   hla_problem p{};
   p.abi_version = HLA_IMPL_ABI_VERSION;
   p.variant = static_cast<hla_variant>(static_cast<int>(bp.opt.variant));
@@ -353,7 +367,7 @@ int call(const Api& api, const Case& c, Index t0, Index t1, const double* state_
   p.batch = bp.batch, p.heads = bp.heads, p.kv_heads = bp.kv_heads, p.n = m, p.d = bp.d, p.dv = bp.dv;
   p.dtype = abi_dtype(bp.dtype);
   p.q = q.data(), p.k = k.data(), p.v = v.data();
-  if (!bp.offsets.empty()) p.offsets = bp.offsets.data(), p.num_offsets = static_cast<int64_t>(bp.offsets.size());
+  if (!bp.offsets.empty()) p.offsets = offsets.data(), p.num_offsets = static_cast<int64_t>(offsets.size());
   p.state_in = state_in;
   if (state_out) {
     const int64_t size = api.state_size(&p) * bp.batch * bp.heads * (bp.offsets.empty() ? 1 : p.num_offsets - 1);
@@ -418,7 +432,8 @@ std::string run_case(const std::string& lib, const Case& c, hla_form_class form_
     return "error declares form_class " + std::to_string(in->form_class) + ", zoo.json says " + std::to_string(form_class);
   if (auto why = unsupported(*in, c); !why.empty()) return "unsupported " + why;
   const bool want_den = in->features & HLA_FEAT_DEN;
-  std::vector<double> out(c.ref_out.size(), NAN), den(c.ref_den.size(), NAN), state;
+  std::vector<double> out(c.ref_out.size(), NAN), den(c.ref_den.size(), NAN);
+  AlignedVector<double> state;
   std::string err;
   if (c.split > 0) {
     if (call(api, c, 0, c.split, nullptr, &state, out, den, want_den, err) ||
