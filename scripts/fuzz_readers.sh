@@ -15,16 +15,7 @@ cd "$(dirname "$0")/.."
 seconds="${1:-60}"
 start=$(date +%s)
 
-missing=()
-command -v clang++ >/dev/null || missing+=(clang)
-ls /usr/lib/llvm-*/lib/clang/*/lib/linux/libclang_rt.fuzzer-x86_64.a >/dev/null 2>&1 || missing+=(libclang-rt-14-dev)
-if [ ${#missing[@]} -gt 0 ]; then
-  echo "fuzz_readers: installing ${missing[*]}"
-  sudo=""
-  [ "$(id -u)" -eq 0 ] || sudo="sudo"
-  $sudo apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
-fi
+bash scripts/apt_install.sh fuzz_readers clang libclang-rt-14-dev
 
 dir=build-fuzz
 cmake -S . -B "$dir" -DCMAKE_BUILD_TYPE=Debug -DHLA_LIBFUZZER=ON -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++ >/dev/null

@@ -7,17 +7,7 @@ cd "$(dirname "$0")/.."
 
 packages=(cmake g++ make python3 python3-venv libboost-dev libgmp-dev libmpfr-dev libeigen3-dev catch2
           librapidcheck-dev nlohmann-json3-dev libcli11-dev)
-missing=()
-for p in "${packages[@]}"; do
-  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
-done
-if [ ${#missing[@]} -gt 0 ]; then
-  echo "setup: installing ${missing[*]}"
-  sudo=""
-  [ "$(id -u)" -eq 0 ] || sudo="sudo"
-  $sudo apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
-fi
+bash scripts/apt_install.sh setup "${packages[@]}"
 
 # Python side (tests that read fixtures with the real third-party readers).
 if ! .venv/bin/python -c "import numpy, safetensors, pytest" 2>/dev/null; then

@@ -111,15 +111,19 @@ void write_finding(Finding& f, const std::string& name, const io::Fixture& fx, c
     }
     f.fixture = stem + ".safetensors";
   };
-  std::string error;
-  try {
-    write_to(o.findings_dir);
-    return;
-  } catch (const InputError& e) {
-    error = e.what();
-  } catch (const fs::filesystem_error& e) {
-    error = e.what();
-  }
+  // Writes the finding into dir; "" or why it could not.
+  auto attempt = [&](const std::string& dir) -> std::string {
+    try {
+      write_to(dir);
+      return {};
+    } catch (const InputError& e) {
+      return e.what();
+    } catch (const fs::filesystem_error& e) {
+      return e.what();
+    }
+  };
+  const std::string error = attempt(o.findings_dir);
+  if (error.empty()) return;
   f.candidate.clear();
   if (s.findings_error.empty()) s.findings_error = error;
   if (s.fallback_dir.empty()) {
@@ -129,15 +133,11 @@ void write_finding(Finding& f, const std::string& name, const io::Fixture& fx, c
   }
   std::string error2 = "no fallback folder could be made under $TMPDIR or /tmp";
   if (!s.fallback_dir.empty()) {
-    try {
-      write_to(s.fallback_dir);
+    error2 = attempt(s.fallback_dir);
+    if (error2.empty()) {
       std::fprintf(stderr, "hla fuzz: cannot write finding %s to %s (%s); wrote it to %s instead\n", name.c_str(),
                    io::printable(o.findings_dir).c_str(), io::printable(error, 1000).c_str(), io::printable(s.fallback_dir).c_str());
       return;
-    } catch (const InputError& e) {
-      error2 = e.what();
-    } catch (const fs::filesystem_error& e) {
-      error2 = e.what();
     }
   }
   f.fixture.clear();
