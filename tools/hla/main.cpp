@@ -1,6 +1,7 @@
 // hla — the oracle's command line. Exit status: 0 success, 1 a check or
 // fuzz campaign failed, 2 usage or input error (message on stderr), 3 a bug
-// of ours ("internal error"). A user's mistake is never exit 3: bad option
+// of ours ("internal error"), 4 a check that could score too little to judge
+// (INCONCLUSIVE). A user's mistake is never exit 3: bad option
 // values, unusable paths and file-system errors are input errors.
 #include "commands.hpp"
 
