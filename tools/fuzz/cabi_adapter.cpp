@@ -30,6 +30,13 @@ std::string to_string(RunResult::Status s) {
 
 namespace {
 
+// The C ABI codes are the C++ enumerators' values: the casts below rely on it.
+static_assert(static_cast<int>(Variant::la1) == HLA_LA1 && static_cast<int>(Variant::hla2) == HLA_HLA2 &&
+              static_cast<int>(Variant::ahla) == HLA_AHLA && static_cast<int>(Variant::hla3) == HLA_HLA3 &&
+              static_cast<int>(Variant::hla3_paper) == HLA_HLA3_PAPER);
+static_assert(static_cast<int>(DType::f64) == HLA_F64 && static_cast<int>(DType::f32) == HLA_F32 &&
+              static_cast<int>(DType::bf16) == HLA_BF16 && static_cast<int>(DType::f16) == HLA_F16);
+
 constexpr size_t kMsg = 1024;
 
 struct InfoCopy {  // hla_impl_info, flattened for shared memory
