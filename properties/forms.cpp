@@ -1,6 +1,7 @@
-// Every form of every operator equals its naive definition, exactly (issue #2).
+// Every form of every operator equals its naive definition, exactly.
 #include "generators.hpp"
 #include "harness.hpp"
+#include "per_operator.hpp"
 
 using namespace hla;
 using namespace hla::test;
@@ -21,13 +22,11 @@ void every_form_equals_naive(Variant v) {
 
 }  // namespace
 
-TEST_CASE("la1: every form equals the naive definition", "[forms][la1]") { every_form_equals_naive(Variant::la1); }
-TEST_CASE("hla2: every form equals the naive definition", "[forms][hla2]") { every_form_equals_naive(Variant::hla2); }
-TEST_CASE("ahla: every form equals the naive definition", "[forms][ahla]") { every_form_equals_naive(Variant::ahla); }
-TEST_CASE("hla3: every form equals the naive definition", "[forms][hla3]") { every_form_equals_naive(Variant::hla3); }
-TEST_CASE("hla3_paper: every form (Alg. 3, the paper's scan) equals the tied-maximum sum", "[forms][hla3_paper]") {
-  every_form_equals_naive(Variant::hla3_paper);
-}
+template <class V> struct EveryFormEqualsNaive {
+  static void run() { every_form_equals_naive(V::variant); }
+};
+[[maybe_unused]] const bool every_form_registered =
+    per_operator<EveryFormEqualsNaive>("every form equals the naive definition", "[forms]");
 
 TEST_CASE("hla2 masked with gamma = 1 is ((W Wt) . L) V", "[forms][hla2]") {
   prop("hla2: naive == ((W Wᵀ) ⊙ L) V for γ = 1, masked (SPEC §2)", [] {

@@ -4,6 +4,7 @@
 
 #include "harness.hpp"
 #include "operators.hpp"
+#include "per_operator.hpp"
 
 using namespace hla;
 using namespace hla::test;
@@ -19,23 +20,20 @@ template <class Op> void operator_laws(const std::string& name, Spec s) {
 
 }  // namespace
 
-TEST_CASE("la1 operator laws", "[scan][la1]") { operator_laws<la1::Op<Rational>>("la1", {.variant = Variant::la1}); }
-TEST_CASE("hla2 masked operator laws", "[scan][hla2]") {
-  operator_laws<hla2::Op<Rational>>("hla2 masked", {.variant = Variant::hla2, .random_masked = false});
-}
-TEST_CASE("hla2 operator laws, masked or unmasked", "[scan][hla2]") {
-  operator_laws<hla2::Op<Rational>>("hla2 (masked or unmasked at random)", {.variant = Variant::hla2});
-}
-TEST_CASE("ahla operator laws", "[scan][ahla]") { operator_laws<ahla::Op<Rational>>("ahla", {.variant = Variant::ahla}); }
-TEST_CASE("hla3 compact operator laws", "[scan][hla3]") {
-  operator_laws<hla3::Op<Rational>>("hla3 masked", {.variant = Variant::hla3, .random_masked = false});
-}
-TEST_CASE("hla3 compact operator laws, masked or unmasked", "[scan][hla3]") {
-  operator_laws<hla3::Op<Rational>>("hla3 (masked or unmasked at random)", {.variant = Variant::hla3});
-}
-TEST_CASE("hla3_paper operator laws (Eqs. 7.6-7.7)", "[scan][hla3_paper]") {
-  operator_laws<hla3_paper::Op<Rational>>("hla3_paper", {.variant = Variant::hla3_paper});
-}
+// Each operator's laws; with an unmasked form, also on masked problems alone.
+template <class V> struct OperatorLaws {
+  static void run() {
+    using Op = typename V::template Op<Rational>;
+    const std::string name = to_string(V::variant);
+    if (has_unmasked(V::variant)) {
+      operator_laws<Op>(name + " masked", {.variant = V::variant, .random_masked = false});
+      operator_laws<Op>(name + " (masked or unmasked at random)", {.variant = V::variant});
+    } else {
+      operator_laws<Op>(name, {.variant = V::variant});
+    }
+  }
+};
+[[maybe_unused]] const bool laws_registered = per_operator<OperatorLaws>("operator laws", "[scan]");
 
 TEST_CASE("hla3_paper: the paper's scan reproduces Algorithm 3 under every bracketing (Thm 7.2)", "[scan][hla3_paper]") {
   prop("hla3_paper: q_tᵀF of any bracketing of T_0 ⊗3 … ⊗3 T_t == Algorithm 3 at every t", [] {

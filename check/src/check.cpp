@@ -24,50 +24,6 @@
 namespace hla::check {
 namespace {
 
-Precision precision_of(DType t) {
-  switch (t) {
-    case DType::f64: return Precision::f64;
-    case DType::f32: return Precision::f32;
-    case DType::bf16: return Precision::bf16;
-    case DType::f16: return Precision::f16;
-  }
-  return Precision::f32;
-}
-
-// Smallest normal number of a compute precision.
-double smallest_normal(Precision p) {
-  switch (p) {
-    case Precision::f64: return std::numeric_limits<double>::min();
-    case Precision::f32:
-    case Precision::tf32:
-    case Precision::bf16: return std::numeric_limits<float>::min();
-    case Precision::f16: return std::ldexp(1.0, -14);
-  }
-  return 0;
-}
-
-double max_finite(DType t) {
-  switch (t) {
-    case DType::f64: return std::numeric_limits<double>::max();
-    case DType::f32: return std::numeric_limits<float>::max();
-    case DType::bf16: return 3.38953139e38;  // (2 − 2^-7)·2^127
-    case DType::f16: return 65504;
-  }
-  return 0;
-}
-
-// Largest error of rounding x to type t: u_t·|x| plus half the smallest subnormal.
-double storage_rounding(DType t, double x) {
-  switch (t) {
-    case DType::f64: return std::ldexp(std::fabs(x), -53) + std::ldexp(1.0, -1075);
-    case DType::f32: return std::ldexp(std::fabs(x), -24) + std::ldexp(1.0, -150);
-    case DType::bf16: return std::ldexp(std::fabs(x), -8) + std::ldexp(1.0, -134);
-    case DType::f16: return std::ldexp(std::fabs(x), -11) + std::ldexp(1.0, -25);
-  }
-  return 0;
-}
-
-
 Index longest_sequence(const BatchProblem& p) {
   Index m = 0;
   for (const auto& [t0, t1] : p.sequences()) m = std::max(m, t1 - t0);
@@ -102,14 +58,14 @@ void score_all(const BatchProblem& p, const Reference& ref, Mags mag, const Cand
   // compute error and is taken off before scoring.
   auto judge = [&](Element& e, DType t) {
     if (!std::isfinite(e.reference)) e.skip = Skip::reference_nonfinite;
-    else if (std::fabs(e.reference) > max_finite(t)) e.skip = Skip::out_of_range;
+    else if (std::fabs(e.reference) > info(t).largest_finite()) e.skip = Skip::out_of_range;
     else if (u * e.magnitude < tiny && e.magnitude > 0) e.skip = Skip::underflow;
     if (e.skip != Skip::none) return;
     if (!std::isfinite(e.candidate)) {
       e.score = HUGE_VAL;
       return;
     }
-    const double err = std::max(0.0, std::fabs(e.candidate - e.reference) - storage_rounding(t, e.reference));
+    const double err = std::max(0.0, std::fabs(e.candidate - e.reference) - info(t).rounding_error(e.reference));
     e.score = err == 0 ? 0.0 : e.magnitude > 0 ? err / (u * e.magnitude) : HUGE_VAL;
     e.unit = e.magnitude > 0 ? std::fabs(e.reference) / e.magnitude : 0;
   };
@@ -119,7 +75,7 @@ void score_all(const BatchProblem& p, const Reference& ref, Mags mag, const Cand
     // Within the bound of the pole the candidate's own D may be 0 or of either sign.
     const bool near_pole = o.eps_mode == EpsMode::add ? std::fabs(D) <= K * u * MD : std::fabs(den) <= K * u * magD;
     if (!std::isfinite(num) || !std::isfinite(den)) e.skip = Skip::reference_nonfinite;
-    else if (!near_pole && std::fabs(e.reference) > max_finite(t)) e.skip = Skip::out_of_range;
+    else if (!near_pole && std::fabs(e.reference) > info(t).largest_finite()) e.skip = Skip::out_of_range;
     else if (u * e.magnitude < tiny && e.magnitude > 0) e.skip = Skip::underflow;
     if (e.skip != Skip::none) return;
     if (!std::isfinite(e.candidate)) {
@@ -129,7 +85,7 @@ void score_all(const BatchProblem& p, const Reference& ref, Mags mag, const Cand
     }
     const double oc = e.candidate, tol = e.magnitude + std::fabs(oc) * MD;
     auto residual = [&](double Dx) {
-      return std::max(0.0, std::fabs(oc * Dx - num) - storage_rounding(t, oc) * std::fabs(Dx));
+      return std::max(0.0, std::fabs(oc * Dx - num) - info(t).rounding_error(oc) * std::fabs(Dx));
     };
     double r = residual(D);
     if (o.eps_mode == EpsMode::clamp && near_pole) r = std::min(r, residual(-D));
@@ -272,7 +228,7 @@ Report check(const BatchProblem& p, const Reference& given, const CandidateOutpu
   r.u = unit_roundoff(r.precision);
   const double K = depth_bound(p.opt.variant, longest_sequence(p), p.d);
   r.bound = K + 1;
-  const double tiny = smallest_normal(r.precision);
+  const double tiny = info(r.precision).smallest_normal();
   r.exact_tier = opt.exact_tier;
   r.form_class = opt.form_class;
   const Mags mag = mags_of(ref, opt.form_class);

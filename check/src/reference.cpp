@@ -10,18 +10,6 @@
 
 namespace hla::check {
 
-int order_of(Variant v) {
-  switch (v) {
-    case Variant::la1: return 1;
-    case Variant::hla2:
-    case Variant::ahla: return 2;
-    case Variant::hla3:
-    case Variant::hla3_paper: return 3;
-  }
-  // A new variant must say its order: a guessed one would make the bound K wrong.
-  throw std::logic_error("order_of: unknown variant " + std::to_string(static_cast<int>(v)));
-}
-
 double depth_bound(Variant v, Index n, Index d) {
   return static_cast<double>((order_of(v) + 1) * (n + d) + 16);
 }

@@ -21,27 +21,27 @@ namespace {
 
 using json = nlohmann::json;
 
-struct DTypeInfo {
+struct StInfo {
   StDType t;
   const char* name;
   std::size_t size;
 };
-constexpr DTypeInfo kDTypes[] = {
+constexpr StInfo kStDTypes[] = {
     {StDType::BOOL, "BOOL", 1},       {StDType::U8, "U8", 1},   {StDType::I8, "I8", 1},   {StDType::I16, "I16", 2},
     {StDType::U16, "U16", 2},         {StDType::I32, "I32", 4}, {StDType::U32, "U32", 4}, {StDType::I64, "I64", 8},
     {StDType::U64, "U64", 8},         {StDType::F8_E4M3, "F8_E4M3", 1},                   {StDType::F8_E5M2, "F8_E5M2", 1},
     {StDType::F16, "F16", 2},         {StDType::BF16, "BF16", 2},                         {StDType::F32, "F32", 4},
     {StDType::F64, "F64", 8}};
 
-const DTypeInfo& info(StDType t) {
-  for (const auto& i : kDTypes)
+const StInfo& info(StDType t) {
+  for (const auto& i : kStDTypes)
     if (i.t == t) return i;
-  return kDTypes[0];
+  return kStDTypes[0];
 }
 
 std::string known_dtypes() {
   std::string s;
-  for (const auto& i : kDTypes) s += (s.empty() ? "" : ", ") + std::string(i.name);
+  for (const auto& i : kStDTypes) s += (s.empty() ? "" : ", ") + std::string(i.name);
   return s;
 }
 
@@ -120,31 +120,19 @@ template <class Fail> void check_header_text(std::string_view header, Fail&& fai
 std::string to_string(StDType t) { return info(t).name; }
 
 std::optional<StDType> parse_st_dtype(std::string_view s) {
-  for (const auto& i : kDTypes)
+  for (const auto& i : kStDTypes)
     if (s == i.name) return i.t;
   return std::nullopt;
 }
 
 std::size_t st_dtype_size(StDType t) { return info(t).size; }
 
-StDType st_dtype(DType t) {
-  switch (t) {
-    case DType::f64: return StDType::F64;
-    case DType::f32: return StDType::F32;
-    case DType::bf16: return StDType::BF16;
-    case DType::f16: return StDType::F16;
-  }
-  return StDType::F64;
-}
+StDType st_dtype(DType t) { return *parse_st_dtype(hla::info(t).safetensors_name); }
 
 std::optional<DType> float_dtype(StDType t) {
-  switch (t) {
-    case StDType::F64: return DType::f64;
-    case StDType::F32: return DType::f32;
-    case StDType::BF16: return DType::bf16;
-    case StDType::F16: return DType::f16;
-    default: return std::nullopt;
-  }
+  for (const hla::DTypeInfo& d : kDTypes)
+    if (d.safetensors_name == info(t).name) return d.id;
+  return std::nullopt;
 }
 
 std::uint64_t Tensor::elements() const { return product(shape).value_or(0); }

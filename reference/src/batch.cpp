@@ -6,41 +6,6 @@
 
 namespace hla {
 
-std::string to_string(DType t) {
-  switch (t) {
-    case DType::f64: return "f64";
-    case DType::f32: return "f32";
-    case DType::bf16: return "bf16";
-    case DType::f16: return "f16";
-  }
-  return "?";
-}
-
-DType parse_dtype(std::string_view s) {
-  for (DType t : {DType::f64, DType::f32, DType::bf16, DType::f16}) {
-    std::string a = to_string(t), b = a;
-    for (auto& ch : b) ch = static_cast<char>(std::toupper(static_cast<unsigned char>(ch)));
-    if (s == a || s == b) return t;
-  }
-  throw InputError("unknown dtype '" + std::string(s) + "' (expected f64, f32, bf16 or f16)");
-}
-
-size_t dtype_size(DType t) { return t == DType::f64 ? 8 : t == DType::f32 ? 4 : 2; }
-
-double round_to(DType t, double x) {
-  if (!std::isfinite(x)) return x;
-  switch (t) {
-    case DType::f64: return x;
-    case DType::f32: return static_cast<double>(static_cast<float>(x));
-    // Rounded once, from the exact value (double -> float -> bf16 would round twice).
-    case DType::bf16: return static_cast<double>(static_cast<float>(from_rational<bf16>(to_rational(x))));
-    case DType::f16: return static_cast<double>(static_cast<float>(from_rational<f16>(to_rational(x))));
-  }
-  return x;
-}
-
-bool representable(DType t, double x) { return std::isnan(x) || round_to(t, x) == x; }
-
 std::vector<std::pair<Index, Index>> BatchProblem::sequences() const {
   if (offsets.empty()) return {{0, n}};
   std::vector<std::pair<Index, Index>> s;

@@ -4,41 +4,27 @@
 #include <sstream>
 
 namespace hla {
+namespace {
 
-const std::vector<Variant>& all_variants() {
-  static const std::vector<Variant> v{Variant::la1, Variant::hla2, Variant::ahla, Variant::hla3,
-                                      Variant::hla3_paper};
-  return v;
+// "hla2 and hla3": the variants with a property, for messages.
+std::string names_with(bool VariantInfo::*has) {
+  std::string s;
+  std::vector<std::string_view> names;
+  for (const VariantInfo& v : kVariants)
+    if (v.*has) names.push_back(v.name);
+  for (size_t i = 0; i < names.size(); ++i) s += (i == 0 ? "" : i + 1 == names.size() ? " and " : ", ") + std::string(names[i]);
+  return s;
 }
 
-std::string to_string(Variant v) {
-  switch (v) {
-    case Variant::la1: return "la1";
-    case Variant::hla2: return "hla2";
-    case Variant::ahla: return "ahla";
-    case Variant::hla3: return "hla3";
-    case Variant::hla3_paper: return "hla3_paper";
-  }
-  return "?";
-}
+}  // namespace
 
 std::string to_string(EpsMode m) { return m == EpsMode::add ? "add" : "clamp"; }
-
-Variant parse_variant(std::string_view s) {
-  for (Variant v : all_variants())
-    if (to_string(v) == s) return v;
-  throw InputError("unknown variant '" + std::string(s) + "' (expected la1, hla2, ahla, hla3 or hla3_paper)");
-}
 
 EpsMode parse_eps_mode(std::string_view s) {
   if (s == "add") return EpsMode::add;
   if (s == "clamp") return EpsMode::clamp;
   throw InputError("unknown eps_mode '" + std::string(s) + "' (expected add or clamp)");
 }
-
-bool has_unmasked(Variant v) { return v == Variant::hla2 || v == Variant::hla3; }
-bool has_ridge(Variant v) { return v == Variant::hla2; }
-bool needs_unit_gamma(Variant v) { return v == Variant::hla3_paper; }
 
 void Options::validate() const {
   const std::string var = to_string(variant);
@@ -47,11 +33,11 @@ void Options::validate() const {
   if (eps <= 0) throw InputError("eps = " + to_string(eps) + " must be > 0");
   if (lambda < 0) throw InputError("lambda = " + to_string(lambda) + " must be >= 0");
   if (lambda != 0 && !has_ridge(variant))
-    throw InputError("lambda (ridge) applies to hla2 only, not " + var);
+    throw InputError("lambda (ridge) applies to " + names_with(&VariantInfo::has_ridge) + " only, not " + var);
   if (!masked && !has_unmasked(variant))
-    throw InputError(var + " has no unmasked form (only hla2 and hla3 do)");
+    throw InputError(var + " has no unmasked form (only " + names_with(&VariantInfo::has_unmasked) + " do)");
   if (needs_unit_gamma(variant) && gamma != 1)
-    throw InputError(var + " is defined for gamma = 1 only (paper Alg. 3), got gamma = " + to_string(gamma));
+    throw InputError(var + " is defined for gamma = 1 only, got gamma = " + to_string(gamma));
 }
 
 std::string Options::describe() const {

@@ -18,7 +18,7 @@ namespace hla::cli {
 namespace {
 
 struct FuzzArgs {
-  std::string lib, exec, variants = "la1,hla2,ahla,hla3", dtypes = "f32", features, precision = "f32", form_class = "masked", shard = "0/1", replay;
+  std::string lib, exec, variants = variant_csv(false), dtypes = "f32", features, precision = "f32", form_class = "masked", shard = "0/1", replay;
   Index max_n = 4096;
   double timeout = 10, budget = 600;
   fuzz::CampaignOptions campaign;

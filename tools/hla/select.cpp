@@ -18,7 +18,7 @@ namespace hla::cli {
 namespace {
 
 struct SelectArgs {
-  std::string dir, variants = "la1,hla2,ahla,hla3,hla3_paper", dtypes = "f64,f32,bf16,f16", features = "all", d, dv;
+  std::string dir, variants = variant_csv(), dtypes = dtype_csv(), features = "all", d, dv;
   Index max_n = 0;
   bool verbose = false;
 };

@@ -5,6 +5,7 @@
 // exactly as the candidate saw it.
 #pragma once
 
+#include "hla/dtype.hpp"
 #include "hla/problem.hpp"
 
 #include <cmath>
@@ -13,14 +14,6 @@
 #include <vector>
 
 namespace hla {
-
-enum class DType { f64, f32, bf16, f16 };
-std::string to_string(DType t);
-DType parse_dtype(std::string_view s);  // "f64" | "f32" | "bf16" | "f16" (also F64, F32, BF16, F16)
-size_t dtype_size(DType t);
-// Rounds x to the nearest value of type t (ties to even), returned as a double.
-double round_to(DType t, double x);
-bool representable(DType t, double x);  // round_to(t, x) == x (NaN counts as representable)
 
 // Shape limits (BatchProblem::validate): far above any kernel's shapes, low
 // enough that every product of dims fits in 64 bits and work stays tied to data.

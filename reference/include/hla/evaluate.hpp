@@ -12,24 +12,7 @@
 
 namespace hla {
 
-enum class Form {
-  naive,                  // SPEC §2, the ground truth
-  streaming,              // SPEC §3 (hla2: corrected state F)
-  streaming_paper_state,  // hla2 only: paper state (S, C, m, G, h), decay corrected
-  fold,                   // SPEC §4 operator, serial left fold
-  blelloch,               // SPEC §4 operator, exclusive Blelloch scan + local inclusion
-  chunked_scan,           // SPEC §4 operator, two-level chunked scan
-  chunked_matmul,         // SPEC §5 matmul form
-};
-
-std::string to_string(Form f);
-Form parse_form(std::string_view s);  // throws InputError
-const std::vector<Form>& all_forms();
-// The forms that exist for a variant: all but streaming_paper_state (hla2 only)
-// and chunked_matmul for hla3_paper (the paper gives third order none).
-std::vector<Form> forms_of(Variant v);
-// Forms whose result depends on a chunk width.
-bool is_chunked(Form f);
+// Variants and forms: hla/variants.hpp.
 
 // Paper-literal forms shown wrong by SPEC §6 (E4 is the variant hla3_paper).
 enum class PaperForm {

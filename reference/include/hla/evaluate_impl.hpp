@@ -5,13 +5,9 @@
 #include "hla/bounds.hpp"
 #include "hla/evaluate.hpp"
 #include "hla/head.hpp"
-#include "hla/ops/ahla.hpp"
-#include "hla/ops/hla2.hpp"
-#include "hla/ops/hla3.hpp"
-#include "hla/ops/la1.hpp"
+#include "hla/operators.hpp"
 #include "hla/paper/ahla_paper.hpp"
 #include "hla/paper/hla2_paper.hpp"
-#include "hla/paper/hla3_paper.hpp"
 #include "hla/scan.hpp"
 
 #include <stdexcept>
@@ -42,39 +38,11 @@ template <class Op> auto scan_form(const Op& op, Index n, Index dv1, Form f, Ind
   return Y;
 }
 
-// One operator unit's forms, by name.
-#define HLA_FORMS_BUT_MATMUL(ns)                                       \
-  case Form::naive: return ns::naive(h);                               \
-  case Form::streaming: return ns::streaming(h);                       \
-  case Form::fold:                                                     \
-  case Form::blelloch:                                                 \
-  case Form::chunked_scan: return scan_form(ns::Op<T>{h}, h.n(), h.dv1(), f, chunk);
-#define HLA_DISPATCH_FORMS(ns)                                         \
-  switch (f) {                                                         \
-    HLA_FORMS_BUT_MATMUL(ns)                                           \
-    case Form::chunked_matmul: return ns::chunked(h, chunk);           \
-    default: break;                                                    \
-  }
-
-template <class T> Mat<T> run_form(const Head<T>& h, Variant v, Form f, Index chunk) {
-  switch (v) {
-    case Variant::la1: HLA_DISPATCH_FORMS(la1) break;
-    case Variant::hla2:
-      if (f == Form::streaming_paper_state) return hla2::streaming_paper_state(h);
-      HLA_DISPATCH_FORMS(hla2) break;
-    case Variant::ahla: HLA_DISPATCH_FORMS(ahla) break;
-    case Variant::hla3: HLA_DISPATCH_FORMS(hla3) break;
-    case Variant::hla3_paper:  // the paper gives no matmul form for third order
-      switch (f) {
-        HLA_FORMS_BUT_MATMUL(hla3_paper)
-        default: break;
-      }
-      break;
-  }
-  throw InputError("form " + to_string(f) + " is not implemented for variant " + to_string(v));
-}
-#undef HLA_DISPATCH_FORMS
-#undef HLA_FORMS_BUT_MATMUL
+// Variant V's form f (V: its operator type, operators.hpp). Defined in
+// run_form.hpp and instantiated per operator and scalar in units of their
+// own (reference/CMakeLists.txt): the heaviest instantiations build in
+// parallel, and code that includes this header never repeats them.
+template <class V, class T> Mat<T> run_form(const Head<T>& h, Form f, Index chunk);
 
 // SPEC §1 normalization, one place for every form.
 template <class S> Output<S> finish(const Options& opt, const Mat<S>& Y) {
@@ -103,7 +71,8 @@ template <class S> Output<S> evaluate(const Problem<S>& p, Form f, Index chunk) 
   const auto fs = forms_of(p.opt.variant);
   if (std::find(fs.begin(), fs.end(), f) == fs.end())
     throw InputError("variant " + to_string(p.opt.variant) + " has no form " + to_string(f));
-  return finish(p.opt, run_form(make_head(p), p.opt.variant, f, chunk));
+  const Head<S> h = make_head(p);
+  return finish(p.opt, with_operator(p.opt.variant, [&]<class V>(V) { return run_form<V>(h, f, chunk); }));
 }
 
 template <class S> Output<S> evaluate_paper(const Problem<S>& p, PaperForm f, Index chunk) {
@@ -128,12 +97,9 @@ template <class S> Output<S> magnitude(const Problem<S>& p, bool unmasked_order)
   Problem<S> a{p.opt, absm(p.q), absm(p.k), absm(p.v)};
   a.opt.scale = abs(p.opt.scale);
   a.opt.normalize = false;
-  // hla3_paper's tied-maximum sum is bounded by the full third-order sum, and
-  // its own fast forms subtract; the unmasked hla3 magnitude bounds both.
-  if (a.opt.variant == Variant::hla3_paper) {
-    a.opt.variant = Variant::hla3;
-    unmasked_order = true;
-  }
+  // A variant may be bounded by another's magnitude (variants.hpp).
+  unmasked_order = unmasked_order || info(a.opt.variant).magnitude_unmasked;
+  a.opt.variant = info(a.opt.variant).magnitude_as;
   if (unmasked_order && has_unmasked(a.opt.variant)) a.opt.masked = false;
   // On absolute values every term is ≥ 0 and the streaming forms only add
   // terms (proven equal to naive by the properties): exact in rationals,
@@ -143,7 +109,15 @@ template <class S> Output<S> magnitude(const Problem<S>& p, bool unmasked_order)
 
 }  // namespace hla
 
-#define HLA_INSTANTIATE_EVALUATE(S)                                                  \
-  template hla::Output<S> hla::evaluate<S>(const hla::Problem<S>&, hla::Form, hla::Index); \
-  template hla::Output<S> hla::evaluate_paper<S>(const hla::Problem<S>&, hla::PaperForm, hla::Index); \
-  template hla::Output<S> hla::magnitude<S>(const hla::Problem<S>&, bool);
+// Explicitly instantiated once per scalar type, in reference/src/instantiate_*.cpp
+// (ext = nothing); every other includer sees them as extern and reuses those.
+#define HLA_EVALUATE_INSTANTIATIONS(ext, S)                                                      \
+  ext template hla::Output<S> hla::evaluate<S>(const hla::Problem<S>&, hla::Form, hla::Index);          \
+  ext template hla::Output<S> hla::evaluate_paper<S>(const hla::Problem<S>&, hla::PaperForm, hla::Index); \
+  ext template hla::Output<S> hla::magnitude<S>(const hla::Problem<S>&, bool);
+HLA_EVALUATE_INSTANTIATIONS(extern, hla::Rational)
+HLA_EVALUATE_INSTANTIATIONS(extern, hla::f113)
+HLA_EVALUATE_INSTANTIATIONS(extern, double)
+HLA_EVALUATE_INSTANTIATIONS(extern, float)
+HLA_EVALUATE_INSTANTIATIONS(extern, hla::bf16)
+HLA_EVALUATE_INSTANTIATIONS(extern, hla::f16)

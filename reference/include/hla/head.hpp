@@ -7,6 +7,8 @@
 
 #include "hla/problem.hpp"
 
+#include <stdexcept>
+#include <string>
 #include <vector>
 
 namespace hla {
@@ -18,12 +20,19 @@ template <class S> struct Head {
   S gamma;
   S lambda;
   bool masked = true;
-  std::vector<S> gpow;  // gpow[e] = γ^e
+  std::vector<S> gpow;  // gpow[e] = γ^e for e ≤ order·(n+1)
 
   Index n() const { return q.rows(); }
   Index d() const { return q.cols(); }
   Index dv1() const { return v.cols(); }
-  const S& g(Index e) const { return gpow[static_cast<size_t>(e)]; }
+  // γ^e. Checked: a form that needs a power beyond its variant's order·(n+1)
+  // (variants.hpp) is a bug in the form or in the table, not a silent read.
+  const S& g(Index e) const {
+    if (e < 0 || static_cast<size_t>(e) >= gpow.size())
+      throw std::logic_error("gamma^" + std::to_string(e) + " is beyond the variant's decay bound (" +
+                             std::to_string(gpow.size() - 1) + ")");
+    return gpow[static_cast<size_t>(e)];
+  }
 };
 
 template <class S> Head<S> make_head(const Problem<S>& p) {
@@ -36,8 +45,8 @@ template <class S> Head<S> make_head(const Problem<S>& p) {
   h.gamma = from_rational<S>(p.opt.gamma);
   h.lambda = from_rational<S>(p.opt.lambda);
   h.masked = p.opt.masked;
-  // Third order weights reach γ^(3t); chunk forms up to γ^(3w) (hla3); one spare.
-  h.gpow.assign(static_cast<size_t>(3 * p.n() + 4), S(1));
+  // Order-p weights reach γ^(p·t), chunk carries γ^(p·w) with w ≤ n, streaming γ^p.
+  h.gpow.assign(static_cast<size_t>(order_of(p.opt.variant) * (p.n() + 1) + 1), S(1));
   for (size_t e = 1; e < h.gpow.size(); ++e) h.gpow[e] = h.gpow[e - 1] * h.gamma;
   return h;
 }

@@ -2,34 +2,20 @@
 // that decides whether it is valid.
 #pragma once
 
+#include "hla/error.hpp"
 #include "hla/scalar.hpp"
+#include "hla/variants.hpp"
 
 #include <iosfwd>
-#include <stdexcept>
 #include <string>
 #include <vector>
 
 namespace hla {
 
-// Bad input (shapes, options, files, command lines): the message names the
-// problem; tools map it to exit status 2.
-struct InputError : std::invalid_argument {
-  using std::invalid_argument::invalid_argument;
-};
-
-enum class Variant { la1, hla2, ahla, hla3, hla3_paper };
 enum class EpsMode { add, clamp };
 
-std::string to_string(Variant v);
 std::string to_string(EpsMode m);
-Variant parse_variant(std::string_view s);  // throws InputError
 EpsMode parse_eps_mode(std::string_view s);
-const std::vector<Variant>& all_variants();
-
-// Which options a variant takes (SPEC §1-§2): anything else is rejected.
-bool has_unmasked(Variant v);  // hla2, hla3
-bool has_ridge(Variant v);      // hla2
-bool needs_unit_gamma(Variant v);  // hla3_paper (paper Alg. 3 is stated for γ = 1)
 
 // Options, held exactly; every scalar type rounds them from here.
 struct Options {

@@ -4,6 +4,7 @@
 
 #include "hla/batch.hpp"
 
+#include <array>
 #include <map>
 #include <optional>
 #include <string>
@@ -13,10 +14,30 @@ namespace hla::check {
 
 enum class Precision { f64, f32, tf32, bf16, f16 };
 
+// A compute precision is a binary format like a dtype (hla/dtype.hpp); tf32
+// is f32's exponent with f16's significand. Each dtype computes by default in
+// the precision of its own name.
+struct PrecisionInfo {
+  Precision id;
+  std::string_view name;
+  int exponent_bits;
+  int mantissa_bits;
+  // u = 2^-p for a p-bit significand: f64 2^-53, f32 2^-24, tf32 2^-11, bf16 2^-8, f16 2^-11.
+  constexpr double unit_roundoff() const { return hla::detail::pow2(-(mantissa_bits + 1)); }
+  constexpr double smallest_normal() const { return hla::detail::pow2(2 - (1 << (exponent_bits - 1))); }
+};
+inline constexpr std::array kPrecisions{
+    PrecisionInfo{Precision::f64, "f64", 11, 52}, PrecisionInfo{Precision::f32, "f32", 8, 23},
+    PrecisionInfo{Precision::tf32, "tf32", 8, 10}, PrecisionInfo{Precision::bf16, "bf16", 8, 7},
+    PrecisionInfo{Precision::f16, "f16", 5, 10}};
+constexpr const PrecisionInfo& info(Precision p) { return kPrecisions[static_cast<std::size_t>(p)]; }
+static_assert(info(Precision::f16).smallest_normal() == 0x1p-14 && info(Precision::f32).smallest_normal() == 0x1p-126);
+
 std::string to_string(Precision p);
 Precision parse_precision(std::string_view s);  // throws InputError
-// u = 2^-p for a p-bit significand: f64 2^-53, f32 2^-24, tf32 2^-11, bf16 2^-8, f16 2^-11.
-double unit_roundoff(Precision p);
+inline double unit_roundoff(Precision p) { return info(p).unit_roundoff(); }
+// The precision a dtype computes in unless declared otherwise.
+Precision precision_of(DType t);
 
 // The compute precision a candidate declares per input dtype: "f32" (one for
 // every dtype) or "bf16=f32,f16=f32,f32=f32,f64=f64" (dtypes not named fall

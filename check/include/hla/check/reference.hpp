@@ -31,9 +31,6 @@ struct Reference {
   int bits = 113;               // precision the values were computed in (0 = exact)
 };
 
-// Orders of the variants: la1 1, hla2/ahla 2, hla3/hla3_paper 3.
-int order_of(Variant v);
-
 // A priori bound, in units of u·magnitude, on the error of any algorithm that
 // evaluates the defining sum in precision u by adding (not cancelling) its
 // terms: every term passes at most K roundings — p dot products of length d,

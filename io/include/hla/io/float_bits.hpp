@@ -3,9 +3,10 @@
 // never round: decode is exact, and encode succeeds only for values the
 // target type holds exactly. Done by bit manipulation so that subnormals,
 // signed zeros, infinities and NaN payloads survive a round trip unchanged.
+// The formats are the rows of hla/dtype.hpp.
 #pragma once
 
-#include "hla/batch.hpp"
+#include "hla/dtype.hpp"
 
 #include <cstdint>
 #include <optional>

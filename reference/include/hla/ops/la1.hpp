@@ -5,53 +5,59 @@
 
 #include "hla/head.hpp"
 
-namespace hla::la1 {
+namespace hla {
 
-// Ground truth: the literal masked sum.
-template <class T> Mat<T> naive(const Head<T>& h) {
-  Mat<T> Y = Mat<T>::Zero(h.n(), h.dv1());
-  for (Index t = 0; t < h.n(); ++t)
-    for (Index j = 0; j <= t; ++j) Y.row(t) += (h.g(t - j) * h.q.row(t).dot(h.k.row(j))) * h.v.row(j);
-  return Y;
-}
+// The operator as a type (operators.hpp lists them): its forms are static members.
+struct la1 {
+  static constexpr Variant variant = Variant::la1;
 
-// P_t = γP_{t-1} + k_t v_tᵀ;  num_t = q_tᵀ P_t.
-template <class T> Mat<T> streaming(const Head<T>& h) {
-  Mat<T> P = Mat<T>::Zero(h.d(), h.dv1()), Y(h.n(), h.dv1());
-  for (Index t = 0; t < h.n(); ++t) {
-    P = h.gamma * P + h.k.row(t).transpose() * h.v.row(t);
-    Y.row(t) = h.q.row(t) * P;
+  // Ground truth: the literal masked sum.
+  template <class T> static Mat<T> naive(const Head<T>& h) {
+    Mat<T> Y = Mat<T>::Zero(h.n(), h.dv1());
+    for (Index t = 0; t < h.n(); ++t)
+      for (Index j = 0; j <= t; ++j) Y.row(t) += (h.g(t - j) * h.q.row(t).dot(h.k.row(j))) * h.v.row(j);
+    return Y;
   }
-  return Y;
-}
 
-// Segment summary (P, ρ): P = Σ γ^(T-j) k_j v_jᵀ.  A ⊕ B = (ρ_B P_A + P_B, ρ_Aρ_B).
-template <class T> struct Op {
-  const Head<T>& h;
-  struct Summary {
-    Mat<T> P;
-    T rho;
-    bool operator==(const Summary&) const = default;
+  // P_t = γP_{t-1} + k_t v_tᵀ;  num_t = q_tᵀ P_t.
+  template <class T> static Mat<T> streaming(const Head<T>& h) {
+    Mat<T> P = Mat<T>::Zero(h.d(), h.dv1()), Y(h.n(), h.dv1());
+    for (Index t = 0; t < h.n(); ++t) {
+      P = h.gamma * P + h.k.row(t).transpose() * h.v.row(t);
+      Y.row(t) = h.q.row(t) * P;
+    }
+    return Y;
+  }
+
+  // Segment summary (P, ρ): P = Σ γ^(T-j) k_j v_jᵀ.  A ⊕ B = (ρ_B P_A + P_B, ρ_Aρ_B).
+  template <class T> struct Op {
+    const Head<T>& h;
+    struct Summary {
+      Mat<T> P;
+      T rho;
+      bool operator==(const Summary&) const = default;
+    };
+    Summary identity() const { return {Mat<T>::Zero(h.d(), h.dv1()), T(1)}; }
+    Summary token(Index t) const { return {h.k.row(t).transpose() * h.v.row(t), h.gamma}; }
+    Summary combine(const Summary& A, const Summary& B) const { return {B.rho * A.P + B.P, A.rho * B.rho}; }
+    RowVec<T> readout(const Summary& X, Index t) const { return h.q.row(t) * X.P; }
   };
-  Summary identity() const { return {Mat<T>::Zero(h.d(), h.dv1()), T(1)}; }
-  Summary token(Index t) const { return {h.k.row(t).transpose() * h.v.row(t), h.gamma}; }
-  Summary combine(const Summary& A, const Summary& B) const { return {B.rho * A.P + B.P, A.rho * B.rho}; }
-  RowVec<T> readout(const Summary& X, Index t) const { return h.q.row(t) * X.P; }
+
+  // Chunked matmul form (SPEC §5): carry term ρ_t q_tᵀP_A + ((QKᵀ) ⊙ D) V.
+  template <class T> static Mat<T> chunked(const Head<T>& h, Index w) {
+    Mat<T> P = Mat<T>::Zero(h.d(), h.dv1()), Y(h.n(), h.dv1());
+    for_each_chunk(h.n(), w, [&](Index c0, Index L) {
+      const auto Q = h.q.middleRows(c0, L);
+      const auto K = h.k.middleRows(c0, L);
+      const auto V = h.v.middleRows(c0, L);
+      const Mat<T> D = decay_mask(h, L);
+      Y.middleRows(c0, L) = decay_from_carry(h, L).asDiagonal() * (Q * P) +
+                            (Q * K.transpose()).cwiseProduct(D) * V;
+      P = h.g(L) * P + K.transpose() * decay_to_end(h, L).asDiagonal() * V;
+    });
+    return Y;
+  }
+
 };
 
-// Chunked matmul form (SPEC §5): carry term ρ_t q_tᵀP_A + ((QKᵀ) ⊙ D) V.
-template <class T> Mat<T> chunked(const Head<T>& h, Index w) {
-  Mat<T> P = Mat<T>::Zero(h.d(), h.dv1()), Y(h.n(), h.dv1());
-  for_each_chunk(h.n(), w, [&](Index c0, Index L) {
-    const auto Q = h.q.middleRows(c0, L);
-    const auto K = h.k.middleRows(c0, L);
-    const auto V = h.v.middleRows(c0, L);
-    const Mat<T> D = decay_mask(h, L);
-    Y.middleRows(c0, L) = decay_from_carry(h, L).asDiagonal() * (Q * P) +
-                          (Q * K.transpose()).cwiseProduct(D) * V;
-    P = h.g(L) * P + K.transpose() * decay_to_end(h, L).asDiagonal() * V;
-  });
-  return Y;
-}
-
-}  // namespace hla::la1
+}  // namespace hla

@@ -1,0 +1,87 @@
+// The table of storage dtypes: size, format, rounding, limits, names and C ABI
+// code of each, in one row; every switch over dtypes derives from it. Light
+// header: no Boost, no Eigen.
+#pragma once
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+
+namespace hla {
+
+enum class DType : std::int32_t { f64, f32, bf16, f16 };
+
+namespace detail {
+constexpr double pow2(int e) {
+  double r = 1;
+  for (; e > 0; --e) r *= 2;
+  for (; e < 0; ++e) r /= 2;
+  return r;
+}
+}  // namespace detail
+
+// An IEEE-style binary format with `exponent_bits` and `mantissa_bits` (stored,
+// without the hidden bit); bf16 is f32 with 16 mantissa bits cut.
+struct DTypeInfo {
+  DType id;
+  std::string_view name;              // "bf16"
+  std::string_view safetensors_name;  // "BF16"
+  int exponent_bits;
+  int mantissa_bits;
+  std::int32_t abi_code;  // hla_dtype in include/hla_impl.h
+
+  constexpr std::size_t size() const { return static_cast<std::size_t>(1 + exponent_bits + mantissa_bits) / 8; }
+  constexpr int bias() const { return (1 << (exponent_bits - 1)) - 1; }
+  // u = 2^-(p) for p = mantissa_bits + 1 significant bits.
+  constexpr double unit_roundoff() const { return detail::pow2(-(mantissa_bits + 1)); }
+  constexpr double smallest_normal() const { return detail::pow2(1 - bias()); }
+  constexpr double smallest_subnormal() const { return detail::pow2(1 - bias() - mantissa_bits); }
+  constexpr double largest_finite() const {
+    return (2 - detail::pow2(-mantissa_bits)) * detail::pow2(bias());
+  }
+  // Largest error of rounding x to this type: u·|x| plus half the smallest subnormal.
+  double rounding_error(double x) const;
+  // Rounds x to the nearest value of this type (ties to even; overflow to ±inf),
+  // returned as a double. NaN and ±inf pass through.
+  double round(double x) const;
+  // The value of a size()-byte pattern (low bits of the word); exact.
+  double decode(std::uint64_t bits) const;
+  // The bit pattern of x, or nothing when x is not exactly a value of this
+  // type. NaN: sign and the top payload bits that fit (a payload that would
+  // vanish becomes the quiet bit), so a decoded NaN re-encodes to its bits.
+  std::optional<std::uint64_t> encode(double x) const;
+};
+
+inline constexpr std::array kDTypes{
+    DTypeInfo{DType::f64, "f64", "F64", 11, 52, 0},
+    DTypeInfo{DType::f32, "f32", "F32", 8, 23, 1},
+    DTypeInfo{DType::bf16, "bf16", "BF16", 8, 7, 2},
+    DTypeInfo{DType::f16, "f16", "F16", 5, 10, 3},
+};
+
+constexpr const DTypeInfo& info(DType t) { return kDTypes[static_cast<std::size_t>(t)]; }
+
+namespace detail {
+constexpr bool dtypes_in_enum_order() {
+  for (std::size_t i = 0; i < kDTypes.size(); ++i)
+    if (static_cast<std::size_t>(kDTypes[i].id) != i) return false;
+  return true;
+}
+}  // namespace detail
+static_assert(detail::dtypes_in_enum_order(), "kDTypes rows must follow enum DType");
+static_assert(info(DType::f32).largest_finite() == 3.4028234663852886e38 && info(DType::f16).largest_finite() == 65504 &&
+                  info(DType::f32).smallest_normal() == 1.1754943508222875e-38 && info(DType::f16).size() == 2,
+              "dtype table disagrees with IEEE 754");
+
+std::string to_string(DType t);
+DType parse_dtype(std::string_view s);  // "f64" | "f32" | "bf16" | "f16" (also upper case); throws InputError
+std::string dtype_csv();  // "f64,f32,bf16,f16"
+inline std::size_t dtype_size(DType t) { return info(t).size(); }
+// Rounds x to the nearest value of type t (ties to even), returned as a double.
+inline double round_to(DType t, double x) { return info(t).round(x); }
+bool representable(DType t, double x);  // round_to(t, x) == x (NaN counts as representable)
+
+}  // namespace hla

@@ -1,0 +1,156 @@
+// The table of variants and forms: every fact about a variant that code
+// outside its operator needs (its name, order, options, forms, how its error
+// is bounded, its C ABI code) is one row here, and every list, switch and
+// message derives from it. Light header: no Boost, no Eigen.
+//
+// Adding a variant: a row in kVariants, its operator in ops/<name>.hpp, its
+// type in operators.hpp, its code in include/hla_impl.h (README "Adding a
+// variant"); static_asserts below and in operators.hpp and cabi_adapter.cpp
+// fail the build when the four disagree.
+#pragma once
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <initializer_list>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace hla {
+
+enum class Variant : std::int32_t { la1, hla2, ahla, hla3, hla3_paper };
+
+enum class Form : std::int32_t {
+  naive,                  // SPEC §2, the ground truth
+  streaming,              // SPEC §3 (hla2: corrected state F)
+  streaming_paper_state,  // hla2 only: paper state (S, C, m, G, h), decay corrected
+  fold,                   // SPEC §4 operator, serial left fold
+  blelloch,               // SPEC §4 operator, exclusive Blelloch scan + local inclusion
+  chunked_scan,           // SPEC §4 operator, two-level chunked scan
+  chunked_matmul,         // SPEC §5 matmul form
+};
+
+// A set of forms, one bit per Form.
+struct FormSet {
+  std::uint32_t bits = 0;
+  constexpr FormSet() = default;
+  constexpr FormSet(std::initializer_list<Form> fs) {
+    for (Form f : fs) bits |= 1u << static_cast<int>(f);
+  }
+  constexpr bool has(Form f) const { return (bits >> static_cast<int>(f)) & 1u; }
+};
+
+struct FormInfo {
+  Form id;
+  std::string_view name;
+  bool chunked;  // the result depends on a chunk width
+  bool scan;     // evaluates the SPEC §4 segment operator
+};
+
+inline constexpr std::array kForms{
+    FormInfo{Form::naive, "naive", false, false},
+    FormInfo{Form::streaming, "streaming", false, false},
+    FormInfo{Form::streaming_paper_state, "streaming_paper_state", false, false},
+    FormInfo{Form::fold, "fold", false, true},
+    FormInfo{Form::blelloch, "blelloch", false, true},
+    FormInfo{Form::chunked_scan, "chunked_scan", true, true},
+    FormInfo{Form::chunked_matmul, "chunked_matmul", true, false},
+};
+
+struct VariantInfo {
+  Variant id;
+  std::string_view name;
+  // Number of (q·k) factors in a term of num: the degree of num in q and in k,
+  // the a priori depth bound K = (order + 1)(n + d) + 16 (SPEC §7), and the
+  // largest power of γ a form uses, γ^(order·(n+1)).
+  int order;
+  bool has_unmasked;      // takes masked = false
+  bool has_ridge;         // takes lambda > 0
+  bool needs_unit_gamma;  // defined for γ = 1 only
+  FormSet forms;          // forms it has (naive always)
+  // Masked forms that subtract partial sums: their error scales with the
+  // unmasked-order magnitude (SPEC §7 evaluation classes).
+  FormSet subtracting_forms;
+  // Its magnitude (SPEC §7) is that of this variant, unmasked when
+  // magnitude_unmasked (hla3_paper: the full third-order sum bounds the
+  // tied-maximum sum and the partial sums its Algorithm 3 subtracts).
+  Variant magnitude_as;
+  bool magnitude_unmasked;
+  bool paper_literal;     // the paper's own definition, not a kernel's: not fuzzed unless asked
+  std::int32_t abi_code;  // hla_variant in include/hla_impl.h
+};
+
+namespace detail {
+inline constexpr FormSet kCommonForms{Form::naive, Form::streaming, Form::fold, Form::blelloch, Form::chunked_scan,
+                                      Form::chunked_matmul};
+inline constexpr FormSet kScanForms{Form::fold, Form::blelloch, Form::chunked_scan};
+}  // namespace detail
+
+inline constexpr std::array kVariants{
+    VariantInfo{Variant::la1, "la1", 1, false, false, false, detail::kCommonForms, {}, Variant::la1, false, false, 0},
+    // hla2's paper state and its §4 summary read out u·C − qᵀG.
+    VariantInfo{Variant::hla2, "hla2", 2, true, true, false,
+                {Form::naive, Form::streaming, Form::streaming_paper_state, Form::fold, Form::blelloch,
+                 Form::chunked_scan, Form::chunked_matmul},
+                {Form::streaming_paper_state, Form::fold, Form::blelloch, Form::chunked_scan}, Variant::hla2, false,
+                false, 1},
+    VariantInfo{Variant::ahla, "ahla", 2, false, false, false, detail::kCommonForms, {}, Variant::ahla, false, false,
+                2},
+    // hla3's forms, and the paper's third-order scan (the corrected F of
+    // Eq. 7.4), only add terms.
+    VariantInfo{Variant::hla3, "hla3", 3, true, false, false, detail::kCommonForms, {}, Variant::hla3, false, false, 3},
+    // Paper Alg. 3 (γ = 1), which reads out S^K S^Q P − G⁽¹⁾ − G⁽²⁾ − G⁽³⁾; the
+    // paper gives third order no matmul form.
+    VariantInfo{Variant::hla3_paper, "hla3_paper", 3, false, false, true,
+                {Form::naive, Form::streaming, Form::fold, Form::blelloch, Form::chunked_scan},
+                {Form::streaming}, Variant::hla3, true, true, 4},
+};
+
+constexpr const VariantInfo& info(Variant v) { return kVariants[static_cast<std::size_t>(v)]; }
+constexpr const FormInfo& info(Form f) { return kForms[static_cast<std::size_t>(f)]; }
+
+namespace detail {
+template <class Table> constexpr bool rows_in_enum_order(const Table& t) {
+  for (std::size_t i = 0; i < t.size(); ++i)
+    if (static_cast<std::size_t>(t[i].id) != i) return false;
+  return true;
+}
+constexpr bool variants_consistent() {
+  for (const VariantInfo& v : kVariants) {
+    if (v.order < 1 || !v.forms.has(Form::naive) || !v.forms.has(Form::streaming)) return false;
+    if ((v.subtracting_forms.bits & ~v.forms.bits) != 0) return false;
+    if (static_cast<std::size_t>(v.magnitude_as) >= kVariants.size()) return false;
+  }
+  return true;
+}
+}  // namespace detail
+static_assert(detail::rows_in_enum_order(kVariants), "kVariants rows must follow enum Variant");
+static_assert(detail::rows_in_enum_order(kForms), "kForms rows must follow enum Form");
+static_assert(detail::variants_consistent(), "a kVariants row lacks naive/streaming or names forms it has not");
+
+std::string to_string(Variant v);
+Variant parse_variant(std::string_view s);  // throws InputError naming the known variants
+const std::vector<Variant>& all_variants();
+// "la1, hla2, ahla, hla3 or hla3_paper": for messages.
+std::string variant_names(bool paper_literal_too = true);
+// "la1,hla2,ahla,hla3": for command line defaults (without the paper-literal
+// variants unless asked: a kernel implements the corrected definitions).
+std::string variant_csv(bool paper_literal_too = true);
+
+// Which options a variant takes (SPEC §1-§2): anything else is rejected.
+inline bool has_unmasked(Variant v) { return info(v).has_unmasked; }
+inline bool has_ridge(Variant v) { return info(v).has_ridge; }
+inline bool needs_unit_gamma(Variant v) { return info(v).needs_unit_gamma; }
+inline int order_of(Variant v) { return info(v).order; }
+
+std::string to_string(Form f);
+Form parse_form(std::string_view s);  // throws InputError
+const std::vector<Form>& all_forms();
+std::vector<Form> forms_of(Variant v);
+inline bool is_chunked(Form f) { return info(f).chunked; }
+
+// "a, b or c".
+std::string join_or(const std::vector<std::string>& items);
+
+}  // namespace hla

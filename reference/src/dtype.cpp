@@ -1,0 +1,102 @@
+#include "hla/dtype.hpp"
+
+#include "hla/error.hpp"
+
+#include <algorithm>
+#include <bit>
+#include <cctype>
+#include <cmath>
+
+namespace hla {
+namespace {
+
+constexpr std::uint64_t kDoubleMantMask = (std::uint64_t{1} << 52) - 1;
+
+std::uint64_t exp_max(const DTypeInfo& f) { return (std::uint64_t{1} << f.exponent_bits) - 1; }
+
+}  // namespace
+
+double DTypeInfo::rounding_error(double x) const {
+  return std::ldexp(std::fabs(x), -(mantissa_bits + 1)) + smallest_subnormal() / 2;
+}
+
+double DTypeInfo::round(double x) const {
+  if (!std::isfinite(x) || x == 0 || id == DType::f64) return x;
+  int e = 0;
+  (void)std::frexp(x, &e);  // |x| in [2^(e-1), 2^e)
+  // Exponent of the unit in the last place at x: normal or subnormal spacing.
+  const int q = std::max(e - 1, 1 - bias()) - mantissa_bits;
+  // Scaling by 2^-q is exact (|x| has at most 53 bits and stays in range);
+  // nearbyint rounds to nearest, ties to even, in the default rounding mode.
+  const double y = std::ldexp(std::nearbyint(std::ldexp(x, -q)), q);
+  return std::fabs(y) > largest_finite() ? std::copysign(INFINITY, x) : y;
+}
+
+double DTypeInfo::decode(std::uint64_t bits) const {
+  if (id == DType::f64) return std::bit_cast<double>(bits);
+  const std::uint64_t mant_mask = (std::uint64_t{1} << mantissa_bits) - 1;
+  const bool neg = (bits >> (exponent_bits + mantissa_bits)) & 1;
+  const std::uint64_t e = (bits >> mantissa_bits) & exp_max(*this);
+  const std::uint64_t m = bits & mant_mask;
+  if (e == exp_max(*this)) {
+    if (m == 0) return neg ? -INFINITY : INFINITY;
+    // NaN: payload (quiet bit included) into the top of the double's mantissa.
+    const std::uint64_t d = (std::uint64_t{neg} << 63) | (std::uint64_t{0x7ff} << 52) | (m << (52 - mantissa_bits));
+    return std::bit_cast<double>(d);
+  }
+  // Exact in double: at most 24 significant bits, exponent well inside double's range.
+  const double mag = e == 0 ? std::ldexp(static_cast<double>(m), 1 - bias() - mantissa_bits)
+                            : std::ldexp(static_cast<double>(m + (std::uint64_t{1} << mantissa_bits)),
+                                         static_cast<int>(e) - bias() - mantissa_bits);
+  return neg ? -mag : mag;
+}
+
+std::optional<std::uint64_t> DTypeInfo::encode(double x) const {
+  if (id == DType::f64) return std::bit_cast<std::uint64_t>(x);
+  const std::uint64_t sign = std::uint64_t{std::signbit(x)} << (exponent_bits + mantissa_bits);
+  const std::uint64_t inf = exp_max(*this) << mantissa_bits;
+  if (std::isnan(x)) {
+    std::uint64_t m = (std::bit_cast<std::uint64_t>(x) & kDoubleMantMask) >> (52 - mantissa_bits);
+    if (m == 0) m = std::uint64_t{1} << (mantissa_bits - 1);
+    return sign | inf | m;
+  }
+  if (std::isinf(x)) return sign | inf;
+  if (x == 0) return sign;
+  int ex = 0;
+  const double a = std::fabs(x);
+  (void)std::frexp(a, &ex);
+  const int u = ex - 1;  // a = 1.xxx · 2^u
+  std::uint64_t e;
+  double m;
+  if (u >= 1 - bias()) {
+    if (u > bias()) return std::nullopt;  // overflow
+    e = static_cast<std::uint64_t>(u + bias());
+    m = std::ldexp(a, mantissa_bits - u) - std::ldexp(1.0, mantissa_bits);  // exact: a has ≤ 53 bits
+  } else {
+    e = 0;
+    m = std::ldexp(a, bias() - 1 + mantissa_bits);  // subnormal: a / 2^(1 - bias - mantissa_bits)
+  }
+  if (m != std::floor(m) || m >= std::ldexp(1.0, mantissa_bits)) return std::nullopt;
+  return sign | (e << mantissa_bits) | static_cast<std::uint64_t>(m);
+}
+
+std::string to_string(DType t) { return std::string(info(t).name); }
+
+DType parse_dtype(std::string_view s) {
+  std::string names;
+  for (const DTypeInfo& t : kDTypes) {
+    if (s == t.name || s == t.safetensors_name) return t.id;
+    names += (names.empty() ? "" : t.id == kDTypes.back().id ? " or " : ", ") + std::string(t.name);
+  }
+  throw InputError("unknown dtype '" + std::string(s) + "' (expected " + names + ")");
+}
+
+std::string dtype_csv() {
+  std::string s;
+  for (const DTypeInfo& t : kDTypes) s += (s.empty() ? "" : ",") + std::string(t.name);
+  return s;
+}
+
+bool representable(DType t, double x) { return std::isnan(x) || round_to(t, x) == x; }
+
+}  // namespace hla
