@@ -1,12 +1,17 @@
 // Bit-exact conversions between the storage dtypes and double (float_bits.hpp):
-// exhaustive over the 16-bit types, checked against Eigen's own half/bfloat16.
+// exhaustive over the 16-bit types, checked against Eigen's own half/bfloat16;
+// rounding to every dtype against an exhaustive table and the hardware cast.
 #include "hla/io/float_bits.hpp"
 #include "hla/io/safetensors.hpp"
+#include "harness.hpp"
 #include "io_util.hpp"
 
 #include <Eigen/Core>
 
+#include <algorithm>
 #include <cmath>
+#include <map>
+#include <vector>
 #include <cstring>
 #include <limits>
 #include <random>
@@ -115,4 +120,51 @@ TEST_CASE("NaN payloads too long for the target keep the top bits, never become 
     REQUIRE(b.has_value());
     CHECK(std::isnan(decode_float(t, *b)));
   }
+}
+
+namespace {
+
+// Rounding to nearest, ties to even, decided from the sorted finite values of
+// a 16-bit type (exhaustive, independent of DTypeInfo::round's arithmetic).
+double nearest_by_table(DType t, double x) {
+  static std::map<DType, std::vector<std::pair<double, std::uint32_t>>> tables;
+  auto& v = tables[t];
+  if (v.empty()) {
+    for (std::uint32_t b = 0; b < 65536; ++b)
+      if (const double y = decode_float(t, b); std::isfinite(y) && !(y == 0 && std::signbit(y))) v.push_back({y, b});
+    std::sort(v.begin(), v.end());
+  }
+  const auto hi = std::lower_bound(v.begin(), v.end(), std::make_pair(x, std::uint32_t{0}));
+  if (hi != v.end() && hi->first == x) return x;
+  const double top = v.back().first, ulp = top - std::prev(v.end(), 2)->first;
+  // Beyond the largest finite value: ties at max + ulp/2 go to the even neighbour, 2^(bias+1), i.e. inf.
+  if (hi == v.end()) return to_rational(x) >= to_rational(top) + to_rational(ulp) / 2 ? INFINITY : top;
+  if (hi == v.begin()) return -nearest_by_table(t, -x);
+  const auto lo = std::prev(hi);
+  const Rational dl = to_rational(x) - to_rational(lo->first), dh = to_rational(hi->first) - to_rational(x);
+  if (dl != dh) return dl < dh ? lo->first : hi->first;
+  return (lo->second & 1) == 0 ? lo->first : hi->first;
+}
+
+}  // namespace
+
+TEST_CASE("round_to: nearest, ties to even, overflow to inf, in every dtype", "[io][float_bits]") {
+  hla::test::prop("round_to(t, x) == the nearest value of t (16-bit types: by table; f32: the hardware cast)", [] {
+    // Doubles spread over every binade the formats have, subnormals and overflow included.
+    const int e = *rc::gen::inRange(-160, 140);
+    const auto m = *rc::gen::inRange<std::int64_t>(0, std::int64_t{1} << 52);
+    const double x = std::ldexp(1 + std::ldexp(static_cast<double>(m), -52), e) * (*rc::gen::arbitrary<bool>() ? -1 : 1);
+    // Exact ties too: values halfway between two f16 (11 bits) or bf16 (8 bits) neighbours.
+    const double tie16 = std::ldexp(std::round(std::ldexp(x, 10 - e)) + 0.5, e - 10);
+    const double tie8 = std::ldexp(std::round(std::ldexp(x, 7 - e)) + 0.5, e - 7);
+    for (double y : {x, tie16, tie8}) {
+      RC_ASSERT(round_to(DType::f64, y) == y);
+      RC_ASSERT(round_to(DType::f32, y) == static_cast<double>(static_cast<float>(y)));
+      for (DType t : {DType::bf16, DType::f16}) {
+        const double r = round_to(t, y), want = nearest_by_table(t, y);
+        RC_LOG() << to_string(t) << " " << y << " -> " << r << ", table says " << want << "\n";
+        RC_ASSERT((r == want && std::signbit(r) == std::signbit(y)) || (r == 0 && want == 0));
+      }
+    }
+  });
 }
