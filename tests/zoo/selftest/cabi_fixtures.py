@@ -1,4 +1,4 @@
-"""The zoo's C ABI members on the committed golden fixtures (issue #5 self-test).
+"""The zoo's C ABI members on the committed golden fixtures (a zoo self-test).
 
     python cabi_fixtures.py REPO_ROOT ZOO_PATHS_JSON
 
@@ -132,7 +132,7 @@ def run(lib, info, path):
 
 def main():
     root, paths = Path(sys.argv[1]), json.loads(Path(sys.argv[2]).read_text())
-    zoo = {m["name"]: m for m in json.loads((root / "tools/fuzz/zoo/zoo.json").read_text())["members"]}
+    zoo = {m["name"]: m for m in json.loads((root / "tests/zoo/zoo.json").read_text())["members"]}
     fixtures = sorted((root / "fixtures").glob("*.safetensors"))
     failures = 0
     for name, lib_path in paths.items():
