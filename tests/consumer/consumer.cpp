@@ -35,8 +35,9 @@ int main() try {
   bad.out[e] = static_cast<float>(bad.out[e] + std::max(0.01 * ref.mag_num[e], 1.0 / 64));
   const hla::check::Report r_bad = hla::check::check(p, ref, bad, opt);
 
-  std::printf("hla_oracle consumer (C ABI %d): reference in %d bits; correct candidate: %s, corrupted candidate: %s\n",
-              HLA_IMPL_ABI_VERSION, ref.bits, r_good.verdict().c_str(), r_bad.verdict().c_str());
+  std::printf("hla_oracle consumer (C ABI %d.%d): reference in %d bits; correct candidate: %s, corrupted candidate: %s\n",
+              HLA_IMPL_ABI_VERSION_MAJOR, HLA_IMPL_ABI_VERSION_MINOR, ref.bits, r_good.verdict().c_str(),
+              r_bad.verdict().c_str());
   if (!r_good.pass) std::printf("%s\n", r_good.text().c_str());
   if (r_bad.pass || r_bad.inconclusive) std::printf("%s\n", r_bad.text().c_str());
   return r_good.pass && !r_bad.pass && !r_bad.inconclusive ? 0 : 1;
