@@ -8,8 +8,13 @@
 #include <stdlib.h>
 
 static const hla_impl_info info = {
-    HLA_IMPL_ABI_VERSION, "example la1 (float, streaming)", 1u << HLA_LA1, 1u << HLA_F32,
-    HLA_FEAT_DECAY | HLA_FEAT_GQA | HLA_FEAT_VARLEN | HLA_FEAT_DEN, 0, 0, 0, "f32"};
+    .abi_version = HLA_IMPL_ABI_VERSION, /* of the header it is built with */
+    .name = "example la1 (float, streaming)",
+    .variants = 1u << HLA_LA1,
+    .dtypes = 1u << HLA_F32,
+    .features = HLA_FEAT_DECAY | HLA_FEAT_GQA | HLA_FEAT_VARLEN | HLA_FEAT_DEN,
+    .precision = "f32",
+    .form_class = HLA_CLASS_MASKED}; /* max_n, max_d, max_dv 0: no limit */
 
 const hla_impl_info* hla_impl_info_get(void) { return &info; }
 int64_t hla_impl_state_size(const hla_problem* p) { (void)p; return 0; }

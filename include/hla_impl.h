@@ -37,10 +37,26 @@
 extern "C" {
 #endif
 
-/* 2 added hla_impl_info.form_class and precision_by_dtype (read only from
- * libraries that declare abi_version >= 2); libraries of version 1 keep working. */
-#define HLA_IMPL_ABI_VERSION 2
+/* ABI version, major.minor. A library declares HLA_IMPL_ABI_VERSION in
+ * hla_impl_info.abi_version; a harness accepts the same major and a minor up to
+ * its own. Minor versions only add: fields read only from libraries that
+ * declare them, or changes that keep every field's size and offset.
+ *   1.0  the first version (declared as abi_version 1 by older headers)
+ *   1.1  hla_impl_info.form_class and precision_by_dtype (declared as 2)
+ *   1.2  int32_t fields instead of enum-typed ones (the same layout: these
+ *        enums are 4-byte ints on the Linux ABIs the fuzzer runs on); the
+ *        version encoded as major << 16 | minor (0x10002)
+ * Headers before 1.2 defined HLA_IMPL_ABI_VERSION as 1 or 2: the values below
+ * 0x10000 read as 1.(value - 1) (HLA_IMPL_ABI_MAJOR_OF / _MINOR_OF). */
+#define HLA_IMPL_ABI_VERSION_MAJOR 1
+#define HLA_IMPL_ABI_VERSION_MINOR 2
+#define HLA_IMPL_ABI_MAKE_VERSION(major, minor) (((major) << 16) | (minor))
+#define HLA_IMPL_ABI_VERSION HLA_IMPL_ABI_MAKE_VERSION(HLA_IMPL_ABI_VERSION_MAJOR, HLA_IMPL_ABI_VERSION_MINOR)
+#define HLA_IMPL_ABI_MAJOR_OF(v) ((v) < 0x10000 ? 1 : (v) >> 16)
+#define HLA_IMPL_ABI_MINOR_OF(v) ((v) < 0x10000 ? (v) - 1 : (v) & 0xffff)
 
+/* Codes of the int32_t fields variant, dtype, eps_mode and form_class (and the
+ * bit positions of hla_impl_info.variants and .dtypes). */
 typedef enum { HLA_LA1 = 0, HLA_HLA2 = 1, HLA_AHLA = 2, HLA_HLA3 = 3, HLA_HLA3_PAPER = 4 } hla_variant;
 typedef enum { HLA_F64 = 0, HLA_F32 = 1, HLA_BF16 = 2, HLA_F16 = 3 } hla_dtype;
 typedef enum { HLA_EPS_ADD = 0, HLA_EPS_CLAMP = 1 } hla_eps_mode;
@@ -63,30 +79,30 @@ typedef enum { HLA_CLASS_MASKED = 0, HLA_CLASS_STATE_DIFFERENCE = 1 } hla_form_c
 #define HLA_FEAT_DEN       (1u << 9) /* writes den when p->den != NULL */
 
 typedef struct {
-  int32_t abi_version;    /* HLA_IMPL_ABI_VERSION */
+  int32_t abi_version;    /* HLA_IMPL_ABI_VERSION of the header the library is built with */
   const char* name;       /* for reports */
   uint32_t variants;      /* bit (1u << hla_variant) per supported variant */
   uint32_t dtypes;        /* bit (1u << hla_dtype) per supported input/output dtype */
   uint32_t features;      /* HLA_FEAT_* */
   int64_t max_n, max_d, max_dv; /* 0: no limit */
   const char* precision;  /* declared compute precision: "f64", "f32", "tf32", "bf16" or "f16" */
-  /* abi_version >= 2 only: */
-  hla_form_class form_class;        /* MASKED (0) unless the kernel subtracts partial sums */
+  /* ABI 1.1 and later only: */
+  int32_t form_class;               /* hla_form_class: MASKED (0) unless the kernel subtracts partial sums */
   const char* precision_by_dtype;   /* NULL, or per input dtype, overriding `precision` for the
                                        dtypes it names: "bf16=f32,f16=f32,f32=f32,f64=f64" */
 } hla_impl_info;
 
 typedef struct {
-  int32_t abi_version;    /* the library's own abi_version (1 or 2) */
-  hla_variant variant;
+  int32_t abi_version;    /* the library's own hla_impl_info.abi_version, as it declared it */
+  int32_t variant;        /* hla_variant */
   int32_t masked;         /* 1: causal (default); 0: unmasked (hla2, hla3 only) */
   int32_t normalize;      /* 1: out = num / (den (+) eps) */
-  hla_eps_mode eps_mode;
+  int32_t eps_mode;       /* hla_eps_mode */
   /* Options rounded to double, and exactly as rationals ("7/8", "1/1000000"). */
   double gamma, eps, lambda, scale;
   const char *gamma_exact, *eps_exact, *lambda_exact, *scale_exact;
   int64_t batch, heads, kv_heads, n, d, dv;
-  hla_dtype dtype;        /* of q, k, v and out */
+  int32_t dtype;          /* hla_dtype: of q, k, v and out */
   const void *q, *k, *v;
   const int64_t* offsets; /* NULL, or num_offsets = sequences + 1 entries, 0 ... n */
   int64_t num_offsets;

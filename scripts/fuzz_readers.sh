@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# CI libFuzzer job (issue #9): builds the fixture and candidate reader targets
+# CI libFuzzer job: builds the fixture and candidate reader targets
 # with clang -fsanitize=fuzzer,address,undefined in build-fuzz/ and runs each
-# for a bounded time from the committed seed corpus (tools/fuzz_readers/corpus),
+# for a bounded time from the committed seed corpus (tests/fuzz_readers/corpus),
 # both at once (one core each). Fails on any crash, sanitizer report, uncaught
 # exception other than hla::InputError, timeout or out-of-memory; the input is
 # then in build-fuzz/artifacts/.
@@ -32,8 +32,8 @@ mkdir -p "$dir/artifacts"
 pids=()
 for t in fixture candidate; do
   rm -rf "$dir/corpus-$t" && mkdir -p "$dir/corpus-$t"
-  "$dir/tools/fuzz_readers/fuzz_${t}_reader" -seed=1 -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 \
-    -print_final_stats=1 -artifact_prefix="$dir/artifacts/$t-" "$dir/corpus-$t" "tools/fuzz_readers/corpus/$t" \
+  "$dir/tests/fuzz_readers/fuzz_${t}_reader" -seed=1 -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 \
+    -print_final_stats=1 -artifact_prefix="$dir/artifacts/$t-" "$dir/corpus-$t" "tests/fuzz_readers/corpus/$t" \
     > "$dir/fuzz-$t.log" 2>&1 &
   pids+=($!)
 done

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# CI sanitizer job (issue #9): builds the I/O, check, fuzzer and bug-zoo tests
+# CI sanitizer job: builds the I/O, check, fuzzer and bug-zoo tests
 # with g++ -fsanitize=address,undefined (HLA_SANITIZE=ON: every target, the
 # zoo's dlopen()ed libraries too) in build-asan/, runs them and a short zoo
 # campaign, and fails on any test failure or any sanitizer report — also on a
@@ -48,7 +48,7 @@ ran=$(sed -n 's/.*tests passed, [0-9]* tests failed out of \([0-9]*\).*/\1/p' "$
 # A short zoo campaign: two correct members (a few cases each) and the buggy
 # members whose bugs touch memory layout (GQA, packed sequences, state, crash).
 zoo_start=$(date +%s)
-python3 tools/fuzz/zoo_campaigns.py "$dir/tools/hla" tools/fuzz/zoo/zoo.json "$dir/tools/fuzz/zoo/zoo_paths.json" "$PWD" \
+python3 tests/zoo/zoo_campaigns.py "$dir/tools/hla" tests/zoo/zoo.json "$dir/tests/zoo/zoo_paths.json" "$PWD" \
   "$dir/fuzz_zoo" --correct-cases 30 \
   --only correct_streaming,correct_chunked,correct_state_difference,e1_decay,ragged_dropped,state_not_reset,gqa_wrong_group,state_incomplete,crash_long \
   || status=1
@@ -59,7 +59,7 @@ for f in "$logs"/*; do
   [ -e "$f" ] || continue
   # crash_long's deliberate write through null: a null store (UBSan) or a SEGV at address 0 (ASan)
   # in the zoo's source. The other zoo bugs are arithmetic, so no other report can match this.
-  if grep -q "zoo/cabi/zoo_impl.cpp" "$f" && grep -Eq "store to null pointer|SEGV on unknown address 0x0+ " "$f"; then
+  if grep -q "tests/zoo/cabi/zoo_impl.cpp" "$f" && grep -Eq "store to null pointer|SEGV on unknown address 0x0+ " "$f"; then
     continue
   fi
   echo "sanitize: report in $f:"; cat "$f"; reports=$((reports + 1))

@@ -50,6 +50,18 @@ static_assert(codes_are_enumerators());
 
 constexpr size_t kMsg = 1024;
 
+// An abi_version as major.minor: the headers before ABI 1.2 declared 1 (1.0) and 2 (1.1).
+int32_t abi_major(int32_t v) { return HLA_IMPL_ABI_MAJOR_OF(v); }
+int32_t abi_minor(int32_t v) { return HLA_IMPL_ABI_MINOR_OF(v); }
+std::string abi_string(int32_t v) {
+  return v >= 1 ? std::to_string(abi_major(v)) + "." + std::to_string(abi_minor(v)) : std::to_string(v);
+}
+// Versions this harness reads: 1 and 2 (the old encoding), and 1.0 to its own minor.
+bool abi_supported(int32_t v) {
+  if (v == 1 || v == 2) return true;
+  return v >= 0x10000 && abi_major(v) == HLA_IMPL_ABI_VERSION_MAJOR && abi_minor(v) <= HLA_IMPL_ABI_VERSION_MINOR;
+}
+
 struct InfoCopy {  // hla_impl_info, flattened for shared memory
   int32_t abi_version;
   uint32_t variants, dtypes, features;
@@ -118,7 +130,7 @@ class CabiAdapter final : public Adapter {
                                          hla::to_string(p.opt.scale)};
     hla_problem hp{};
     hp.abi_version = abi_;
-    hp.variant = static_cast<hla_variant>(p.opt.variant);
+    hp.variant = static_cast<int32_t>(p.opt.variant);
     hp.masked = p.opt.masked;
     hp.normalize = p.opt.normalize;
     hp.eps_mode = p.opt.eps_mode == EpsMode::add ? HLA_EPS_ADD : HLA_EPS_CLAMP;
@@ -127,7 +139,7 @@ class CabiAdapter final : public Adapter {
     hp.gamma_exact = exact[0].c_str(), hp.eps_exact = exact[1].c_str(), hp.lambda_exact = exact[2].c_str(),
     hp.scale_exact = exact[3].c_str();
     hp.batch = p.batch, hp.heads = p.heads, hp.kv_heads = p.kv_heads, hp.n = p.n, hp.d = p.d, hp.dv = p.dv;
-    hp.dtype = static_cast<hla_dtype>(p.dtype);
+    hp.dtype = static_cast<int32_t>(p.dtype);
     const auto qb = encode(p.q, p.dtype), kb = encode(p.k, p.dtype), vb = encode(p.v, p.dtype);
     const AlignedBytes q(qb.data(), qb.size()), k(kb.data(), kb.size()), v(vb.data(), vb.size()),
         offsets(p.offsets.data(), p.offsets.size() * sizeof(int64_t)),
@@ -217,16 +229,18 @@ class CabiAdapter final : public Adapter {
       info->features = i->features, info->max_n = i->max_n, info->max_d = i->max_d, info->max_dv = i->max_dv;
       std::snprintf(info->name, sizeof info->name, "%s", i->name ? i->name : "");
       std::snprintf(info->precision, sizeof info->precision, "%s", i->precision ? i->precision : "f32");
-      info->form_class = i->abi_version >= 2 ? static_cast<int32_t>(i->form_class) : HLA_CLASS_MASKED;
+      // form_class and precision_by_dtype exist from ABI 1.1 on.
+      const bool has_1_1 = abi_supported(i->abi_version) && abi_minor(i->abi_version) >= 1;
+      info->form_class = has_1_1 ? i->form_class : HLA_CLASS_MASKED;
       std::snprintf(info->precision_by_dtype, sizeof info->precision_by_dtype, "%s",
-                    i->abi_version >= 2 && i->precision_by_dtype ? i->precision_by_dtype : "");
+                    has_1_1 && i->precision_by_dtype ? i->precision_by_dtype : "");
       return 0;
     }, timeout_);
     if (o.kind != ChildOutcome::Kind::exited || o.code != 0)
       throw InputError("cannot load candidate library " + path_ + ": " + (o.code == 2 ? std::string(msg) : o.describe()));
-    if (info->abi_version < 1 || info->abi_version > HLA_IMPL_ABI_VERSION)
-      throw InputError(path_ + " implements hla_impl ABI version " + std::to_string(info->abi_version) + ", expected 1 to " +
-                       std::to_string(HLA_IMPL_ABI_VERSION));
+    if (!abi_supported(info->abi_version))
+      throw InputError(path_ + " implements hla_impl ABI version " + abi_string(info->abi_version) + " (abi_version " +
+                       std::to_string(info->abi_version) + "), expected 1.0 to " + abi_string(HLA_IMPL_ABI_VERSION));
     abi_ = info->abi_version;
     s_.name = info->name[0] ? info->name : path_;
     for (Variant v : all_variants())

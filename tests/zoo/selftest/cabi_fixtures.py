@@ -1,4 +1,4 @@
-"""The zoo's C ABI members on the committed golden fixtures (issue #5 self-test).
+"""The zoo's C ABI members on the committed golden fixtures (a zoo self-test).
 
     python cabi_fixtures.py REPO_ROOT ZOO_PATHS_JSON
 
@@ -36,17 +36,22 @@ DTYPES = {"f64": (0, "F64", 8, 0.0), "f32": (1, "F32", 4, 2.0**-24), "bf16": (2,
 class Info(C.Structure):
     _fields_ = [("abi_version", C.c_int32), ("name", C.c_char_p), ("variants", C.c_uint32), ("dtypes", C.c_uint32),
                 ("features", C.c_uint32), ("max_n", C.c_int64), ("max_d", C.c_int64), ("max_dv", C.c_int64),
-                ("precision", C.c_char_p), ("form_class", C.c_int), ("precision_by_dtype", C.c_char_p)]  # ABI 2
+                ("precision", C.c_char_p), ("form_class", C.c_int32), ("precision_by_dtype", C.c_char_p)]  # ABI 1.1+
 
 STATE_DIFFERENCE = 1  # HLA_CLASS_STATE_DIFFERENCE
 
 
+def abi_minor(v):
+    """HLA_IMPL_ABI_MINOR_OF: the old encoding 1, 2 is 1.0, 1.1; since 1.2, major << 16 | minor."""
+    return v - 1 if v < 0x10000 else v & 0xFFFF
+
+
 class Problem(C.Structure):
-    _fields_ = [("abi_version", C.c_int32), ("variant", C.c_int), ("masked", C.c_int32), ("normalize", C.c_int32),
-                ("eps_mode", C.c_int), ("gamma", C.c_double), ("eps", C.c_double), ("lambda_", C.c_double),
+    _fields_ = [("abi_version", C.c_int32), ("variant", C.c_int32), ("masked", C.c_int32), ("normalize", C.c_int32),
+                ("eps_mode", C.c_int32), ("gamma", C.c_double), ("eps", C.c_double), ("lambda_", C.c_double),
                 ("scale", C.c_double), ("gamma_exact", C.c_char_p), ("eps_exact", C.c_char_p),
                 ("lambda_exact", C.c_char_p), ("scale_exact", C.c_char_p), ("batch", C.c_int64), ("heads", C.c_int64),
-                ("kv_heads", C.c_int64), ("n", C.c_int64), ("d", C.c_int64), ("dv", C.c_int64), ("dtype", C.c_int),
+                ("kv_heads", C.c_int64), ("n", C.c_int64), ("d", C.c_int64), ("dv", C.c_int64), ("dtype", C.c_int32),
                 ("q", C.c_void_p), ("k", C.c_void_p), ("v", C.c_void_p), ("offsets", C.c_void_p),
                 ("num_offsets", C.c_int64), ("state_in", C.c_void_p), ("state_out", C.c_void_p), ("out", C.c_void_p),
                 ("den", C.c_void_p)]
@@ -103,7 +108,7 @@ def run(lib, info, path):
         offsets = aligned(np.asarray(t["offsets"], dtype=np.int64))
         p.offsets, p.num_offsets = offsets.ctypes.data, len(offsets)
     ref_out, ref_den, mag_num, mag_den = (t[x] for x in ("ref_out", "ref_den", "mag_num", "mag_den"))
-    if info.abi_version >= 2 and info.form_class == STATE_DIFFERENCE and md["variant"] == "hla2":
+    if abi_minor(info.abi_version) >= 1 and info.form_class == STATE_DIFFERENCE and md["variant"] == "hla2":
         mag_num, mag_den = unmasked_magnitude(t, md)
     out_buf = aligned(np.zeros(ref_out.size * size, dtype=np.uint8))
     den = aligned(np.full(ref_den.shape, np.nan))
@@ -132,7 +137,7 @@ def run(lib, info, path):
 
 def main():
     root, paths = Path(sys.argv[1]), json.loads(Path(sys.argv[2]).read_text())
-    zoo = {m["name"]: m for m in json.loads((root / "tools/fuzz/zoo/zoo.json").read_text())["members"]}
+    zoo = {m["name"]: m for m in json.loads((root / "tests/zoo/zoo.json").read_text())["members"]}
     fixtures = sorted((root / "fixtures").glob("*.safetensors"))
     failures = 0
     for name, lib_path in paths.items():

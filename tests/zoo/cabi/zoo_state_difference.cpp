@@ -1,5 +1,5 @@
 // zoo_state_difference.cpp — the bug zoo's hla2 in the paper's state-difference
-// form (issue #8): correct, and the kind of kernel whose accuracy is judged
+// form: correct, and the kind of kernel whose accuracy is judged
 // against the unmasked magnitude (form_class STATE_DIFFERENCE).
 //
 // What a user who follows the paper writes (Alg. 1, with the decay of the

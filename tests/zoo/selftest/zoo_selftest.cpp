@@ -1,4 +1,4 @@
-// zoo_selftest — the bug zoo's own sanity test (issue #5), not the fuzzer's.
+// zoo_selftest — the bug zoo's own sanity test, not the fuzzer's.
 //
 //   zoo_selftest ZOO_JSON ZOO_PATHS_JSON
 //
@@ -357,7 +357,7 @@ int call(const Api& api, const Case& c, Index t0, Index t1, const double* state_
   const AlignedVector<int64_t> offsets(bp.offsets.begin(), bp.offsets.end());
   hla_problem p{};
   p.abi_version = HLA_IMPL_ABI_VERSION;
-  p.variant = static_cast<hla_variant>(static_cast<int>(bp.opt.variant));
+  p.variant = static_cast<int32_t>(bp.opt.variant);
   p.masked = bp.opt.masked, p.normalize = bp.opt.normalize;
   p.eps_mode = bp.opt.eps_mode == hla::EpsMode::add ? HLA_EPS_ADD : HLA_EPS_CLAMP;
   p.gamma = hla::to_double(bp.opt.gamma), p.eps = hla::to_double(bp.opt.eps);

@@ -16,7 +16,7 @@
 namespace zoo {
 
 // Element i of a q/k/v buffer as T. BF16 and F16 widen to float exactly; F64 rounds when T is float.
-template <class T> T load(const void* base, hla_dtype t, size_t i) {
+template <class T> T load(const void* base, int32_t t, size_t i) {  // t: an hla_dtype code
   switch (t) {
     case HLA_F64: return static_cast<T>(static_cast<const double*>(base)[i]);
     case HLA_F32: return static_cast<const float*>(base)[i];
@@ -26,7 +26,7 @@ template <class T> T load(const void* base, hla_dtype t, size_t i) {
   return NAN;
 }
 
-inline void store(void* base, hla_dtype t, size_t i, double x) {
+inline void store(void* base, int32_t t, size_t i, double x) {
   switch (t) {
     case HLA_F64: static_cast<double*>(base)[i] = x; break;
     case HLA_F32: static_cast<float*>(base)[i] = static_cast<float>(x); break;

@@ -22,8 +22,8 @@ import safetensors
 from safetensors import safe_open
 from safetensors.numpy import load_file
 
-ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT / "tools" / "python"))
+ROOT = Path(__file__).resolve().parents[3]
+sys.path.insert(0, str(ROOT / "tests" / "python"))
 import hla_fixture_file  # noqa: E402
 FIXTURES = Path(os.environ.get("HLA_FIXTURES_DIR", ROOT / "fixtures"))
 FILES = sorted(FIXTURES.rglob("*.safetensors"))
@@ -143,7 +143,7 @@ def test_manifests_match_the_files():
 # most L² + L of them (L = sequence length); first order, the float64 result
 # is within k·u·|num|_t of the exact value with k = L² + 3L + 2d + 10, and the
 # stored reference is within u·|num|_t (it is rounded from a ≥113-bit value).
-# We assert the 1e-12·magnitude per element and only run it on
+# We assert 1e-12·magnitude per element (the required accuracy) and only run it on
 # fixtures where k·u ≤ 1e-12 makes that a proven bound, not a tuned one.
 REL = 1e-12
 MAX_LOOP = 3_000_000  # Python loop iterations a fixture may cost here

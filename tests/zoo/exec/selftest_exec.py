@@ -1,4 +1,4 @@
-"""Self-test of the zoo's exec members (issue #5), not the fuzzer's.
+"""Self-test of the zoo's exec members, not the fuzzer's.
 
     python selftest_exec.py REPO_ROOT WORK_DIR
 
@@ -106,7 +106,7 @@ def main():
     except SystemExit as e:
         check("not supported" in str(e), f"state_difference.py refuses {fixtures[0].name}")
 
-    members = {m["name"]: m for m in json.loads((root / "tools/fuzz/zoo/zoo.json").read_text())["members"]
+    members = {m["name"]: m for m in json.loads((root / "tests/zoo/zoo.json").read_text())["members"]
                if m["adapter"] == "exec"}
     fx = root / "fixtures"
     ridge = fx / "hla2-ridge-raw-f32-gaussian-n37-d8-B1H2K1.safetensors"  # λ = 1/4, γ = 7/8

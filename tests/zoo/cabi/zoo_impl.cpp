@@ -1,4 +1,4 @@
-// zoo_impl.cpp — the bug zoo's C ABI candidates (issue #5).
+// zoo_impl.cpp — the bug zoo's C ABI candidates.
 //
 // One plain-loop implementation of la1, hla2, ahla and hla3 (SPEC §2–§5) in
 // float (inputs, products and accumulation; declared precision "f32"), built
@@ -113,7 +113,7 @@ struct Layout {
   int64_t s = -1, c = -1, f = -1, sq = -1, size = 0;
 };
 
-Layout layout(hla_variant v, int64_t d, int64_t w) {
+Layout layout(int32_t v, int64_t d, int64_t w) {  // v: an hla_variant code
   Layout l;
   auto slot = [&](int64_t& at, int64_t count) {
     at = l.size;
@@ -140,7 +140,7 @@ struct Head {
 };
 
 struct Op {
-  hla_variant variant;
+  int32_t variant;  // hla_variant
   bool masked;
   double gamma;
   float lambda;

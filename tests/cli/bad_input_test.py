@@ -95,7 +95,7 @@ def locked(d):
     return f
 
 
-sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent / "python"))
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1] / "python"))
 import hla_fixture_file  # noqa: E402
 
 
@@ -146,7 +146,7 @@ CHECK_BAD = ["check", "{d}/bad.safetensors", "{d}/cand.safetensors"]
 NOT_ITS_INPUTS = "does not match its inputs"
 
 ROWS = [
-    # --- corrupted, stale and forged fixtures (issue #9): refused, never judged ---
+    # --- corrupted, stale and forged fixtures: refused, never judged ---
     dict(name="check: q bit flip, digest kept", argv=CHECK_BAD, text="digest mismatch",
          setup=edited("bad.safetensors", tensor_op("q", lambda x: [x[0] * 2] + x[1:]), redigest=False)),
     dict(name="check: gamma edited, digest kept", argv=CHECK_BAD, text="digest mismatch",

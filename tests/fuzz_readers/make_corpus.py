@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Writes the committed seed corpus of the reader fuzz targets (issue #9):
+"""Writes the committed seed corpus of the reader fuzz targets:
 corpus/fixture/ (a few small golden fixtures, copied, plus hand-made malformed
 files) and corpus/candidate/ (candidates for the golden fixture the candidate
 target reads, hla3 n8 d4 B1 H2, valid and not). Deterministic: rerunning it
@@ -134,7 +134,7 @@ def candidate_inputs():
 
 def main():
     root = sys.argv[1]
-    here = os.path.join(root, "tools", "fuzz_readers", "corpus")
+    here = os.path.join(root, "tests", "fuzz_readers", "corpus")
     for sub, inputs in (("fixture", fixture_inputs(root)), ("candidate", candidate_inputs())):
         d = os.path.join(here, sub)
         shutil.rmtree(d, ignore_errors=True)

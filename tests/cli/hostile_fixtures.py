@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""A hostile user's campaign against `hla check` (issue #9), reproducible.
+"""A hostile user's campaign against `hla check`, reproducible.
 
 Takes the golden fixtures, damages or forges each of --mutations copies at
 random (bit flips anywhere, single elements set to NaN/Inf/0/1e300/nearby
@@ -27,7 +27,7 @@ import struct
 import subprocess
 import sys
 
-sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent / "python"))
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1] / "python"))
 import hla_fixture_file as hff  # noqa: E402
 
 FLOAT = {"F64": "d", "F32": "f"}
