@@ -3,19 +3,26 @@
 // header: no Boost, no Eigen.
 #pragma once
 
+#include "hla_impl.h"  // the C ABI codes (HLA_F64, ...) the rows carry
+
 #include <array>
+#include <cmath>
 #include <cstddef>
 #include <cstdint>
 #include <optional>
 #include <string>
 #include <string_view>
+#include <type_traits>
 
 namespace hla {
 
 enum class DType : std::int32_t { f64, f32, bf16, f16 };
 
 namespace detail {
+// 2^e: exact, at compile time by a loop, at run time by ldexp (the limits below
+// are read per scored element).
 constexpr double pow2(int e) {
+  if (!std::is_constant_evaluated()) return std::ldexp(1.0, e);
   double r = 1;
   for (; e > 0; --e) r *= 2;
   for (; e < 0; ++e) r /= 2;
@@ -56,10 +63,10 @@ struct DTypeInfo {
 };
 
 inline constexpr std::array kDTypes{
-    DTypeInfo{DType::f64, "f64", "F64", 11, 52, 0},
-    DTypeInfo{DType::f32, "f32", "F32", 8, 23, 1},
-    DTypeInfo{DType::bf16, "bf16", "BF16", 8, 7, 2},
-    DTypeInfo{DType::f16, "f16", "F16", 5, 10, 3},
+    DTypeInfo{DType::f64, "f64", "F64", 11, 52, HLA_F64},
+    DTypeInfo{DType::f32, "f32", "F32", 8, 23, HLA_F32},
+    DTypeInfo{DType::bf16, "bf16", "BF16", 8, 7, HLA_BF16},
+    DTypeInfo{DType::f16, "f16", "F16", 5, 10, HLA_F16},
 };
 
 constexpr const DTypeInfo& info(DType t) { return kDTypes[static_cast<std::size_t>(t)]; }
@@ -67,11 +74,12 @@ constexpr const DTypeInfo& info(DType t) { return kDTypes[static_cast<std::size_
 namespace detail {
 constexpr bool dtypes_in_enum_order() {
   for (std::size_t i = 0; i < kDTypes.size(); ++i)
-    if (static_cast<std::size_t>(kDTypes[i].id) != i) return false;
+    if (static_cast<std::size_t>(kDTypes[i].id) != i || kDTypes[i].abi_code != static_cast<std::int32_t>(kDTypes[i].id))
+      return false;
   return true;
 }
 }  // namespace detail
-static_assert(detail::dtypes_in_enum_order(), "kDTypes rows must follow enum DType");
+static_assert(detail::dtypes_in_enum_order(), "kDTypes rows must follow enum DType, C ABI code = enumerator");
 static_assert(info(DType::f32).largest_finite() == 3.4028234663852886e38 && info(DType::f16).largest_finite() == 65504 &&
                   info(DType::f32).smallest_normal() == 1.1754943508222875e-38 && info(DType::f16).size() == 2,
               "dtype table disagrees with IEEE 754");

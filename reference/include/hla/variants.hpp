@@ -3,11 +3,13 @@
 // is bounded, its C ABI code) is one row here, and every list, switch and
 // message derives from it. Light header: no Boost, no Eigen.
 //
-// Adding a variant: a row in kVariants, its operator in ops/<name>.hpp, its
-// type in operators.hpp, its code in include/hla_impl.h (README "Adding a
-// variant"); static_asserts below and in operators.hpp and cabi_adapter.cpp
-// fail the build when the four disagree.
+// Adding a variant: its code in include/hla_impl.h, an enumerator and a row
+// here, its operator type in ops/<name>.hpp, that type in operators.hpp
+// (README "Adding a variant"); static_asserts here and in operators.hpp fail
+// the build when the four disagree.
 #pragma once
+
+#include "hla_impl.h"  // the C ABI codes (HLA_LA1, ...) the rows carry
 
 #include <array>
 #include <cstddef>
@@ -78,7 +80,7 @@ struct VariantInfo {
   Variant magnitude_as;
   bool magnitude_unmasked;
   bool paper_literal;     // the paper's own definition, not a kernel's: not fuzzed unless asked
-  std::int32_t abi_code;  // hla_variant in include/hla_impl.h
+  std::int32_t abi_code;  // hla_variant in include/hla_impl.h: equal to the enumerator
 };
 
 namespace detail {
@@ -88,23 +90,23 @@ inline constexpr FormSet kScanForms{Form::fold, Form::blelloch, Form::chunked_sc
 }  // namespace detail
 
 inline constexpr std::array kVariants{
-    VariantInfo{Variant::la1, "la1", 1, false, false, false, detail::kCommonForms, {}, Variant::la1, false, false, 0},
+    VariantInfo{Variant::la1, "la1", 1, false, false, false, detail::kCommonForms, {}, Variant::la1, false, false, HLA_LA1},
     // hla2's paper state and its §4 summary read out u·C − qᵀG.
     VariantInfo{Variant::hla2, "hla2", 2, true, true, false,
                 {Form::naive, Form::streaming, Form::streaming_paper_state, Form::fold, Form::blelloch,
                  Form::chunked_scan, Form::chunked_matmul},
                 {Form::streaming_paper_state, Form::fold, Form::blelloch, Form::chunked_scan}, Variant::hla2, false,
-                false, 1},
+                false, HLA_HLA2},
     VariantInfo{Variant::ahla, "ahla", 2, false, false, false, detail::kCommonForms, {}, Variant::ahla, false, false,
-                2},
+                HLA_AHLA},
     // hla3's forms, and the paper's third-order scan (the corrected F of
     // Eq. 7.4), only add terms.
-    VariantInfo{Variant::hla3, "hla3", 3, true, false, false, detail::kCommonForms, {}, Variant::hla3, false, false, 3},
+    VariantInfo{Variant::hla3, "hla3", 3, true, false, false, detail::kCommonForms, {}, Variant::hla3, false, false, HLA_HLA3},
     // Paper Alg. 3 (γ = 1), which reads out S^K S^Q P − G⁽¹⁾ − G⁽²⁾ − G⁽³⁾; the
     // paper gives third order no matmul form.
     VariantInfo{Variant::hla3_paper, "hla3_paper", 3, false, false, true,
                 {Form::naive, Form::streaming, Form::fold, Form::blelloch, Form::chunked_scan},
-                {Form::streaming}, Variant::hla3, true, true, 4},
+                {Form::streaming}, Variant::hla3, true, true, HLA_HLA3_PAPER},
 };
 
 constexpr const VariantInfo& info(Variant v) { return kVariants[static_cast<std::size_t>(v)]; }
@@ -114,6 +116,12 @@ namespace detail {
 template <class Table> constexpr bool rows_in_enum_order(const Table& t) {
   for (std::size_t i = 0; i < t.size(); ++i)
     if (static_cast<std::size_t>(t[i].id) != i) return false;
+  return true;
+}
+// The C ABI code of a row is its enumerator's value (casts between them are safe).
+template <class Table> constexpr bool abi_codes_are_enumerators(const Table& t) {
+  for (const auto& r : t)
+    if (r.abi_code != static_cast<std::int32_t>(r.id)) return false;
   return true;
 }
 constexpr bool variants_consistent() {
@@ -127,6 +135,7 @@ constexpr bool variants_consistent() {
 }  // namespace detail
 static_assert(detail::rows_in_enum_order(kVariants), "kVariants rows must follow enum Variant");
 static_assert(detail::rows_in_enum_order(kForms), "kForms rows must follow enum Form");
+static_assert(detail::abi_codes_are_enumerators(kVariants), "a kVariants row's C ABI code must equal its enumerator");
 static_assert(detail::variants_consistent(), "a kVariants row lacks naive/streaming or names forms it has not");
 
 std::string to_string(Variant v);

@@ -1,0 +1,66 @@
+#!/usr/bin/env bash
+# Adding a variant takes the edits README "Adding a variant" lists, and no
+# other: applies la1_twin.patch (a test-only variant, la1 under another name)
+# to a copy of the sources and checks that
+#   1. the patch touches exactly the files README lists (and no test, fixture
+#      or tool file);
+#   2. the project builds with it;
+#   3. the per-variant property suites register and pass for it (every form
+#      equals naive exactly, operator laws, the binary128 bound) and the suites
+#      over all variants (causality, homogeneity, scale) include it;
+#   4. `hla gen --suite golden` writes its fixtures, and `hla check` passes our
+#      f32 chunked form on each of them.
+# Usage: tests/add_variant/check.sh [WORK_DIR]   (default: a new temporary folder)
+set -euo pipefail
+root=$(cd "$(dirname "$0")/../.." && pwd)
+patch="$root/tests/add_variant/la1_twin.patch"
+work=${1:-$(mktemp -d "${TMPDIR:-/tmp}/hla-add-variant-XXXXXX")}
+mkdir -p "$work"
+echo "add_variant: work folder $work"
+
+# 1. Exactly the files README's "Adding a variant" names (its table's paths;
+#    ops/<name>.hpp stands for the new operator's header).
+listed=$(sed -n '/^### Adding a variant/,/^### Layout/p' "$root/README.md" | grep -o '`[a-z_/]*\(include\|reference\)/[a-z_/<>.]*`' |
+         tr -d '`' | sed 's|<name>|la1_twin|' | sort -u)
+touched=$(grep '^+++ b/' "$patch" | sed 's|^+++ b/||' | sort -u)
+if [ "$listed" != "$touched" ]; then
+  echo "add_variant: FAIL: the patch touches"; echo "$touched" | sed 's/^/  /'
+  echo "but README \"Adding a variant\" lists"; echo "$listed" | sed 's/^/  /'
+  exit 1
+fi
+echo "add_variant: the patch touches exactly the $(echo "$touched" | wc -l) files README lists"
+
+# 2. A copy of the tracked sources, patched, built.
+rm -rf "$work/src" && mkdir -p "$work/src"
+(cd "$root" && git ls-files -z | xargs -0 cp --parents -t "$work/src")
+ln -sfn "$root/.venv" "$work/src/.venv"
+(cd "$work/src" && git apply --whitespace=nowarn "$patch")
+cmake -S "$work/src" -B "$work/build" -DCMAKE_BUILD_TYPE=Release >/dev/null
+cmake --build "$work/build" -j"$(nproc)" --target props_forms props_scan props_float113 props_invariants hla >"$work/build.log" 2>&1 ||
+  { tail -40 "$work/build.log"; echo "add_variant: FAIL: the build"; exit 1; }
+
+# 3. The property suites, for the new variant.
+props="$work/build/tests/properties"
+for suite in props_forms props_scan props_float113; do
+  out=$("$props/$suite" "la1_twin:*" 2>&1) || { echo "$out" | tail -30; echo "add_variant: FAIL: $suite"; exit 1; }
+  cases=$(echo "$out" | grep -o "All tests passed ([0-9]* assertions\? in [0-9]* test case" | grep -o "[0-9]* test case" | grep -o "[0-9]*")
+  [ "${cases:-0}" -ge 1 ] || { echo "$out" | tail -5; echo "add_variant: FAIL: $suite has no la1_twin test case"; exit 1; }
+  echo "add_variant: $suite: $cases la1_twin test case(s) passed"
+done
+out=$("$props/props_invariants" 2>&1) || { echo "$out" | tail -30; echo "add_variant: FAIL: props_invariants"; exit 1; }
+n=$(echo "$out" | grep -c "^\[property\] la1_twin" || true)
+[ "$n" -ge 3 ] || { echo "add_variant: FAIL: props_invariants ran $n properties of la1_twin"; exit 1; }
+echo "add_variant: props_invariants: $n la1_twin properties passed"
+
+# 4. Fixtures follow: the golden suite writes them, and our own output passes.
+hla="$work/build/tools/hla"
+"$hla" gen --suite golden --out "$work/golden" >/dev/null
+fixtures=("$work"/golden/la1_twin-*.safetensors)
+[ -e "${fixtures[0]}" ] || { echo "add_variant: FAIL: hla gen wrote no la1_twin fixture"; exit 1; }
+for f in "${fixtures[@]}"; do
+  "$hla" eval "$f" --out "$work/candidate.safetensors" --precision f32 >/dev/null
+  "$hla" check "$f" "$work/candidate.safetensors" --precision f32 >"$work/check.log" 2>&1 ||
+    { cat "$work/check.log"; echo "add_variant: FAIL: hla check $f"; exit 1; }
+done
+echo "add_variant: hla gen wrote ${#fixtures[@]} la1_twin fixtures; hla check passes our f32 chunked form on each"
+echo "add_variant: PASS"
