@@ -55,7 +55,7 @@ echo "add_variant: props_invariants: $n la1_twin properties passed"
 
 # 4. Fixtures follow: the golden suite writes them, and our own output passes.
 hla="$work/build/tools/hla"
-"$hla" gen --suite golden --out "$work/golden" >/dev/null
+"$hla" gen --suite golden --out "$work/golden" >"$work/gen.log" 2>&1
 fixtures=("$work"/golden/la1_twin-*.safetensors)
 [ -e "${fixtures[0]}" ] || { echo "add_variant: FAIL: hla gen wrote no la1_twin fixture"; exit 1; }
 for f in "${fixtures[@]}"; do
