@@ -1,4 +1,4 @@
-// A fixture's reference must belong to its inputs (issue #9): a digest only
+// A fixture's reference must belong to its inputs: a digest only
 // shows that a file changed, so every read also proves, from the inputs, that
 // the stored reference, magnitudes and flags are what an honest generator
 // writes. Our float64 streaming evaluation is within (K+1)·u64·M of the exact

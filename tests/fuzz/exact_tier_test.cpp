@@ -1,4 +1,4 @@
-// Issue #8: a case is exact-tier only when every option and every
+// A case is exact-tier only when every option and every
 // intermediate of every legal order is representable — so the exact result
 // rounded to the output dtype must pass, bit for bit, every exact-tier case
 // the fuzzer and the suites generate (and an f32 kernel of ours in any order).

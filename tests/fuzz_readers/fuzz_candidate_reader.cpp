@@ -1,4 +1,4 @@
-// libFuzzer target (issue #9): the candidate reader on arbitrary bytes,
+// libFuzzer target: the candidate reader on arbitrary bytes,
 // against one fixed golden fixture (hla3 n = 8, d = 4, B = 1, H = 2, read once)
 // to which a state tensor is added in memory so that the `state.<name>` path
 // is reachable (no golden fixture carries a state). An hla::InputError is the

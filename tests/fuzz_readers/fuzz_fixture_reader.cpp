@@ -1,4 +1,4 @@
-// libFuzzer target (issue #9): the fixture reader on arbitrary bytes.
+// libFuzzer target: the fixture reader on arbitrary bytes.
 // parse_safetensors then fixture_from_safetensors; an hla::InputError is the
 // expected rejection of a bad file. Anything else escaping — another exception
 // type, a crash, a sanitizer report — is a bug in the reader.

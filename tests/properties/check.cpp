@@ -1,4 +1,4 @@
-// The checker judges right candidates PASS and wrong ones FAIL (issue #4).
+// The checker judges right candidates PASS and wrong ones FAIL.
 #include "hla/check/check.hpp"
 #include "hla/check/fixture.hpp"
 #include "hla/evaluate.hpp"

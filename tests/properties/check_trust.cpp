@@ -1,4 +1,4 @@
-// A verdict that can be trusted (issue #9): a fixture whose reference does not
+// A verdict that can be trusted: a fixture whose reference does not
 // belong to its inputs is refused, whoever wrote it (the digest is recomputed
 // here, as a hostile editor would); a report never passes on nothing; every
 // honest fixture (the committed golden set) verifies.

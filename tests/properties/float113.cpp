@@ -1,5 +1,5 @@
 // Every form evaluated in binary128 agrees with the exact value within
-// 2^-100 of the SPEC §7 magnitude, per element (issue #2).
+// 2^-100 of the SPEC §7 magnitude, per element.
 //
 // Why 2^-100: binary128 has unit roundoff u = 2^-113. A form that only adds
 // terms of the defining sum errs by at most γ_k·|num| (γ_k = ku/(1-ku)) where

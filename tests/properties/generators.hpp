@@ -1,4 +1,4 @@
-// RapidCheck generators for exact problems (issue #2: n ∈ [0, 24],
+// RapidCheck generators for exact problems (n ∈ [0, 24],
 // d, dv ∈ [1, 6], rational entries, γ ∈ {1} ∪ rationals in (0,1), random λ,
 // normalize on/off). Everything shrinks towards small and simple: n, d, dv
 // towards their minimum, entries towards 0 and small denominators, γ towards

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""The fuzzer against the bug zoo (issue #5): every buggy member is caught,
+"""The fuzzer against the bug zoo: every buggy member is caught,
 with the finding kind zoo.json expects, within a fixed case budget; every
 correct member passes a campaign with zero findings.
 

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""A decay-only bug's shrunk finding keeps γ < 1 (issue #8).
+"""A decay-only bug's shrunk finding keeps γ < 1.
 
   zoo_shrink_decay.py HLA ZOO_JSON ZOO_PATHS_JSON REPO_ROOT WORKDIR [--seeds N] [--members A,B]
 

@@ -1,4 +1,4 @@
-// Speed baseline for hla2 masked, d = dv = 64 (issue #2): time per token of
+// Speed baseline for hla2 masked, d = dv = 64: time per token of
 // the streaming form in double, binary128 and exact rationals; the naive
 // form's time for n ≤ 512; fitted exponents of time vs n. Ratios are measured
 // in this one run; nothing here is asserted.

@@ -1,4 +1,4 @@
-// Cost of one ⊕ of the third-order segment operators (issue #3), in double:
+// Cost of one ⊕ of the third-order segment operators, in double:
 // the compact hla3 operator (SPEC §4) against the paper's ⊗3 (Eqs. 7.6-7.7)
 // with the maps M^KQP, M^KQm dense (O(d³·dv) entries) and in contraction form
 // (the segment's tokens, O(ℓ(d + dv)) entries). Both operands are segments of

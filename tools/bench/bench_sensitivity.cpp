@@ -1,4 +1,4 @@
-// Sensitivity of the pass rule (issue #8): how far above honest rounding error
+// Sensitivity of the pass rule: how far above honest rounding error
 // must a wrong result be before check() rejects it? Per configuration (n,
 // input dtype, compute precision, γ, normalize) it measures
 //   1. the worst score of several honest evaluation orders — our streaming,

@@ -1,4 +1,4 @@
-// Fixture files (issue #4): one safetensors file holding a BatchProblem, the
+// Fixture files: one safetensors file holding a BatchProblem, the
 // reference result and what a checker needs to score a candidate against it.
 //
 // Tensors: q [B,H,n,d], k [B,Hkv,n,d], v [B,Hkv,n,dv] in the problem's dtype;
