@@ -1,7 +1,7 @@
 #include "hla/io/atomic_file.hpp"
 
 #include "hla/io/printable.hpp"
-#include "hla/problem.hpp"
+#include "hla/error.hpp"
 
 #include <atomic>
 #include <cctype>

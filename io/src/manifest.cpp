@@ -2,7 +2,7 @@
 
 #include "hla/io/atomic_file.hpp"
 #include "hla/io/sha256.hpp"
-#include "hla/problem.hpp"
+#include "hla/error.hpp"
 
 #include <nlohmann/json.hpp>
 

@@ -2,7 +2,7 @@
 // §5.1.1 (padding), §5.3.3 (initial hash) and §6.2.2 (computation).
 #include "hla/io/sha256.hpp"
 
-#include "hla/problem.hpp"
+#include "hla/error.hpp"
 
 #include <cerrno>
 #include <cstring>

@@ -7,7 +7,7 @@
 
 #include "hla/io/atomic_file.hpp"
 #include "hla/io/printable.hpp"
-#include "hla/problem.hpp"
+#include "hla/error.hpp"
 
 #include <algorithm>
 #include <charconv>

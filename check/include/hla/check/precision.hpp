@@ -2,7 +2,7 @@
 // which its errors are scored.
 #pragma once
 
-#include "hla/batch.hpp"
+#include "hla/dtype.hpp"
 
 #include <array>
 #include <map>
