@@ -11,6 +11,8 @@
 #   4. `hla gen --suite golden` writes its fixtures, and `hla check` passes our
 #      f32 chunked form on each of them.
 # Usage: tests/add_variant/check.sh [WORK_DIR]   (default: a new temporary folder)
+# When an edit to one of the four files makes the patch stop applying, make
+# the la1_twin edits again in a copy and save its `git diff` as la1_twin.patch.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 patch="$root/tests/add_variant/la1_twin.patch"
