@@ -1,6 +1,7 @@
 #include "hla/dtype.hpp"
 
 #include "hla/error.hpp"
+#include "hla/variants.hpp"  // join
 
 #include <algorithm>
 #include <bit>
@@ -82,20 +83,21 @@ std::optional<std::uint64_t> DTypeInfo::encode(double x) const {
 
 std::string to_string(DType t) { return std::string(info(t).name); }
 
+namespace {
+std::vector<std::string> dtype_names() {
+  std::vector<std::string> r;
+  for (const DTypeInfo& t : kDTypes) r.emplace_back(t.name);
+  return r;
+}
+}  // namespace
+
 DType parse_dtype(std::string_view s) {
-  std::string names;
-  for (const DTypeInfo& t : kDTypes) {
+  for (const DTypeInfo& t : kDTypes)
     if (s == t.name || s == t.safetensors_name) return t.id;
-    names += (names.empty() ? "" : t.id == kDTypes.back().id ? " or " : ", ") + std::string(t.name);
-  }
-  throw InputError("unknown dtype '" + std::string(s) + "' (expected " + names + ")");
+  throw InputError("unknown dtype '" + std::string(s) + "' (expected " + join_or(dtype_names()) + ")");
 }
 
-std::string dtype_csv() {
-  std::string s;
-  for (const DTypeInfo& t : kDTypes) s += (s.empty() ? "" : ",") + std::string(t.name);
-  return s;
-}
+std::string dtype_csv() { return join(dtype_names(), ",", ","); }
 
 bool representable(DType t, double x) { return std::isnan(x) || round_to(t, x) == x; }
 

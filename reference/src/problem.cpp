@@ -8,12 +8,10 @@ namespace {
 
 // "hla2 and hla3": the variants with a property, for messages.
 std::string names_with(bool VariantInfo::*has) {
-  std::string s;
-  std::vector<std::string_view> names;
+  std::vector<std::string> names;
   for (const VariantInfo& v : kVariants)
-    if (v.*has) names.push_back(v.name);
-  for (size_t i = 0; i < names.size(); ++i) s += (i == 0 ? "" : i + 1 == names.size() ? " and " : ", ") + std::string(names[i]);
-  return s;
+    if (v.*has) names.emplace_back(v.name);
+  return join(names, ", ", " and ");
 }
 
 }  // namespace

@@ -4,11 +4,21 @@
 
 namespace hla {
 
-std::string join_or(const std::vector<std::string>& items) {
+std::string join(const std::vector<std::string>& items, std::string_view sep, std::string_view last_sep) {
   std::string s;
-  for (size_t i = 0; i < items.size(); ++i) s += (i == 0 ? "" : i + 1 == items.size() ? " or " : ", ") + items[i];
+  for (size_t i = 0; i < items.size(); ++i)
+    s += std::string(i == 0 ? "" : i + 1 == items.size() ? last_sep : sep) + items[i];
   return s;
 }
+
+namespace {
+std::vector<std::string> names(bool paper_literal_too) {
+  std::vector<std::string> r;
+  for (const VariantInfo& i : kVariants)
+    if (paper_literal_too || !i.paper_literal) r.emplace_back(i.name);
+  return r;
+}
+}  // namespace
 
 std::string to_string(Variant v) { return std::string(info(v).name); }
 
@@ -21,19 +31,9 @@ const std::vector<Variant>& all_variants() {
   return v;
 }
 
-std::string variant_names(bool paper_literal_too) {
-  std::vector<std::string> names;
-  for (const VariantInfo& i : kVariants)
-    if (paper_literal_too || !i.paper_literal) names.emplace_back(i.name);
-  return join_or(names);
-}
+std::string variant_names(bool paper_literal_too) { return join_or(names(paper_literal_too)); }
 
-std::string variant_csv(bool paper_literal_too) {
-  std::string s;
-  for (const VariantInfo& i : kVariants)
-    if (paper_literal_too || !i.paper_literal) s += (s.empty() ? "" : ",") + std::string(i.name);
-  return s;
-}
+std::string variant_csv(bool paper_literal_too) { return join(names(paper_literal_too), ",", ","); }
 
 Variant parse_variant(std::string_view s) {
   for (const VariantInfo& i : kVariants)

@@ -159,7 +159,8 @@ const std::vector<Form>& all_forms();
 std::vector<Form> forms_of(Variant v);
 inline bool is_chunked(Form f) { return info(f).chunked; }
 
-// "a, b or c".
-std::string join_or(const std::vector<std::string>& items);
+// "a, b or c" (join(items, ", ", " or ")), "a,b,c" (join(items, ",", ",")).
+std::string join(const std::vector<std::string>& items, std::string_view sep, std::string_view last_sep);
+inline std::string join_or(const std::vector<std::string>& items) { return join(items, ", ", " or "); }
 
 }  // namespace hla
