@@ -4,7 +4,7 @@ with the finding kind zoo.json expects, within a fixed case budget; every
 correct member passes a campaign with zero findings.
 
   zoo_campaigns.py HLA ZOO_JSON ZOO_PATHS_JSON REPO_ROOT WORKDIR [--seeds N] [--table]
-                   [--only NAME[,NAME...]] [--correct-cases N]
+                   [--only NAME[,NAME...]] [--correct-cases N] [--worker persistent|fork]
 
 --seeds N runs each buggy member with seeds 1..N and --table prints the median
 cases and seconds to detection (the closing note's zoo table). --only runs the
@@ -28,7 +28,7 @@ CORRECT_CABI = 150     # cases a correct library must pass
 CORRECT_EXEC = 30      # cases the (slow, one process per case) correct script must pass
 
 
-def campaign(hla, member, paths, root, work, seed, budget, stop_after):
+def campaign(hla, member, paths, root, work, seed, budget, stop_after, worker="persistent"):
     findings = os.path.join(work, f"{member['name']}-{seed}")
     cmd = [hla, "fuzz", "--seed", str(seed), "--max-cases", str(budget), "--findings", findings, "--json", "--no-progress"]
     if stop_after:
@@ -36,7 +36,7 @@ def campaign(hla, member, paths, root, work, seed, budget, stop_after):
     if member["adapter"] == "cabi":
         # Generous for correct members (a loaded CI machine must not turn a slow case into a
         # "timeout" finding); short for the buggy ones, where the hang member waits it out.
-        cmd += ["--lib", paths[member["name"]], "--timeout", "10" if member["correct"] else "2"]
+        cmd += ["--lib", paths[member["name"]], "--timeout", "10" if member["correct"] else "2", "--worker", worker]
     else:
         runner = os.path.join(root, ".venv", "bin", "python") if member["runner"] == "python" else "sh"
         script = os.path.join(root, member["target"])
@@ -59,6 +59,8 @@ def main():
     ap.add_argument("--table", action="store_true", help="print the median detection table")
     ap.add_argument("--only", default="", help="comma list of members to run (default: all)")
     ap.add_argument("--correct-cases", type=int, default=0, help="cases per correct member (default: per adapter)")
+    ap.add_argument("--worker", default="persistent", choices=["persistent", "fork"],
+                    help="how C ABI members run (hla fuzz --worker)")
     ap.add_argument("--shard", default="0/1", help="i/N: run members i, i+N, i+2N, ... (ctest runs the shards in parallel)")
     a = ap.parse_args()
     hla, root, work, seeds = a.hla, a.root, a.work, a.seeds
@@ -79,7 +81,7 @@ def main():
     for m in zoo:
         if m["correct"]:
             budget = a.correct_cases or (CORRECT_CABI if m["adapter"] == "cabi" else CORRECT_EXEC)
-            r = campaign(hla, m, paths, root, work, 1, budget, 0)
+            r = campaign(hla, m, paths, root, work, 1, budget, 0, a.worker)
             ok = not r["findings"]
             print(f"{'ok ' if ok else 'MISS'} {m['name']}: {r['cases']} cases, {len(r['findings'])} findings, "
                   f"{1e3 * r['seconds'] / max(1, r['cases']):.1f} ms/case", flush=True)
@@ -90,7 +92,7 @@ def main():
             continue
         cases, secs = [], []
         for seed in range(1, seeds + 1):
-            r = campaign(hla, m, paths, root, work, seed, BUGGY_BUDGET, 1)
+            r = campaign(hla, m, paths, root, work, seed, BUGGY_BUDGET, 1, a.worker)
             f = r["findings"][0] if r["findings"] else None
             ok = f is not None and f["kind"] == m["expected_finding"]
             print(f"{'ok ' if ok else 'MISS'} {m['name']} seed {seed}: " +

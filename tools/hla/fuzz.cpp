@@ -21,6 +21,7 @@ struct FuzzArgs {
   std::string lib, exec, variants = variant_csv(false), dtypes = "f32", features, precision = "f32", form_class = "masked", shard = "0/1", replay;
   Index max_n = 4096;
   double timeout = 10, budget = 600;
+  std::string worker = "persistent";
   fuzz::CampaignOptions campaign;
   bool json = false;
   std::vector<std::string> exec_only_given;  // options that describe an exec candidate, given on the command line
@@ -46,7 +47,7 @@ std::unique_ptr<fuzz::Adapter> make_adapter(const FuzzArgs& a) {
       throw InputError(a.exec_only_given.front() + " describes an --exec candidate; a --lib declares its support in hla_impl_info");
     if (!std::filesystem::exists(a.lib)) throw InputError("--lib " + io::printable(a.lib) + ": no such file");
     if (std::filesystem::is_directory(a.lib)) throw InputError("--lib " + io::printable(a.lib) + " is a directory");
-    return fuzz::make_cabi_adapter(std::filesystem::absolute(a.lib).string(), a.timeout);
+    return fuzz::make_cabi_adapter(std::filesystem::absolute(a.lib).string(), a.timeout, a.worker == "persistent");
   }
   fuzz::Supports s;
   s.name = a.exec;
@@ -132,6 +133,10 @@ void add_fuzz(CLI::App& app, Action& action) {
   c->add_option("--stop-after", a->campaign.stop_after, "stop after this many findings (0: never)")->check(integer_in(0, 1000000000));
   c->add_option("--findings", a->campaign.findings_dir, "directory for the shrunk failing cases")->check(non_empty);
   c->add_option("--timeout", a->timeout, "seconds per candidate call")->check(seconds_in(0, 1e6, true));
+  c->add_option("--worker", a->worker,
+                "--lib: persistent (default: one process keeps the library loaded, restarted after a crash, a hang or an "
+                "error) or fork (a fresh process per call)")
+      ->check(CLI::IsMember({"persistent", "fork"}));
   c->add_option("--budget", a->budget, "--replay: seconds the reference may take (default 600)")->check(seconds_in(0, 1e7, true));
   c->add_option("--shrink-attempts", a->campaign.shrink_attempts, "shrinking budget per finding")->check(integer_in(0, 1000000000));
   c->add_option("--replay", a->replay, "run the candidate on one fixture (e.g. a finding) and report")->check(non_empty);
