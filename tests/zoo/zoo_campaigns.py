@@ -24,7 +24,7 @@ import subprocess
 import sys
 
 BUGGY_BUDGET = 300     # cases within which each bug must be found
-CORRECT_CABI = 150     # cases a correct library must pass
+CORRECT_CABI = 150     # cases a correct library (or exec server) must pass
 CORRECT_EXEC = 30      # cases the (slow, one process per case) correct script must pass
 
 
@@ -40,8 +40,11 @@ def campaign(hla, member, paths, root, work, seed, budget, stop_after, worker="p
     else:
         runner = os.path.join(root, ".venv", "bin", "python") if member["runner"] == "python" else "sh"
         script = os.path.join(root, member["target"])
-        argv = " ".join(shlex.quote(a) for a in [runner, script, "{in}", "{out}", *member.get("args", [])])
-        cmd += ["--exec", argv, "--variants", ",".join(member["variants"]),
+        if member["adapter"] == "exec_server":  # one process, a request line per case
+            cmd += ["--exec-server", " ".join(shlex.quote(a) for a in [runner, script, *member.get("args", [])])]
+        else:
+            cmd += ["--exec", " ".join(shlex.quote(a) for a in [runner, script, "{in}", "{out}", *member.get("args", [])])]
+        cmd += ["--variants", ",".join(member["variants"]),
                 "--dtypes", ",".join(member.get("dtypes", ["f64", "f32", "bf16", "f16"])), "--features", "all",
                 "--precision", member.get("precision", "f64"), "--form-class", member.get("form_class", "masked"),
                 "--timeout", "5", "--max-n", "300"]
@@ -80,7 +83,7 @@ def main():
     misses, rows = [], []
     for m in zoo:
         if m["correct"]:
-            budget = a.correct_cases or (CORRECT_CABI if m["adapter"] == "cabi" else CORRECT_EXEC)
+            budget = a.correct_cases or (CORRECT_EXEC if m["adapter"] == "exec" else CORRECT_CABI)
             r = campaign(hla, m, paths, root, work, 1, budget, 0, a.worker)
             ok = not r["findings"]
             print(f"{'ok ' if ok else 'MISS'} {m['name']}: {r['cases']} cases, {len(r['findings'])} findings, "

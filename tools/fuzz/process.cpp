@@ -1,5 +1,6 @@
 #include "process.hpp"
 
+#include <fcntl.h>
 #include <poll.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
@@ -75,19 +76,41 @@ bool write_all(int fd, const void* data, size_t n) {
   return true;
 }
 
+// Waits until fd is readable or the deadline passes (false then).
+bool wait_readable(int fd, std::chrono::steady_clock::time_point deadline) {
+  for (;;) {
+    const auto left = deadline - std::chrono::steady_clock::now();
+    if (left <= std::chrono::steady_clock::duration::zero()) return false;
+    pollfd pf{fd, POLLIN, 0};
+    const int r = poll(&pf, 1, static_cast<int>(std::min<long long>(std::chrono::ceil<std::chrono::milliseconds>(left).count(), INT_MAX)));
+    if (r > 0) return true;
+  }
+}
+
+std::chrono::steady_clock::time_point deadline_in(double seconds) {
+  return std::chrono::steady_clock::now() +
+         std::chrono::duration_cast<std::chrono::steady_clock::duration>(std::chrono::duration<double>(seconds));
+}
+
+// Kills a child's process group and reaps it; how it ended.
+ChildOutcome end_child(int pid, bool kill_first) {
+  if (kill_first) {
+    kill(-pid, SIGKILL);
+    kill(pid, SIGKILL);
+  }
+  int status = 0;
+  while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  }
+  if (WIFSIGNALED(status)) return {ChildOutcome::Kind::signaled, WTERMSIG(status)};
+  return {ChildOutcome::Kind::exited, WEXITSTATUS(status)};
+}
+
 // Reads exactly n bytes; waits until `deadline` when one is given (false on
 // timeout with *timed_out set, or on end of stream).
 bool read_all(int fd, void* data, size_t n, const std::chrono::steady_clock::time_point* deadline, bool* timed_out) {
   char* p = static_cast<char*>(data);
   while (n) {
-    if (deadline) {
-      const auto left = *deadline - std::chrono::steady_clock::now();
-      if (left <= std::chrono::steady_clock::duration::zero()) return *timed_out = true, false;
-      pollfd pf{fd, POLLIN, 0};
-      const int r = poll(&pf, 1, static_cast<int>(std::min<long long>(std::chrono::ceil<std::chrono::milliseconds>(left).count(), INT_MAX)));
-      if (r < 0 && errno == EINTR) continue;
-      if (r == 0) continue;  // re-check the deadline
-    }
+    if (deadline && !wait_readable(fd, *deadline)) return *timed_out = true, false;
     const ssize_t got = read(fd, p, n);
     if (got < 0 && errno == EINTR) continue;
     if (got <= 0) return false;
@@ -145,26 +168,16 @@ void Worker::start() {
 ChildOutcome Worker::reap(bool kill_first) {
   if (fd_ >= 0) close(fd_);
   fd_ = -1;
-  ChildOutcome o;
-  if (pid_ <= 0) return o;
-  if (kill_first) {
-    kill(-pid_, SIGKILL);
-    kill(pid_, SIGKILL);
-  }
-  int status = 0;
-  while (waitpid(pid_, &status, 0) < 0 && errno == EINTR) {
-  }
+  if (pid_ <= 0) return {};
+  const ChildOutcome o = end_child(pid_, kill_first);
   pid_ = -1;
-  if (WIFSIGNALED(status)) return {ChildOutcome::Kind::signaled, WTERMSIG(status)};
-  return {ChildOutcome::Kind::exited, WEXITSTATUS(status)};
+  return o;
 }
 
 void Worker::stop() { reap(true); }
 
 ChildOutcome Worker::call(const std::string& request, std::string& reply, double timeout_s) {
-  const std::chrono::steady_clock::time_point deadline =
-      std::chrono::steady_clock::now() +
-      std::chrono::duration_cast<std::chrono::steady_clock::duration>(std::chrono::duration<double>(timeout_s));
+  const auto deadline = deadline_in(timeout_s);
   if (pid_ <= 0) start();
   bool timed_out = false;
   if (write_message(fd_, request) && read_message(fd_, reply, &deadline, &timed_out)) return {};
@@ -185,6 +198,69 @@ std::string ChildOutcome::describe() const {
     case Kind::timed_out: return "timed out";
   }
   return "?";
+}
+
+void LineServer::stop() {
+  if (fd_ >= 0) close(fd_);
+  fd_ = -1;
+  pending_.clear();
+  if (pid_ > 0) end_child(pid_, true);
+  pid_ = -1;
+}
+
+bool LineServer::call(const std::string& line, std::string& answer, double timeout_s, ChildOutcome& ended) {
+  const auto deadline = deadline_in(timeout_s);
+  if (pid_ <= 0) {
+    // stdin and stdout are one socket: a write to a dead server is an error, not SIGPIPE.
+    int sv[2];
+    if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) != 0)
+      throw std::runtime_error(std::string("socketpair failed: ") + std::strerror(errno));
+    std::fflush(nullptr);
+    const pid_t pid = fork();
+    if (pid < 0) {
+      close(sv[0]), close(sv[1]);
+      throw std::runtime_error(std::string("fork failed: ") + std::strerror(errno));
+    }
+    if (pid == 0) {
+      setpgid(0, 0);
+      const int log = open(log_.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
+      dup2(sv[1], 0), dup2(sv[1], 1);
+      if (log >= 0) dup2(log, 2);
+      execl("/bin/sh", "sh", "-c", cmd_.c_str(), static_cast<char*>(nullptr));
+      _exit(127);
+    }
+    setpgid(pid, pid);
+    close(sv[1]);
+    pid_ = pid, fd_ = sv[0];
+  }
+  const std::string msg = line + "\n";
+  if (write_all(fd_, msg.data(), msg.size())) {
+    for (;;) {
+      const size_t nl = pending_.find('\n');
+      if (nl != std::string::npos) {
+        answer = pending_.substr(0, nl);
+        pending_.erase(0, nl + 1);
+        return true;
+      }
+      if (!wait_readable(fd_, deadline)) {
+        stop();
+        ended = {ChildOutcome::Kind::timed_out, 0};
+        return false;
+      }
+      char buf[4096];
+      const ssize_t got = read(fd_, buf, sizeof buf);
+      if (got < 0 && errno == EINTR) continue;
+      if (got <= 0) break;
+      pending_.append(buf, static_cast<size_t>(got));
+    }
+  }
+  // It closed its end: it died (or exited) without answering.
+  close(fd_);
+  fd_ = -1;
+  pending_.clear();
+  ended = end_child(pid_, false);
+  pid_ = -1;
+  return false;
 }
 
 ChildOutcome run_in_child(const std::function<int()>& body, double timeout_s) {

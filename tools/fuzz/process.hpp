@@ -76,6 +76,27 @@ class Worker {
   int pid_ = -1, fd_ = -1;
 };
 
+// A command (`sh -c`) that stays running and answers each request line on
+// its stdin with one line on its stdout (hla fuzz --exec-server); its stderr
+// goes to `log`. Started on the first call; a crash or a timeout ends it and
+// the next call starts it again.
+class LineServer {
+ public:
+  LineServer(std::string command, std::string log) : cmd_(std::move(command)), log_(std::move(log)) {}
+  ~LineServer() { stop(); }
+  LineServer(const LineServer&) = delete;
+  LineServer& operator=(const LineServer&) = delete;
+  // Sends `line` (no newline in it) and waits at most timeout_s for the
+  // answer line (newline removed): true when it came; else `ended` says how
+  // the server ended (a timeout kills it).
+  bool call(const std::string& line, std::string& answer, double timeout_s, ChildOutcome& ended);
+  void stop();
+
+ private:
+  std::string cmd_, log_, pending_;
+  int pid_ = -1, fd_ = -1;
+};
+
 // Forks; the child runs body() and _exits with its result (its own process
 // group, so a timeout kills everything it started). Waits at most timeout_s.
 ChildOutcome run_in_child(const std::function<int()>& body, double timeout_s);
