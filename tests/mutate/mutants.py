@@ -3,7 +3,9 @@
 Fields: id, file, original (exact text, must occur exactly once in the file),
 replacement, area (reference, scan, check, fuzz, io), tests (a regex over the
 ctest names: the tests that should kill it), description; optional units (the
-reference instantiation units that get the change: see mutate.py) and
+reference instantiation units that get the change, see mutate.py: the tests
+of a mutant restricted to some units must compute in those scalars only, or
+compare with an independent ground truth, like the golden fixtures) and
 equivalent (why the mutant cannot change behaviour: it is listed, not run).
 """
 
@@ -121,15 +123,18 @@ MUTANTS = [
     dict(id="normalize_eps_dropped", area="reference", file="reference/include/hla/bounds.hpp",
          original="if (mode == EpsMode::add) return den + eps;",
          replacement="if (mode == EpsMode::add) return den;",
-         tests=r"^props_check:|^golden_fixtures_up_to_date$", description="normalize divides by den, not den + ε"),
+         tests=r"^golden_fixtures_up_to_date$", units=["rational", "f113"],
+         description="normalize divides by den, not den + ε"),
     dict(id="normalize_clamp_no_sign", area="reference", file="reference/include/hla/bounds.hpp",
          original="return (den < R(0) ? R(-1) : R(1)) * (abs(den) < eps ? eps : R(abs(den)));",
          replacement="return (abs(den) < eps ? eps : R(den));",
-         tests=r"^props_check:|^golden_fixtures_up_to_date$", description="clamp mode with max(den, ε) (no sign)"),
+         tests=r"^golden_fixtures_up_to_date$", units=["rational", "f113"],
+         description="clamp mode with max(den, ε) (no sign)"),
     dict(id="magnitude_signed_k", area="reference", file="reference/include/hla/evaluate_impl.hpp",
          original="Problem<S> a{p.opt, absm(p.q), absm(p.k), absm(p.v)};",
          replacement="Problem<S> a{p.opt, absm(p.q), p.k, absm(p.v)};",
-         tests=r"^props_float113:|^props_check:", description="the magnitude uses signed keys (not a sum of absolute values)"),
+         tests=r"^golden_fixtures_up_to_date$", units=["rational", "f113"],
+         description="the magnitude uses signed keys (not a sum of absolute values)"),
     # ------------------------------------------------------------ scans
     dict(id="blelloch_downsweep_order", area="scan", file="reference/include/hla/scan.hpp",
          original="a[i] = op.combine(a[i], left);",
@@ -544,6 +549,6 @@ MUTANTS = [
     dict(id="gqa_wrong_group", area="io", file="reference/include/hla/batch.hpp",
          original="Index kv_head_of(Index h) const { return h / (heads / kv_heads); }",
          replacement="Index kv_head_of(Index h) const { return h % kv_heads; }",
-         tests=r"^props_check:|^golden_fixtures_up_to_date$|^python_fixtures$",
+         tests=r"^props_check:|^golden_fixtures_up_to_date$", units=["none"],
          description="query head h reads kv head h % Hkv instead of h / (H / Hkv)"),
 ]

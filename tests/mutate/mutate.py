@@ -100,16 +100,21 @@ def check_originals(mutants, root):
 
 _children = set()
 _children_lock = threading.Lock()
+_stopping = threading.Event()  # set on Ctrl-C / SIGTERM: no new process starts
 
 
 def run(cmd, cwd=None, env=None, timeout=None, capture=True):
     """Runs cmd in its own process group (killed whole on timeout or Ctrl-C).
     Returns (returncode or None on timeout, output)."""
+    if _stopping.is_set():
+        raise KeyboardInterrupt
     p = subprocess.Popen(cmd, cwd=cwd, env=env, stdout=subprocess.PIPE if capture else None,
                          stderr=subprocess.STDOUT if capture else None, start_new_session=True, text=True,
                          errors="replace")
     with _children_lock:
         _children.add(p)
+    if _stopping.is_set():
+        kill(p)
     try:
         out, _ = p.communicate(timeout=timeout)
         return p.returncode, out or ""
@@ -547,6 +552,24 @@ class Runner:
 
 # ---------------------------------------------------------------- main
 
+def ctest_costs(bdir):
+    """Test durations of the base build's last ctest run (CTestCostData.txt: name, runs, average seconds)."""
+    costs = {}
+    try:
+        for line in open(os.path.join(bdir, "Testing", "Temporary", "CTestCostData.txt")):
+            if line.startswith("---"):
+                break
+            parts = line.rstrip("\n").rsplit(" ", 2)
+            if len(parts) == 3:
+                try:
+                    costs[parts[0]] = float(parts[2])
+                except ValueError:
+                    pass
+    except OSError:
+        pass
+    return costs
+
+
 def table(results, equivalent):
     rows = []
     w = max([len(r["id"]) for r in results] + [len(m["id"]) for m in equivalent] + [6])
@@ -642,10 +665,12 @@ def main():
     scratch = Scratch(a.work)
 
     def on_signal(sig, frame):
+        _stopping.set()
         kill_all()
         raise KeyboardInterrupt
 
     signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGINT, on_signal)
     start = time.monotonic()
     try:
         scratch.recover()
@@ -670,6 +695,7 @@ def main():
         build = Build(bdir, src_of_base, scratch.src)
         tests = Tests(build)
         runner = Runner(a, build, tests, scratch)
+        runner.base_times = ctest_costs(build.bdir)
         needed = sorted({n for m in chosen for n in tests.select(m["tests"])})
         if not a.no_baseline and needed:
             t = time.monotonic()
