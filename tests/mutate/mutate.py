@@ -433,6 +433,7 @@ class Runner:
     def __init__(self, args, build, tests, scratch):
         self.a, self.build, self.tests, self.scratch = args, build, tests, scratch
         self.base_times = {}
+        self._linked = {}  # mutant program path -> the changed inputs it was linked with
 
     def plan(self, m):
         names = self.tests.select(m["tests"])
@@ -452,6 +453,9 @@ class Runner:
         return names, arts, affected
 
     def mutant(self, m, index, total):
+        """Applies m, then in stages (the programs of one group of tests at a
+        time, the cheapest to build first) compiles what those programs need,
+        relinks them and runs their tests; stops at the first failing test."""
         t0 = time.monotonic()
         res = {"id": m["id"], "area": m["area"], "file": m["file"], "description": m["description"]}
         try:
@@ -462,32 +466,43 @@ class Runner:
         wdir = os.path.join(self.a.work, "mutant", m["id"])
         shutil.rmtree(wdir, ignore_errors=True)
         os.makedirs(wdir)
-        new = {}  # base path -> mutant path
+        new = {}  # base path -> mutant path (objects and relinked programs)
+        self._linked = {}
+        groups = {}
+        for n in names:
+            groups.setdefault(frozenset(self.tests.artifacts_of(n)), []).append(n)
+        affected = set(affected)
+        weight = lambda o: 10 if "/instantiate/" in o else 1  # noqa: E731  (the reference's instantiation units)
+
+        def cost(roots):
+            _, objs = self.build.closure(roots)
+            todo = [o for o in objs & affected if o not in new]
+            return (sum(weight(o) for o in todo), sum(self.base_times.get(n, 60.0) for n in groups[roots]))
+
         try:
             self.scratch.apply(m)
-            try:
-                err = self._compile(affected, wdir, new)
-            finally:
-                self.scratch.restore()
-            if err:
-                res.update(result="build error", detail=err)
-                return res
-            err = self._relink(arts, wdir, new)
-            if err:
-                res.update(result="build error", detail=err)
-                return res
-            subst = {k: v for k, v in new.items() if k in self.build.artifacts}
-            order = sorted(names, key=lambda n: self.base_times.get(n, 1e9))
-            timeouts = {n: max(60.0, 5 * self.base_times.get(n, 60.0)) for n in names}
-            if self.a.timeout:
-                timeouts = {n: min(t, self.a.timeout) for n, t in timeouts.items()}
-            killer, why, _ = self.tests.run_many(order, subst, self.a.jobs, timeouts)
+            killer = None
+            while groups and not killer:
+                roots = min(groups, key=cost)
+                group = groups.pop(roots)
+                g_arts, g_objs = self.build.closure(roots)
+                todo = sorted((o for o in g_objs & affected if o not in new), key=weight, reverse=True)
+                err = self._compile(todo, wdir, new) or self._relink(g_arts, wdir, new)
+                if err:
+                    res.update(result="build error", detail=err)
+                    return res
+                subst = {k: v for k, v in new.items() if k in self.build.artifacts}
+                order = sorted(group, key=lambda n: self.base_times.get(n, 1e9))
+                timeouts = {n: max(60.0, 5 * self.base_times.get(n, 60.0)) for n in group}
+                if self.a.timeout:
+                    timeouts = {n: min(t, self.a.timeout) for n, t in timeouts.items()}
+                killer, why, _ = self.tests.run_many(order, subst, self.a.jobs, timeouts)
             if killer:
                 res.update(result="killed", killed_by=killer, detail=why)
             else:
                 res.update(result="survived", detail=f"{len(names)} tests passed")
-            res["tests_run"] = len(names)
-            res["objects"] = len(affected)
+            res["tests"] = len(names)
+            res["objects_compiled"] = sum(1 for k in new if k in self.build.objects)
         except MutantError as e:
             res.update(result="error", detail=str(e))
         finally:
@@ -515,16 +530,21 @@ class Runner:
 
     def _relink(self, arts, wdir, new):
         # Archives hold objects only: first the archives that hold a changed
-        # object, then the programs and libraries that hold one or link such an archive.
+        # object, then the programs and libraries that hold one or link such
+        # an archive. Relinked again when a later stage compiled more of them.
         for kinds in (("archive",), ("shared", "program")):
-            changed = set(new)
+            changed = {k for k in new if k in self.build.objects or self.build.artifacts.get(k, {}).get("kind") == "archive"}
             for a in sorted(arts):
                 info = self.build.artifacts[a]
                 if info["kind"] in kinds and any(i in changed for i in info["inputs"]):
                     out = os.path.join(wdir, "bin", os.path.relpath(a, self.build.bdir))
+                    stamp = tuple(sorted(o for o in self.build.closure([a])[1] if o in new))
+                    if self._linked.get(out) == stamp:
+                        continue
                     err = self._link(a, out, new)
                     if err:
                         return err
+                    self._linked[out] = stamp
                     new[a] = out
         return None
 
@@ -573,7 +593,9 @@ def ctest_costs(bdir):
 def table(results, equivalent):
     rows = []
     w = max([len(r["id"]) for r in results] + [len(m["id"]) for m in equivalent] + [6])
-    rows.append(f"{'mutant':<{w}}  {'area':<9}  {'result':<52}  time")
+    rw = max([len(f"killed by {r.get('killed_by', '')}") for r in results] + [20])
+    rw = min(rw, 110)
+    rows.append(f"{'mutant':<{w}}  {'area':<9}  {'result':<{rw}}  time")
     for r in results:
         what = r["result"]
         if what == "killed":
@@ -582,9 +604,9 @@ def table(results, equivalent):
             what = f"{what}: {r.get('detail', '')}"
         else:
             what = "SURVIVED"
-        rows.append(f"{r['id']:<{w}}  {r['area']:<9}  {what[:52]:<52}  {r['seconds']:.0f} s")
+        rows.append(f"{r['id']:<{w}}  {r['area']:<9}  {what[:rw]:<{rw}}  {r['seconds']:.0f} s")
     for m in equivalent:
-        rows.append(f"{m['id']:<{w}}  {m['area']:<9}  {'equivalent (not run)':<52}  -")
+        rows.append(f"{m['id']:<{w}}  {m['area']:<9}  {'equivalent (not run)':<{rw}}  -")
     return "\n".join(rows)
 
 
