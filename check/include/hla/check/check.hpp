@@ -39,7 +39,7 @@ struct CheckOptions {
 // 3.4× at N ≥ 64 scored elements in unshrunk cases, 6.4× below, and, once
 // the shrinker searched for the worst, 7.8× at N = 177 and 5.0× at N = 2190
 // (ahla on repeated tokens, where rounding errors add up coherently); so the
-// limit is 4 from N = 7140 on and grows as N^(-1/4) below (13 at N = 64).
+// limit is 4 from N = 7141 on and grows as N^(-1/4) below (13 at N = 64).
 // The floor is per element, kFloorRoundings roundings of the element's own
 // value (|result| / magnitude in score units): a kernel may differ from every
 // order of ours by a few roundings of the result (one dot product summed in
