@@ -1,12 +1,19 @@
 #include "hla/check/reference.hpp"
 
 #include "hla/bounds.hpp"
+#include "hla/check/fast_reference.hpp"
 #include "hla/evaluate.hpp"
 
+#include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cmath>
+#include <cstdlib>
+#include <exception>
+#include <mutex>
 #include <stdexcept>
 #include <string>
+#include <thread>
 
 namespace hla::check {
 
@@ -54,7 +61,10 @@ void exact_head(Sink& s, Index b, Index h, Index t0, Index t1) {
   }
 }
 
-void f113_head(Sink& s, Index b, Index h, Index t0, Index t1) {
+// Tokens [t0, t1) of the head; t1 may end before the sequence does (a
+// prefix: the streaming form is causal, so those tokens' values are the same;
+// bound_n is then the whole sequence's length, whose a priori bound they get).
+void f113_head(Sink& s, Index b, Index h, Index t0, Index t1, Index bound_n = -1) {
   const Options& opt = s.p.opt;
   const Problem<f113> ph = s.p.head<f113>(b, h, t0, t1);
   const Output<f113> o = evaluate(ph, Form::streaming);
@@ -64,7 +74,7 @@ void f113_head(Sink& s, Index b, Index h, Index t0, Index t1) {
   // without an unmasked form — hla3_paper — already has it in m).
   const bool other = subtracts_partial_sums(opt, Form::streaming) && has_unmasked(opt.variant) && opt.masked;
   const Output<f113> M = other ? magnitude(ph, true) : m;
-  const f113 k = f113(depth_bound(opt.variant, t1 - t0, s.p.d)) * f113(std::ldexp(1.0, -112));  // 2·u113: slack for the bound's own rounding
+  const f113 k = f113(depth_bound(opt.variant, bound_n < 0 ? t1 - t0 : bound_n, s.p.d)) * f113(std::ldexp(1.0, -112));  // 2·u113: slack for the bound's own rounding
   const f113 eps = from_rational<f113>(opt.eps);
   for (Index t = t0; t < t1; ++t) {
     const Index lt = t - t0;
@@ -87,6 +97,14 @@ void f113_head(Sink& s, Index b, Index h, Index t0, Index t1) {
       if (!eO) s.ref.flags[i] |= kIllConditioned | kUncertified;
       else if (!certifies(o.out(lt, c), *eO)) s.ref.flags[i] |= kUncertified;
     }
+  }
+}
+
+// Clears the flags of tokens [t0, t1) of a head (before recomputing them).
+void clear_flags(Sink& s, Index b, Index h, Index t0, Index t1) {
+  for (Index t = t0; t < t1; ++t) {
+    s.ref.den_flags[s.p.den_index(b, h, t)] = 0;
+    for (Index c = 0; c < s.p.dv; ++c) s.ref.flags[s.p.out_index(b, h, t, c)] = 0;
   }
 }
 
@@ -145,7 +163,23 @@ bool exact_options_cheap(const Options& o) {
   return bits(o.gamma) <= 128 && bits(o.scale) <= 256 && bits(o.eps) <= 256 && bits(o.lambda) <= 256;
 }
 
+int worker_threads(int requested) {
+  if (requested > 0) return requested;
+  if (const char* e = std::getenv("HLA_THREADS"); e && *e) {
+    const long v = std::strtol(e, nullptr, 10);
+    if (v > 0 && v <= 1024) return static_cast<int>(v);
+  }
+  return static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+}
+
 Reference compute_reference(const BatchProblem& p, Index exact_max_n, double max_seconds) {
+  ReferenceOptions o;
+  o.exact_max_n = exact_max_n;
+  o.max_seconds = max_seconds;
+  return compute_reference(p, o);
+}
+
+Reference compute_reference(const BatchProblem& p, const ReferenceOptions& opt) {
   p.validate(true);  // NaN/Inf inputs (causality probes) propagate through binary128
   Reference ref;
   const size_t no = static_cast<size_t>(p.batch * p.heads * p.n * p.dv), nd = static_cast<size_t>(p.batch * p.heads * p.n);
@@ -158,30 +192,96 @@ Reference compute_reference(const BatchProblem& p, Index exact_max_n, double max
   ref.den.assign(nd, 0);
   ref.mag_den.assign(nd, 0);
   ref.den_flags.assign(nd, 0);
-  bool exact = p.d <= 16 && p.dv <= 16 && p.all_finite() && exact_options_cheap(p.opt);
-  for (const auto& [t0, t1] : p.sequences()) exact = exact && t1 - t0 <= exact_max_n;
+  const bool finite = p.all_finite();
+  bool exact = p.d <= 16 && p.dv <= 16 && finite && exact_options_cheap(p.opt);
+  for (const auto& [t0, t1] : p.sequences()) exact = exact && t1 - t0 <= opt.exact_max_n;
+  const bool fast = !exact && opt.fast && finite;
   ref.bits = exact ? 0 : 113;
   Sink s{ref, p};
   const auto start = std::chrono::steady_clock::now();
-  const size_t total = static_cast<size_t>(p.batch * p.heads) * p.sequences().size();
-  size_t done = 0;
-  p.for_each_sequence([&](Index b, Index h, Index t0, Index t1) {
-    if (max_seconds > 0 && std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() > max_seconds)
-      throw InputError("computing the reference exceeded its budget of " + std::to_string(max_seconds) + " s after " +
-                       std::to_string(done) + " of " + std::to_string(total) + " heads×sequences (raise it with --budget)");
-    ++done;
+  struct Task {
+    Index b, h, t0, t1;
+  };
+  std::vector<Task> tasks;
+  p.for_each_sequence([&](Index b, Index h, Index t0, Index t1) { tasks.push_back({b, h, t0, t1}); });
+  const size_t total = tasks.size();
+  // Work of a head, for progress: tokens · d · (d + dv) · order.
+  auto work = [&](const Task& t) { return static_cast<double>(t.t1 - t.t0) * p.d * (p.d + p.dv) * order_of(p.opt.variant); };
+  double total_work = 0;
+  for (const Task& t : tasks) total_work += work(t);
+  std::atomic<size_t> next{0}, done{0};
+  std::mutex mu;  // stats, bits, progress, the first error
+  double work_done = 0;
+  std::exception_ptr error;
+  auto run_one = [&](const Task& t) {
+    if (opt.max_seconds > 0 && std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() > opt.max_seconds)
+      throw InputError("computing the reference exceeded its budget of " + std::to_string(opt.max_seconds) + " s after " +
+                       std::to_string(done.load()) + " of " + std::to_string(total) + " heads×sequences (raise it with --budget)");
     if (exact) {
       try {
-        exact_head(s, b, h, t0, t1);
+        exact_head(s, t.b, t.h, t.t0, t.t1);
+        std::lock_guard lock(mu);
+        ++ref.stats.exact;
         return;
       } catch (const std::domain_error&) {  // den + ε = 0 exactly: let binary128 flag the pole
+        std::lock_guard lock(mu);
         ref.bits = 113;
       }
     }
-    f113_head(s, b, h, t0, t1);
-  });
-  // Binary128 heads: the state-difference magnitude in double (exact heads filled it exactly).
+    if (fast) {
+      const FastHeadOutcome r = fast_head(p, ref, t.b, t.h, t.t0, t.t1, opt.chunk);
+      if (r.ok) {
+        const bool redo = r.redo > 0 && static_cast<double>(r.redo) * p.d * (p.d + p.dv) <= opt.recompute_work;
+        if (redo) {
+          clear_flags(s, t.b, t.h, t.t0, t.t0 + r.redo);
+          f113_head(s, t.b, t.h, t.t0, t.t0 + r.redo, t.t1 - t.t0);
+        }
+        std::lock_guard lock(mu);
+        ++ref.stats.fast;
+        if (redo) ++ref.stats.recomputed;
+        else if (r.redo > 0) ref.bits = std::min(ref.bits == 0 ? 113 : ref.bits, 106);
+        return;
+      }
+    }
+    f113_head(s, t.b, t.h, t.t0, t.t1);
+    std::lock_guard lock(mu);
+    ++ref.stats.binary128;
+  };
+  auto worker = [&] {
+    for (;;) {
+      const size_t i = next.fetch_add(1);
+      if (i >= total) return;
+      {
+        std::lock_guard lock(mu);
+        if (error) return;
+      }
+      try {
+        run_one(tasks[i]);
+      } catch (...) {
+        std::lock_guard lock(mu);
+        if (!error) error = std::current_exception();
+        return;
+      }
+      ++done;
+      std::lock_guard lock(mu);
+      work_done += work(tasks[i]);
+      if (opt.progress) opt.progress(work_done, total_work);
+    }
+  };
+  // Exact rationals stay single-threaded (they are small); the others use every worker.
+  const int threads = exact ? 1 : std::min<int>(worker_threads(opt.threads), static_cast<int>(std::max<size_t>(total, 1)));
+  std::vector<std::thread> pool;
+  for (int i = 1; i < threads; ++i) pool.emplace_back(worker);
+  worker();
+  for (auto& th : pool) th.join();
+  if (error) std::rethrow_exception(error);
+  if (ref.bits == 0 && !exact) ref.bits = 113;
+  // Binary128 and fast heads: the state-difference magnitude in double (exact heads filled it exactly).
   if (ref.bits != 0) fill_state_difference_magnitude(p, ref);
+  ref.stats.heads = total;
+  ref.stats.elements = no + nd;
+  for (uint8_t f : ref.flags) ref.stats.uncertified += (f & kUncertified) != 0;
+  for (uint8_t f : ref.den_flags) ref.stats.uncertified += (f & kUncertified) != 0;
   return ref;
 }
 
