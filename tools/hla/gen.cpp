@@ -106,8 +106,14 @@ gen::Case parse_case(const std::string& spec) {
   p.dtype = parse_dtype(dtype);
   c.dist = gen::parse_dist(dist);
   p.batch = B, p.heads = H, p.kv_heads = Hkv ? Hkv : H, p.n = n, p.d = d, p.dv = dv ? dv : d;
-  p.validate();  // shapes and limits before any allocation
+  // Sizes before any allocation (validate() checks them again with the buffers).
+  for (const auto& [name, x] : {std::pair{"B", B}, {"H", H}, {"Hkv", p.kv_heads}, {"n", n}, {"d", p.d}, {"dv", p.dv}})
+    if (x < 1 && !(std::string(name) == "n" && x == 0)) throw InputError("--case: " + std::string(name) + " must be at least 1");
+  const double elements = static_cast<double>(B) * static_cast<double>(H) * static_cast<double>(n) * static_cast<double>(std::max(p.d, p.dv));
+  if (elements > 0x1p28)
+    throw InputError("--case: B·H·n·max(d, dv) = " + std::to_string(static_cast<long long>(elements)) + " is above 2^28 elements per tensor");
   p.resize_buffers();
+  p.validate();
   c.seed = seed;
   gen::Rng rng(seed);
   gen::fill(p, c.dist, rng);
