@@ -132,7 +132,7 @@ template <class S> struct Out {
           if constexpr (std::is_same_v<S, double>)
             if (!std::isfinite(Y.val.at(t, j))) r.finite = false;
           r.val.at(c0 + t, j) = Y.val.at(t, j);
-          r.mag.at(c0 + t, j) = Y.mag.at(t, j);
+          if constexpr (Arith<S>::track) r.mag.at(c0 + t, j) = Y.mag.at(t, j);
         }
       }
     }
@@ -340,6 +340,27 @@ template <class S> void hla3(const FastHead<S>& h, Chunks<S>& c, Out<S>& out) {
 
 }  // namespace detail
 
+// Emulated precisions: a rational rounded once to Emu<K>, and γ^0..E by
+// repeated products rounded in it (as Head::gpow does in any scalar).
+template <class S> S emu_from_rational(const Rational& x) {
+  if constexpr (std::is_same_v<S, Emu<0>>) return S(from_rational<float>(x));
+  else if constexpr (std::is_same_v<S, Emu<1>>) return S(static_cast<float>(from_rational<bf16>(x)));
+  else return S(static_cast<float>(from_rational<f16>(x)));
+}
+template <class S> std::vector<S> emu_powers(const Rational& gamma, Idx E) {
+  constexpr int K = std::is_same_v<S, Emu<0>> ? 0 : std::is_same_v<S, Emu<1>> ? 1 : 2;
+  std::vector<S> g(static_cast<size_t>(E + 1), S(1.0f));
+  Dense<S> a = Dense<S>::zero(1, 1), b = Dense<S>::zero(1, 1);
+  b.at(0, 0) = emu_from_rational<S>(gamma);
+  a.at(0, 0) = 1.0f;
+  for (Idx e = 1; e <= E; ++e) {
+    detail::mul(a, b);  // the kernel's rounded product
+    g[static_cast<size_t>(e)] = S(a.at(0, 0));
+  }
+  (void)K;
+  return g;
+}
+
 // Builds the engine's head from exact inputs: q_at(t, c), k_at(t, c),
 // v_at(t, c) give S values (exact: doubles, or rationals for S = Rational).
 // q is multiplied by `scale`, and γ, λ, scale are rounded from their exact
@@ -375,10 +396,13 @@ FastHead<S> make_fast_head(const Options& o, Idx n, Idx d, Idx dv, QAt&& q_at, K
       m.set(0, 0, dd_from_f113(from_rational<f113>(x)));
       b = exact_input(std::move(m));
       b.phi = 2, b.alpha = 0x1p-1073;
-    } else {
+    } else if constexpr (std::is_same_v<S, double>) {
       m.at(0, 0) = from_rational<double>(x);
       b = exact_input(std::move(m));
       b.phi = 1, b.alpha = 0x1p-1074;
+    } else {
+      m.at(0, 0) = emu_from_rational<S>(x);  // emulated precision: one rounding, no bound
+      b = exact_input(std::move(m));
     }
     b.refresh();
     return b;
@@ -390,6 +414,9 @@ FastHead<S> make_fast_head(const Options& o, Idx n, Idx d, Idx dv, QAt&& q_at, K
   if constexpr (std::is_same_v<S, Rational>) {
     h.pow.g.assign(static_cast<size_t>(E + 1), Rational(1));
     for (Idx e = 1; e <= E; ++e) h.pow.g[static_cast<size_t>(e)] = h.pow.g[static_cast<size_t>(e - 1)] * o.gamma;
+  } else if constexpr (!Arith<S>::track) {
+    // As the reference's Head: γ rounded once, its powers by repeated rounded products.
+    h.pow.g = emu_powers<S>(o.gamma, E);
   } else {
     const f113 g = from_rational<f113>(o.gamma);
     f113 x = 1;
@@ -410,7 +437,7 @@ template <class S> HeadResult<S> evaluate_head(const FastHead<S>& h) {
   if (!supports(h.variant)) throw std::logic_error("fast engine: no chunked form for this variant");
   HeadResult<S> r;
   r.val = Dense<S>::zero(h.n(), h.v.cols());
-  r.mag = Dense<S>::zero(h.n(), h.v.cols());
+  if constexpr (Arith<S>::track) r.mag = Dense<S>::zero(h.n(), h.v.cols());
   r.phi.assign(static_cast<size_t>(h.n()), 0);
   r.alpha.assign(static_cast<size_t>(h.n()), 0);
   r.finite = h.q.finite && h.k.finite && h.v.finite;

@@ -42,7 +42,53 @@ struct Kernels {
   // Largest |x[i]| and smallest nonzero |x[i]| (+inf when none); NaN is ignored
   // (engine values are NaN only after an Inf, which the largest shows).
   void (*max_min)(Idx count, const double* x, double& largest, double& smallest_nonzero);
+
+  // Emulated precisions for the checker's baseline: float storage, kind 0 =
+  // f32, 1 = bf16, 2 = f16, every product and sum rounded to it (the f32
+  // result rounded to nearest even); n a multiple of kPadF for gemm_f.
+  void (*gemm_f)(int kind, Idx m, Idx n, Idx k, const float* A, Idx lda, const float* B, Idx ldb, float* C, Idx ldc,
+                 bool a_lower, bool c_lower);
+  void (*mul_f)(int kind, Idx count, float* x, const float* y);
+  void (*add_f)(int kind, Idx count, float* x, const float* y);
+  void (*scale_f)(int kind, Idx count, float* x, float s);
+  // A(i, j) = R(R(g·A(i, j)) + R(x_i·y_j)); y_j = Σ_i x_i·A(i, j) in order of i.
+  void (*rank1_f)(int kind, Idx rows, Idx cols, float* A, Idx lda, float g, const float* x, const float* y);
+  void (*vecmat_f)(int kind, Idx rows, Idx cols, const float* x, const float* A, Idx lda, float* y);
+  void (*rank1_d)(Idx rows, Idx cols, double* A, Idx lda, double g, const double* x, const double* y);
+  void (*vecmat_d)(Idx rows, Idx cols, const double* x, const double* A, Idx lda, double* y);
 };
+inline constexpr Idx kPadF = 16;  // float columns per gemm_f tile
+
+// The rounding of an f32 result to emulated kind K (0 f32: none; 1 bf16, 2
+// f16: to nearest, ties to even, overflow to ±inf), on the bit pattern so that
+// it vectorizes. The kernels and scalar code share it.
+template <int K> inline float emu_round(float x) {
+  if constexpr (K == 0) {
+    return x;
+  } else if constexpr (K == 1) {
+    std::uint32_t u;
+    __builtin_memcpy(&u, &x, 4);
+    u += 0x7FFFu + ((u >> 16) & 1u);
+    u &= 0xFFFF0000u;
+    float y;
+    __builtin_memcpy(&y, &u, 4);
+    return y;
+  } else {
+    const float a = x < 0 ? -x : x;
+    std::uint32_t u;
+    __builtin_memcpy(&u, &x, 4);
+    u += 0xFFFu + ((u >> 13) & 1u);
+    u &= ~0x1FFFu;
+    float y;
+    __builtin_memcpy(&y, &u, 4);
+    const float ya = y < 0 ? -y : y;
+    y = ya > 65504.0f ? (x < 0 ? -__builtin_inff() : __builtin_inff()) : y;
+    // Below f16's normal range the quantum is 2^-24: round a·2^24 to an integer (RNE).
+    const float s = ((a * 0x1p24f + 0x1p23f) - 0x1p23f) * 0x1p-24f;
+    const float sub = x < 0 ? -s : s;
+    return a < 0x1p-14f ? sub : y;
+  }
+}
 
 // The fastest table this CPU runs (HLA_FAST_KERNELS=generic|avx2|avx512 in
 // the environment forces one, for tests and benchmarks).

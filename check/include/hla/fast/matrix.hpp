@@ -63,21 +63,21 @@ f113 f113_from_dd(const DD& x);  // exact
 
 template <class S> struct Arith;
 template <> struct Arith<DD> {
-  static constexpr bool exact = false;
+  static constexpr bool exact = false, track = true;
   static constexpr double unit = 0x1p-106;
   static constexpr double prod = 17, add = 5, base = 17, step = 5;
   static constexpr double tau = 0x1p-1066;
   static constexpr double max_phi = 0x1p30;  // phi·unit ≤ 2^-76
 };
 template <> struct Arith<double> {
-  static constexpr bool exact = false;
+  static constexpr bool exact = false, track = true;
   static constexpr double unit = 0x1p-53;
   static constexpr double prod = 2, add = 2, base = 3, step = 2;
   static constexpr double tau = 0x1p-1070;
   static constexpr double max_phi = 0x1p33;  // phi·unit ≤ 2^-20
 };
 template <> struct Arith<Rational> {
-  static constexpr bool exact = true;
+  static constexpr bool exact = true, track = true;
   static constexpr double unit = 0, prod = 0, add = 0, base = 0, step = 0, tau = 0, max_phi = 0;
 };
 
@@ -109,6 +109,36 @@ template <> struct Dense<DD> {
     hi[static_cast<size_t>(i * ld + j)] = v.hi;
     lo[static_cast<size_t>(i * ld + j)] = v.lo;
   }
+};
+
+// Emulated precisions (the checker's baseline orders at scale): Emu<K> is a
+// float-stored scalar whose every product and sum is rounded to f32 (K = 0),
+// bf16 (1) or f16 (2) — the f32 result rounded to nearest even, as
+// Eigen::bfloat16 and Eigen::half compute. No magnitudes or bounds are carried
+// (track = false): these evaluations are peers of candidates, not references.
+template <int K> struct Emu {
+  float v = 0;
+  Emu() = default;
+  Emu(float x) : v(x) {}  // NOLINT: implicit, so that generic code writes S(1)
+  operator float() const { return v; }
+};
+
+template <int K> struct Arith<Emu<K>> {
+  static constexpr bool exact = false, track = false;
+  static constexpr double unit = 0, prod = 0, add = 0, base = 0, step = 0, tau = 0, max_phi = 0;
+};
+
+template <int K> struct Dense<Emu<K>> {
+  Idx rows = 0, cols = 0, ld = 0;
+  std::vector<float> x;
+  static Dense zero(Idx r, Idx c) {
+    Dense m;
+    m.rows = r, m.cols = c, m.ld = (c + kPadF - 1) / kPadF * kPadF;
+    m.x.assign(static_cast<size_t>(r * m.ld), 0.0f);
+    return m;
+  }
+  float& at(Idx i, Idx j) { return x[static_cast<size_t>(i * ld + j)]; }
+  const float& at(Idx i, Idx j) const { return x[static_cast<size_t>(i * ld + j)]; }
 };
 
 namespace detail {
@@ -174,6 +204,21 @@ inline void scale(Dense<Rational>& X, const Dense<Rational>& s) {
   for (Rational& e : X.x) e *= s.x[0];
 }
 
+template <int K> void gemm(Dense<Emu<K>>& C, const Dense<Emu<K>>& A, const Dense<Emu<K>>& B, bool a_lower, bool c_lower, int = 0) {
+  kernels().gemm_f(K, A.rows, C.ld, A.cols, A.x.data(), A.ld, B.x.data(), B.ld, C.x.data(), C.ld, a_lower, c_lower);
+}
+template <int K> void mul(Dense<Emu<K>>& X, const Dense<Emu<K>>& Y) {
+  kernels().mul_f(K, static_cast<Idx>(X.x.size()), X.x.data(), Y.x.data());
+}
+template <int K> void add(Dense<Emu<K>>& X, const Dense<Emu<K>>& Y) {
+  kernels().add_f(K, static_cast<Idx>(X.x.size()), X.x.data(), Y.x.data());
+}
+template <int K> void scale_rows(Dense<Emu<K>>& X, const Dense<Emu<K>>& r) {
+  for (Idx i = 0; i < X.rows; ++i) kernels().scale_f(K, X.ld, X.x.data() + i * X.ld, r.at(i, 0));
+}
+template <int K> void scale(Dense<Emu<K>>& X, const Dense<Emu<K>>& s) {
+  kernels().scale_f(K, static_cast<Idx>(X.x.size()), X.x.data(), s.at(0, 0));
+}
 template <class S> Dense<S> transpose(const Dense<S>& X) {
   Dense<S> T = Dense<S>::zero(X.cols, X.rows);
   if constexpr (std::is_same_v<S, DD>) {
@@ -243,7 +288,7 @@ template <class S> struct BMat {
   // Recomputes A, minmag and finite from the magnitudes and the bound: every
   // |val| and the exact magnitude are within phi·unit·M + alpha of mag.
   void refresh() {
-    if constexpr (Arith<S>::exact) return;
+    if constexpr (Arith<S>::exact || !Arith<S>::track) return;
     else {
       double m = 0;
       detail::max_min(mag, m, minmag);
@@ -256,7 +301,7 @@ template <class S> struct BMat {
   static BMat zero(Idx r, Idx c) {
     BMat m;
     m.val = Dense<S>::zero(r, c);
-    m.mag = Dense<S>::zero(r, c);
+    if constexpr (Arith<S>::track) m.mag = Dense<S>::zero(r, c);
     m.lo_zero = true;
     return m;
   }
@@ -265,6 +310,10 @@ template <class S> struct BMat {
 // An exact input (phi = alpha = 0): mag = |val|.
 template <class S> BMat<S> exact_input(Dense<S> val) {
   BMat<S> m;
+  if constexpr (!Arith<S>::track) {
+    m.val = std::move(val);
+    return m;
+  } else {
   m.mag = val;
   if constexpr (std::is_same_v<S, DD>) {
     for (double& e : m.mag.hi) e = std::fabs(e);
@@ -277,6 +326,7 @@ template <class S> BMat<S> exact_input(Dense<S> val) {
   if constexpr (std::is_same_v<S, DD>) m.lo_zero = std::all_of(m.val.lo.begin(), m.val.lo.end(), [](double x) { return x == 0; });
   m.refresh();
   return m;
+  }
 }
 
 namespace ops {
@@ -299,7 +349,8 @@ void mm_into(BMat<S>& C, bool accumulate, const BMat<S>& A, bool ta, const BMat<
              bool c_lower = false) {
   using Ar = Arith<S>;
   const Dense<S> At = ta ? detail::transpose(A.val) : Dense<S>(), Bt = tb ? detail::transpose(B.val) : Dense<S>();
-  const Dense<S> Atm = ta ? detail::transpose(A.mag) : Dense<S>(), Btm = tb ? detail::transpose(B.mag) : Dense<S>();
+  constexpr bool track = Arith<S>::track;
+  const Dense<S> Atm = track && ta ? detail::transpose(A.mag) : Dense<S>(), Btm = track && tb ? detail::transpose(B.mag) : Dense<S>();
   const Dense<S>& av = ta ? At : A.val;
   const Dense<S>& bv = tb ? Bt : B.val;
   const Dense<S>& am = ta ? Atm : A.mag;
@@ -312,7 +363,7 @@ void mm_into(BMat<S>& C, bool accumulate, const BMat<S>& A, bool ta, const BMat<
   }
   const int lo_zero = (A.lo_zero ? 1 : 0) | (B.lo_zero ? 2 : 0);
   detail::gemm(C.val, av, bv, a_lower, c_lower, lo_zero);
-  detail::gemm(C.mag, am, bm, a_lower, c_lower, lo_zero);
+  if constexpr (track) detail::gemm(C.mag, am, bm, a_lower, c_lower, lo_zero);
   C.lo_zero = false;
   C.finite = (accumulate ? C.finite : true) && A.finite && B.finite;
   C.tiny = (accumulate ? C.tiny : false) || A.tiny || B.tiny || A.minmag * B.minmag < detail::kTiny;
@@ -342,7 +393,7 @@ BMat<S> mm(const BMat<S>& A, bool ta, const BMat<S>& B, bool tb, bool a_lower = 
 template <class S> void had(BMat<S>& X, const BMat<S>& Y) {
   detail::mul(X.val, Y.val);
   X.lo_zero = false;
-  detail::mul(X.mag, Y.mag);
+  if constexpr (Arith<S>::track) detail::mul(X.mag, Y.mag);
   BMat<S> Z;
   Z.finite = X.finite, Z.tiny = X.tiny;
   bound_product(Z, X, Y);
@@ -353,7 +404,7 @@ template <class S> void had(BMat<S>& X, const BMat<S>& Y) {
 template <class S> void scale_rows(BMat<S>& X, const BMat<S>& r) {
   detail::scale_rows(X.val, r.val);
   X.lo_zero = false;
-  detail::scale_rows(X.mag, r.mag);
+  if constexpr (Arith<S>::track) detail::scale_rows(X.mag, r.mag);
   BMat<S> Z;
   Z.finite = X.finite, Z.tiny = X.tiny;
   bound_product(Z, X, r);
@@ -364,7 +415,7 @@ template <class S> void scale_rows(BMat<S>& X, const BMat<S>& r) {
 template <class S> void scale(BMat<S>& X, const BMat<S>& s) {
   detail::scale(X.val, s.val);
   X.lo_zero = false;
-  detail::scale(X.mag, s.mag);
+  if constexpr (Arith<S>::track) detail::scale(X.mag, s.mag);
   BMat<S> Z;
   Z.finite = X.finite, Z.tiny = X.tiny;
   bound_product(Z, X, s);
@@ -375,7 +426,7 @@ template <class S> void scale(BMat<S>& X, const BMat<S>& s) {
 template <class S> void add(BMat<S>& X, const BMat<S>& Y) {
   detail::add(X.val, Y.val);
   X.lo_zero = false;
-  detail::add(X.mag, Y.mag);
+  if constexpr (Arith<S>::track) detail::add(X.mag, Y.mag);
   X.finite = X.finite && Y.finite;
   X.tiny = X.tiny || Y.tiny;
   if constexpr (!Arith<S>::exact) {
@@ -387,12 +438,12 @@ template <class S> void add(BMat<S>& X, const BMat<S>& Y) {
 // Exact: zeroes the strict upper triangle (the causal mask with the diagonal).
 template <class S> void zero_upper(BMat<S>& X) {
   detail::zero_upper(X.val);
-  detail::zero_upper(X.mag);
+  if constexpr (Arith<S>::track) detail::zero_upper(X.mag);
 }
 template <class S> BMat<S> rows(const BMat<S>& X, Idx r0, Idx count) {
   BMat<S> R;
   R.val = detail::rows_of(X.val, r0, count);
-  R.mag = detail::rows_of(X.mag, r0, count);
+  if constexpr (Arith<S>::track) R.mag = detail::rows_of(X.mag, r0, count);
   R.phi = X.phi, R.alpha = X.alpha, R.A = X.A, R.finite = X.finite, R.minmag = X.minmag, R.tiny = X.tiny, R.lo_zero = X.lo_zero;
   return R;
 }
