@@ -278,7 +278,10 @@ Report check(const BatchProblem& p, const Reference& given, const CandidateOutpu
   std::optional<BatchProblem> zeroed, reversed;
   const BatchProblem& finite = p.all_finite() ? p : zeroed.emplace(with_finite_inputs(p));
   const bool large = fast_baseline_wanted(finite);
-  for (const BaselineForm& f : baseline_forms(finite, opt.form_class)) {
+  const std::vector<BaselineForm> forms = baseline_forms(finite, opt.form_class);
+  size_t forms_done = 0;
+  for (const BaselineForm& f : forms) {
+    if (opt.progress) opt.progress("baseline", static_cast<double>(forms_done++), static_cast<double>(forms.size()));
     const BatchProblem& fp = f.reversed_features ? reversed.emplace(with_reversed_features(finite)) : finite;
     const CandidateOutputs c = large && fast_baseline_applies(fp, f) ? fast_ours(fp, r.precision, f) : ours(fp, r.precision, f.form, f.chunk);
     score_all(p, ref, mag, c, r.u, tiny, K,
@@ -289,6 +292,7 @@ Report check(const BatchProblem& p, const Reference& given, const CandidateOutpu
       }
     });
   }
+  if (opt.progress) opt.progress("baseline", static_cast<double>(forms.size()), static_cast<double>(forms.size()));
   // Rule 3 per element: its score against the worst of our orders, or against
   // kFloorRoundings roundings of its own value when that is larger.
   for (const Element& e : all) {

@@ -13,7 +13,12 @@
 
 #include <cmath>
 #include <cstdio>
+#include <atomic>
+#include <exception>
+#include <functional>
 #include <map>
+#include <mutex>
+#include <thread>
 
 namespace hla::check {
 namespace {
@@ -132,8 +137,21 @@ std::string num(double x) {
 struct Findings {
   std::map<std::string, size_t> count;
   std::vector<std::string> first;
+  std::vector<std::pair<std::string, std::string>> first_of_tensor;  // in order of first occurrence (for merging)
   void add(const std::string& tensor, const std::string& what) {
-    if (count[tensor]++ == 0 && first.size() < 4) first.push_back(what);
+    if (count[tensor]++ == 0) {
+      if (first.size() < 4) first.push_back(what);
+      first_of_tensor.emplace_back(tensor, what);
+    }
+  }
+  // As if other's findings had been added after these, one by one.
+  void merge(const Findings& other) {
+    for (const auto& [tensor, what] : other.first_of_tensor)
+      if (count[tensor] == 0) {
+        if (first.size() < 4) first.push_back(what);
+        first_of_tensor.emplace_back(tensor, what);
+      }
+    for (const auto& [tensor, n] : other.count) count[tensor] += n;
   }
   [[noreturn]] void raise(const std::string& how) const {
     std::string s = "this fixture does not match its inputs (" + how + "):";
@@ -151,7 +169,7 @@ std::string at(const char* tensor, Index b, Index h, Index t, Index c = -1) {
 
 }  // namespace
 
-void verify_fixture(const io::Fixture& f) {
+void verify_fixture(const io::Fixture& f, const std::function<void(double, double)>& progress) {
   const BatchProblem& p = f.problem;
   const Options& o = p.opt;
   Findings bad;
@@ -170,7 +188,16 @@ void verify_fixture(const io::Fixture& f) {
 
   const double u = std::ldexp(1.0, -53), slack0 = std::ldexp(1.0, -1000), eps = to_double(o.eps);
   const bool sd_stored = !f.mag_num_unmasked.empty();
-  p.for_each_sequence([&](Index b, Index h, Index t0, Index t1) {
+  struct Task {
+    Index b, h, t0, t1;
+  };
+  std::vector<Task> tasks;
+  p.for_each_sequence([&](Index b, Index h, Index t0, Index t1) { tasks.push_back({b, h, t0, t1}); });
+  // Heads in parallel, each with its own findings, merged in order (the same report as one pass).
+  std::vector<Findings> found(tasks.size());
+  auto one = [&](size_t task) {
+    const auto [b, h, t0, t1] = tasks[task];
+    Findings& bad = found[task];
     const bool finite_inputs = head_inputs_finite(p, b, h, t0, t1);
     // The fast engine (GEMM-shaped, with its own running bound) where it
     // applies, else the streaming form; float64 may overflow where the exact
@@ -233,7 +260,33 @@ void verify_fixture(const io::Fixture& f) {
                                  " (residual " + num(r) + ", allowed " + num(tol) + ")");
       }
     }
-  });
+  };
+  std::atomic<size_t> next{0}, done{0};
+  std::mutex mu;
+  std::exception_ptr error;
+  auto worker = [&] {
+    for (size_t i; (i = next.fetch_add(1)) < tasks.size();) {
+      try {
+        one(i);
+      } catch (...) {
+        std::lock_guard lock(mu);
+        if (!error) error = std::current_exception();
+        next = tasks.size();
+      }
+      const size_t d = ++done;
+      if (progress) {
+        std::lock_guard lock(mu);
+        progress(static_cast<double>(d), static_cast<double>(tasks.size()));
+      }
+    }
+  };
+  const int threads = std::min<int>(worker_threads(), static_cast<int>(std::max<size_t>(tasks.size(), 1)));
+  std::vector<std::thread> pool;
+  for (int i = 1; i < threads; ++i) pool.emplace_back(worker);
+  worker();
+  for (auto& t : pool) t.join();
+  if (error) std::rethrow_exception(error);
+  for (const Findings& fnd : found) bad.merge(fnd);
   if (!bad.count.empty()) bad.raise("checked against a float64 evaluation of its inputs within the a priori bound");
 }
 

@@ -251,15 +251,22 @@ int run_gen(const GenArgs& a) {
     std::fprintf(stderr, "hla gen: removed %zu temporary file(s) left by a killed run\n", n);
   refuse_other_runs(dir, shown, suite, a.suite, a.seed);
   size_t bytes = 0;
+  // Progress: the cases done, weighted by their work (tokens · d · (d + dv) · heads).
+  Progress bar("hla gen: " + std::to_string(cases.size()) + " fixtures", progress_wanted(a.quiet, a.progress));
+  auto work = [](const gen::Case& c) {
+    const BatchProblem& p = c.problem;
+    return 1e3 + static_cast<double>(p.batch * p.heads * p.n) * static_cast<double>(p.d * (p.d + p.dv));
+  };
+  double total = 0, done = 0;
+  for (const auto& c : cases) total += work(c);
   for (size_t i = 0; i < cases.size(); ++i) {
-    const auto c0 = std::chrono::steady_clock::now();
     const fs::path file = dir / (cases[i].name + ".safetensors");
+    bar.update(done, total);
     write_case_fixture(file, cases[i], a.suite);
     bytes += fs::file_size(file);
-    if (!a.quiet)
-      std::fprintf(stderr, "[%4zu/%zu] %-70s %7.2f s\n", i + 1, cases.size(), cases[i].name.c_str(),
-                   std::chrono::duration<double>(std::chrono::steady_clock::now() - c0).count());
+    done += work(cases[i]);
   }
+  bar.finish();
   const auto listed = io::write_manifest(dir);
   std::printf("hla gen: suite '%s' seed %llu: %zu fixtures, %.2f MB, MANIFEST.json lists %zu files, %.1f s\n",
               a.suite.c_str(), static_cast<unsigned long long>(a.seed), cases.size(), bytes / 1e6, listed.size(),
@@ -282,8 +289,8 @@ void add_gen(CLI::App& app, Action& action) {
                 "one custom fixture instead of a suite: key=value,... with keys variant, masked, unmasked, gamma, normalize "
                 "(none|add|clamp), eps, lambda, scale, dtype, dist, B, H, Hkv, n, d, dv, seed; --out is then the file")
       ->check(non_empty);
-  c->add_flag("--quiet", a->quiet, "no per-case progress lines or progress bar");
-  c->add_flag("--progress", a->progress, "draw the progress bar even when stderr is not a terminal (--case)");
+  c->add_flag("--quiet", a->quiet, "no progress bar");
+  c->add_flag("--progress", a->progress, "draw the progress bar even when stderr is not a terminal");
   c->callback([a, &action] { action = [a] { return run_gen(*a); }; });
 }
 

@@ -15,7 +15,12 @@ Progress::Progress(std::string label, bool enabled)
 
 Progress::~Progress() { finish(); }
 
-void Progress::set_label(std::string label) { label_ = std::move(label); }
+void Progress::set_label(std::string label) {
+  if (label == label_) return;
+  label_ = std::move(label);
+  start_ = std::chrono::steady_clock::now();  // a new stage: its own ETA
+  last_ = start_ - std::chrono::seconds(1);   // and drawn at once
+}
 
 void Progress::update(double done, double total) {
   if (!enabled_) return;

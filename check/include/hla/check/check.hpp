@@ -8,6 +8,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
@@ -30,6 +31,8 @@ struct CheckOptions {
   // When set and the check fails: writes <stem>.safetensors (the case as a
   // fixture) and <stem>.candidate.safetensors, for `hla check` to reproduce.
   std::string dump_on_failure;
+  // Called with the stage ("verifying", "baseline") and its progress, for progress bars.
+  std::function<void(const char* stage, double done, double total)> progress = {};
 };
 
 // Rule 3 (README "The pass rule", measured there): the worst score may be at
