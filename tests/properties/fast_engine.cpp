@@ -7,10 +7,12 @@
 #include "hla/check/fast_reference.hpp"
 #include "hla/check/fixture.hpp"
 #include "hla/fast/engine.hpp"
+#include "hla/check/check.hpp"
 
 #include "generators.hpp"
 #include "harness.hpp"
 
+#include <cstring>
 #include <filesystem>
 #include <random>
 
@@ -259,4 +261,85 @@ TEST_CASE("fast reference: certified elements equal every golden fixture's certi
   }
   std::cout << "fast reference vs golden: " << files << " fixtures, " << compared << " elements certified by both, compared bit for bit\n";
   CHECK(files > 50);
+}
+
+// ---- The checker's baseline at scale (check.hpp fast_ours): emulated precisions. ----
+
+namespace {
+
+template <class E> float eigen_round(float x) { return static_cast<float>(E(x)); }
+
+float round_kind(int kind, float x) {
+  if (kind == 1) return eigen_round<Eigen::bfloat16>(x);
+  if (kind == 2) return eigen_round<Eigen::half>(x);
+  return x;
+}
+
+// A finite float of kind `kind`: random bits for f32/bf16; for f16 a random
+// significand and an exponent in f16's range (subnormals, and near 65504, included).
+rc::Gen<float> kind_value(int kind) {
+  return rc::gen::map(rc::gen::pair(rc::gen::arbitrary<uint32_t>(), rc::gen::inRange(-26, 17)), [kind](std::pair<uint32_t, int> r) {
+    float x;
+    std::memcpy(&x, &r.first, 4);
+    if (!std::isfinite(x)) x = 1.5f;
+    if (kind == 2) x = std::ldexp(std::frexp(x, &r.second) , r.second);
+    return round_kind(kind, x);
+  });
+}
+
+}  // namespace
+
+TEST_CASE("fast baseline: emulated products and sums round as Eigen::bfloat16 / Eigen::half / float", "[fast]") {
+  for (int kind : {0, 1, 2})
+    prop("kind " + std::to_string(kind) + ": the kernels' rounding (scalar and vector) equals Eigen's, ties and overflow included", [kind] {
+      const float a1 = *kind_value(kind), b1 = *kind_value(kind), a2 = *kind_value(kind), b2 = *kind_value(kind);
+      // Eigen: every operation in the 16-bit type (float for kind 0).
+      auto eig = [&](float x, float y, float z, float w) {
+        if (kind == 1) return static_cast<float>(Eigen::bfloat16(x) * Eigen::bfloat16(y) + Eigen::bfloat16(z) * Eigen::bfloat16(w));
+        if (kind == 2) return static_cast<float>(Eigen::half(x) * Eigen::half(y) + Eigen::half(z) * Eigen::half(w));
+        return x * y + z * w;
+      };
+      const float want = eig(a1, b1, a2, b2), want1 = eig(a1, b1, 0, 0);
+      // Vector path: gemm_f with k = 2 (C = R(R(C + R(a1 b1)) + R(a2 b2)), C = 0) in lane 5 of 16.
+      std::vector<float> A{a1, a2}, B(2 * fast::kPadF, 0.0f), C(fast::kPadF, 0.0f);
+      B[5] = b1, B[fast::kPadF + 5] = b2;
+      fast::kernels().gemm_f(kind, 1, fast::kPadF, 2, A.data(), 2, B.data(), fast::kPadF, C.data(), fast::kPadF, false, false);
+      // Scalar path: mul_f then add_f.
+      float x = a1, y = b1, z = a2, w = b2;
+      fast::kernels().mul_f(kind, 1, &x, &y);
+      fast::kernels().mul_f(kind, 1, &z, &w);
+      float s = 0.0f;
+      fast::kernels().add_f(kind, 1, &s, &x);
+      fast::kernels().add_f(kind, 1, &s, &z);
+      auto same = [](float p, float q) { return (std::isnan(p) && std::isnan(q)) || std::memcmp(&p, &q, 4) == 0 || (p == 0 && q == 0); };
+      RC_ASSERT(same(x, want1));
+      RC_ASSERT(same(C[5], want));
+      RC_ASSERT(same(s, want));
+    });
+}
+
+TEST_CASE("fast baseline: our orders at scale are honest (rule 2 holds) in every precision", "[fast]") {
+  for (Variant v : {Variant::la1, Variant::hla2, Variant::ahla, Variant::hla3})
+    prop(to_string(v) + ": fast streaming and chunked orders within the a priori bound", [v] {
+      BatchProblem p;
+      p.opt = *options_gen({.variant = v, .random_scale = true});
+      p.dtype = DType::f32;
+      p.batch = 1, p.heads = 2, p.kv_heads = *rc::gen::element<Index>(1, 2);
+      p.n = *rc::gen::inRange<Index>(1, 60), p.d = *rc::gen::inRange<Index>(1, 12), p.dv = *rc::gen::inRange<Index>(1, 6);
+      std::mt19937_64 rng(*rc::gen::arbitrary<uint64_t>());
+      std::normal_distribution<double> N;
+      p.resize_buffers();
+      for (auto* x : {&p.q, &p.k, &p.v})
+        for (double& e : *x) e = static_cast<float>(N(rng));
+      const check::Reference ref = check::compute_reference(p);
+      for (check::Precision prec : {check::Precision::f64, check::Precision::f32, check::Precision::bf16, check::Precision::f16})
+        for (const check::BaselineForm f : {check::BaselineForm{Form::streaming}, check::BaselineForm{Form::chunked_matmul, 8},
+                                           check::BaselineForm{Form::chunked_matmul, 16}}) {
+          const check::Report r = check::check(p, ref, check::fast_ours(p, prec, f), {.precision = prec});
+          // f16's range is small: a third-order state may overflow it (as ours() does); that is not an error of the order.
+          RC_CLASSIFY(r.nonfinite > 0, "an f16/bf16 state overflowed");
+          if (r.nonfinite > 0) continue;
+          if (r.over_bound > 0) RC_FAIL(f.name() + " in " + check::to_string(prec) + ": " + r.text());
+        }
+    });
 }
