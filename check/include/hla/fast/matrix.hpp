@@ -46,6 +46,8 @@
 #include "hla/scalar.hpp"
 
 #include <algorithm>
+#include <atomic>
+#include <cstdint>
 #include <cmath>
 #include <stdexcept>
 #include <type_traits>
@@ -331,6 +333,13 @@ template <class S> BMat<S> exact_input(Dense<S> val) {
 
 namespace ops {
 
+// Multiply-adds done by matrix products (values and magnitudes), all threads:
+// for benchmarks' rates.
+inline std::atomic<std::uint64_t>& mac_counter() {
+  static std::atomic<std::uint64_t> n{0};
+  return n;
+}
+
 template <class S> void bound_product(BMat<S>& Z, const BMat<S>& X, const BMat<S>& Y) {
   using Ar = Arith<S>;
   Z.finite = Z.finite && X.finite && Y.finite;
@@ -362,6 +371,7 @@ void mm_into(BMat<S>& C, bool accumulate, const BMat<S>& A, bool ta, const BMat<
     throw std::logic_error("fast engine: accumulated shapes differ");
   }
   const int lo_zero = (A.lo_zero ? 1 : 0) | (B.lo_zero ? 2 : 0);
+  mac_counter().fetch_add(static_cast<std::uint64_t>(av.rows * bv.cols * av.cols) * (track ? 2 : 1), std::memory_order_relaxed);
   detail::gemm(C.val, av, bv, a_lower, c_lower, lo_zero);
   if constexpr (track) detail::gemm(C.mag, am, bm, a_lower, c_lower, lo_zero);
   C.lo_zero = false;
