@@ -168,7 +168,15 @@ template <class Ctx> struct ThreadBackend {
   HLA_HD void sync() { ctx.sync(); }
   HLA_HD void set_flag(int* flag) { ctx.atomic_or(flag); }
 
-  // Each warp computes 16 x 32 tiles of C (four m16n8 blocks sharing the A fragment).
+  // Each warp computes 16 x 32 tiles of C (four m16n8 blocks sharing the A
+  // fragment). Accumulation (see gpu/README.md "Numerics"): tensor cores
+  // truncate (round toward zero) when they add into an accumulator, so a
+  // chained accumulator collects a biased error of up to one ulp per mma — and
+  // adding a small part product (hi·mid, ...) to a large running sum costs
+  // more than the part is worth. Hence: the hi·hi product of each 16-long
+  // k-block is formed alone (C = 0: one truncation of the block sum) and added
+  // to `big` in software (round to nearest); the smaller part products are
+  // chained in `small`, whose truncations are 2^-8 smaller; C = big + small.
   HLA_HD void gemm(const GemmArgs& g) {
     const int lane = ctx.tid() & 31, warp = ctx.tid() >> 5, nwarps = ctx.nthreads() >> 5;
     const int group = lane >> 2, tig = lane & 3;
@@ -176,9 +184,9 @@ template <class Ctx> struct ThreadBackend {
     for (int tile = warp; tile < tiles_m * tiles_n; tile += nwarps) {
       const int m0 = (tile / tiles_n) * 16, n0 = (tile % tiles_n) * 32;
       const int nsub = (g.N - n0) / 8 < 4 ? (g.N - n0) / 8 : 4;  // warp-uniform
-      float acc[4][4];
+      float big[4][4], small[4][4];
       for (int s = 0; s < 4; ++s)
-        for (int e = 0; e < 4; ++e) acc[s][e] = 0.0f;
+        for (int e = 0; e < 4; ++e) big[s][e] = small[s][e] = 0.0f;
       for (int k0 = 0; k0 < g.K; k0 += 16) {
         uint32_t ar[3][4];
 HLA_UNROLL
@@ -203,11 +211,15 @@ HLA_UNROLL
 HLA_UNROLL
             for (int j = 0; j < 3; ++j) br[j][r] = pack2(p0[j], p1[j]);
           }
+          float block[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+          ctx.mma(block, ar[0], br[0]);
+HLA_UNROLL
+          for (int e = 0; e < 4; ++e) big[s][e] += block[e];
 HLA_UNROLL
           for (int i = 0; i < 3; ++i)
 HLA_UNROLL
             for (int j = 0; j < 3; ++j)
-              if (i < g.a.parts && j < g.b.parts && keep_pair(i, j)) ctx.mma(acc[s], ar[i], br[j]);
+              if (i + j > 0 && i < g.a.parts && j < g.b.parts && keep_pair(i, j)) ctx.mma(small[s], ar[i], br[j]);
         }
       }
 HLA_UNROLL
@@ -216,7 +228,7 @@ HLA_UNROLL
 HLA_UNROLL
         for (int e = 0; e < 4; ++e) {
           const int m = m0 + group + 8 * (e >> 1), n = n0 + 8 * s + 2 * tig + (e & 1);
-          g.c[m * g.ldc + n] = epilogue(g, m, n, acc[s][e]);
+          g.c[m * g.ldc + n] = epilogue(g, m, n, big[s][e] + small[s][e]);
         }
       }
     }

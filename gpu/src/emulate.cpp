@@ -53,20 +53,25 @@ void SerialBackend::gemm(const GemmArgs& g) {
       split(at_b(g.b, k, n), g.b.parts, p);
       for (int j = 0; j < 3; ++j) b_parts_[(static_cast<size_t>(j) * N + n) * K + k] = p[j];  // stored n-major
     }
+  // The order and roundings of ThreadBackend::gemm: per k-block the hi·hi sum
+  // alone (C = 0) added to `big` in f32, the other part products chained in `small`.
+  auto block_sum = [&](int i, int j, int m, int n, int k0) {
+    const float* ar = &a_parts_[(static_cast<size_t>(i) * M + m) * K + k0];
+    const float* bc = &b_parts_[(static_cast<size_t>(j) * N + n) * K + k0];
+    double s = 0;
+    for (int kk = 0; kk < 16; ++kk) s += static_cast<double>(ar[kk]) * static_cast<double>(bc[kk]);
+    return s;
+  };
   for (int m = 0; m < M; ++m)
     for (int n = 0; n < N; ++n) {
-      float acc = 0.0f;
-      for (int k0 = 0; k0 < K; k0 += 16)
+      float big = 0.0f, small = 0.0f;
+      for (int k0 = 0; k0 < K; k0 += 16) {
+        big += mma_accumulate(0.0f, block_sum(0, 0, m, n, k0));
         for (int i = 0; i < 3; ++i)
-          for (int j = 0; j < 3; ++j) {
-            if (!(i < g.a.parts && j < g.b.parts && keep_pair(i, j))) continue;
-            const float* ar = &a_parts_[(static_cast<size_t>(i) * M + m) * K + k0];
-            const float* bc = &b_parts_[(static_cast<size_t>(j) * N + n) * K + k0];
-            double s = 0;
-            for (int kk = 0; kk < 16; ++kk) s += static_cast<double>(ar[kk]) * static_cast<double>(bc[kk]);
-            acc = mma_accumulate(acc, s);
-          }
-      g.c[m * g.ldc + n] = epilogue(g, m, n, acc);
+          for (int j = 0; j < 3; ++j)
+            if (i + j > 0 && i < g.a.parts && j < g.b.parts && keep_pair(i, j)) small = mma_accumulate(small, block_sum(i, j, m, n, k0));
+      }
+      g.c[m * g.ldc + n] = epilogue(g, m, n, big + small);
     }
 }
 
