@@ -5,7 +5,7 @@
 #   1. configure and build (Release, sm_90 only): hla, libhla_cuda(.fast).so,
 #      hla_cuda_probe, hla_lib_check, hla_bench_gpu;
 #   2. hla fuzz --lib libhla_cuda.so over every declared feature (>= 2,000
-#      cases, in parallel shards), and libhla_cuda_fast.so (500 cases);
+#      cases, in parallel shards), and libhla_cuda_fast.so (a quarter as many);
 #   3. the golden fixtures in support (hla_lib_check: the library loaded once,
 #      every output judged as `hla check` judges it);
 #   4. production shapes [B=8, H=16, n=4096, d=dv=128] bf16 for hla2, ahla, hla3,
@@ -14,7 +14,9 @@
 # then one summary: cases, findings, worst score ratio per variant, throughput.
 # Exit 0 when the fuzzing found nothing and every checked fixture passed.
 # Environment: BUILD (default build-device), DEADLINE (seconds for everything,
-# default 470), CASES (default 2000), ARCH (default 90).
+# default 470), CASES (default 2000), ARCH (default 90); EMULATE=1 runs the
+# same steps on the CPU emulator libraries (libhla_cuda_emu*.so) and skips the
+# device probe: a rehearsal of this script on a machine without a GPU.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 start=$(date +%s)
@@ -43,17 +45,24 @@ fi
 build_s=$(( $(date +%s) - build_start ))
 say "built in ${build_s} s"
 hla=$build/tools/hla
-lib=$build/gpu/libhla_cuda.so
-fast=$build/gpu/libhla_cuda_fast.so
-if ! "$build/gpu/hla_cuda_probe"; then say "FAILED: no usable CUDA device"; exit 2; fi
-nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader 2>/dev/null || true
+if [ "${EMULATE:-0}" = 1 ]; then
+  cmake --build "$build" -j"$jobs" --target hla_cuda_emu hla_cuda_emu_fast >>"$out/build.log" 2>&1
+  lib=$build/gpu/libhla_cuda_emu.so
+  fast=$build/gpu/libhla_cuda_emu_fast.so
+  say "EMULATE=1: the CPU emulator libraries instead of the GPU"
+else
+  lib=$build/gpu/libhla_cuda.so
+  fast=$build/gpu/libhla_cuda_fast.so
+  if ! "$build/gpu/hla_cuda_probe"; then say "FAILED: no usable CUDA device"; exit 2; fi
+  nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader 2>/dev/null || true
+fi
 
 # 2. Fuzzing. A persistent worker (one process keeps the library and its CUDA
 # context) where this hla has one; else a process per call, so more shards.
 if "$hla" fuzz --help 2>/dev/null | grep -q -- '--worker'; then worker="--worker persistent"; shards=$(( jobs > 2 ? jobs - 2 : 1 ))
 else worker=""; shards=$jobs; fi
 fuzz_budget=$(( $(left) * 45 / 100 ))
-say "fuzz: $cases cases on libhla_cuda.so ($shards shards) and 500 on libhla_cuda_fast.so, ${fuzz_budget} s at most (${worker:-fork per call})"
+say "fuzz: $cases cases on $(basename "$lib") ($shards shards) and $(( cases / 4 )) on $(basename "$fast"), ${fuzz_budget} s at most (${worker:-fork per call})"
 fuzz_campaign() {  # NAME LIB CASES SEED SHARDS
   local name=$1 l=$2 n=$3 seed=$4 k=$5 i
   for ((i = 0; i < k; i++)); do
@@ -63,7 +72,7 @@ fuzz_campaign() {  # NAME LIB CASES SEED SHARDS
   done
 }
 fuzz_campaign full "$lib" "$cases" 1 "$shards"
-fuzz_campaign fast "$fast" 500 2 $(( shards > 4 ? shards / 4 : 1 ))
+fuzz_campaign fast "$fast" $(( cases / 4 )) 2 $(( shards > 4 ? shards / 4 : 1 ))
 wait
 fuzz_summary() {  # NAME -> "cases findings kinds"
   python3 - "$out" "$1" <<'EOF'
@@ -128,8 +137,8 @@ timeout $(( $(left) > 30 ? $(left) : 30 )) "$build/gpu/hla_bench_gpu" --reps 3 |
 
 say "summary"
 echo "== gpu/device-check.sh summary ($(elapsed) s, build ${build_s} s)"
-echo "fuzz libhla_cuda.so:      $full_cases cases, $full_findings findings ($full_kinds)"
-echo "fuzz libhla_cuda_fast.so: $fast_cases cases, $fast_findings findings ($fast_kinds)"
+echo "fuzz $(basename "$lib"):      $full_cases cases, $full_findings findings ($full_kinds)"
+echo "fuzz $(basename "$fast"): $fast_cases cases, $fast_findings findings ($fast_kinds)"
 echo "golden (f32 parts):       $(grep '^hla_lib_check: [0-9]' "$out/golden.log")"
 grep '^  worst ratio' "$out/golden.log"
 echo "golden (bf16 fast):       $(grep '^hla_lib_check: [0-9]' "$out/golden-fast.log")"

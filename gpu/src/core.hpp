@@ -169,7 +169,7 @@ template <class Ctx> struct ThreadBackend {
   HLA_HD void set_flag(int* flag) { ctx.atomic_or(flag); }
 
   // Each warp computes 16 x 32 tiles of C (four m16n8 blocks sharing the A
-  // fragment). Accumulation (see gpu/README.md "Numerics"): tensor cores
+  // fragment), or narrower ones when there are fewer tiles than warps. Accumulation (see gpu/README.md "Numerics"): tensor cores
   // truncate (round toward zero) when they add into an accumulator, so a
   // chained accumulator collects a biased error of up to one ulp per mma — and
   // adding a small part product (hi·mid, ...) to a large running sum costs
@@ -180,10 +180,15 @@ template <class Ctx> struct ThreadBackend {
   HLA_HD void gemm(const GemmArgs& g) {
     const int lane = ctx.tid() & 31, warp = ctx.tid() >> 5, nwarps = ctx.nthreads() >> 5;
     const int group = lane >> 2, tig = lane & 3;
-    const int tiles_m = g.M / 16, tiles_n = (g.N + 31) / 32;
+    // Tiles 16 x (8·width): width 4 shares each A fragment among four mma, narrower
+    // tiles keep every warp busy on small products (W x W scores at W = 32: 2 wide tiles, 8 narrow).
+    const int tiles_m = g.M / 16;
+    int width = 4;
+    while (width > 1 && tiles_m * ((g.N + 8 * width - 1) / (8 * width)) < nwarps) width /= 2;
+    const int tiles_n = (g.N + 8 * width - 1) / (8 * width);
     for (int tile = warp; tile < tiles_m * tiles_n; tile += nwarps) {
-      const int m0 = (tile / tiles_n) * 16, n0 = (tile % tiles_n) * 32;
-      const int nsub = (g.N - n0) / 8 < 4 ? (g.N - n0) / 8 : 4;  // warp-uniform
+      const int m0 = (tile / tiles_n) * 16, n0 = (tile % tiles_n) * 8 * width;
+      const int nsub = (g.N - n0) / 8 < width ? (g.N - n0) / 8 : width;  // warp-uniform
       float big[4][4], small[4][4];
       for (int s = 0; s < 4; ++s)
         for (int e = 0; e < 4; ++e) big[s][e] = small[s][e] = 0.0f;
