@@ -99,7 +99,8 @@ std::string forward_emulated(const Options& o, const Args& a);
 
 // Matrix-product FLOPs of one forward (2·M·N·K summed over the kernel's
 // products): `useful` counts each product once, `mma` counts every bf16 part
-// product the tensor cores execute. For the benchmark's TFLOP/s.
+// product the tensor cores execute. For the benchmark's TFLOP/s. Reads no tensor;
+// a.cu_seqlens, if given, must be a host pointer here.
 struct Flops {
   double useful = 0, mma = 0;
 };
