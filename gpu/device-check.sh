@@ -17,6 +17,8 @@
 # default 470), CASES (default 2000), ARCH (default 90); EMULATE=1 runs the
 # same steps on the CPU emulator libraries (libhla_cuda_emu*.so) and skips the
 # device probe: a rehearsal of this script on a machine without a GPU.
+# SKIP_BUILD=1 uses the binaries already in BUILD (e.g. built elsewhere for
+# sm_90 and carried over: BUILD/tools/hla and BUILD/gpu, about 25 MB).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 start=$(date +%s)
@@ -32,6 +34,10 @@ say() { echo "[device-check $(elapsed)s] $*"; }
 status=0
 
 mkdir -p "$out"
+build_s=0
+if [ "${SKIP_BUILD:-0}" = 1 ]; then
+  say "SKIP_BUILD=1: the binaries in $build"
+else
 say "configure and build ($build, sm_$arch, $jobs jobs)"
 if ! cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES="$arch" -DHLA_BUILD_CUDA=ON \
      -DBUILD_TESTING=OFF >"$out/configure.log" 2>&1; then
@@ -44,9 +50,10 @@ if ! cmake --build "$build" -j"$jobs" --target hla hla_cuda hla_cuda_fast hla_cu
 fi
 build_s=$(( $(date +%s) - build_start ))
 say "built in ${build_s} s"
+fi
 hla=$build/tools/hla
 if [ "${EMULATE:-0}" = 1 ]; then
-  cmake --build "$build" -j"$jobs" --target hla_cuda_emu hla_cuda_emu_fast >>"$out/build.log" 2>&1
+  [ "${SKIP_BUILD:-0}" = 1 ] || cmake --build "$build" -j"$jobs" --target hla_cuda_emu hla_cuda_emu_fast >>"$out/build.log" 2>&1
   lib=$build/gpu/libhla_cuda_emu.so
   fast=$build/gpu/libhla_cuda_emu_fast.so
   say "EMULATE=1: the CPU emulator libraries instead of the GPU"
