@@ -185,6 +185,12 @@ BatchProblem with_reversed_features(BatchProblem p) {
 }
 }  // namespace
 
+bool fast_baseline_wanted(const BatchProblem& p) {
+  double work = 0;
+  for (const auto& [t0, t1] : p.sequences()) work += static_cast<double>(t1 - t0) * p.d * (p.d + p.dv);
+  return work * static_cast<double>(p.batch * p.heads) > 0x1p24;
+}
+
 std::vector<BaselineForm> baseline_forms(const BatchProblem& p, FormClass cls) {
   const Options& o = p.opt;
   const auto fs = forms_of(o.variant);
@@ -269,16 +275,24 @@ Report check(const BatchProblem& p, const Reference& given, const CandidateOutpu
   // NaN/Inf inputs reach only the elements that depend on them, which are not
   // scored; with those inputs set to 0 every order of ours (also the ones that
   // mask by multiplying) gives the scored elements exactly as before.
-  std::optional<BatchProblem> zeroed;
+  std::optional<BatchProblem> zeroed, reversed;
   const BatchProblem& finite = p.all_finite() ? p : zeroed.emplace(with_finite_inputs(p));
-  for (const BaselineForm& f : baseline_forms(finite, opt.form_class))
-    score_all(p, ref, mag, ours(f.reversed_features ? with_reversed_features(finite) : finite, r.precision, f.form, f.chunk), r.u, tiny, K,
+  const bool large = fast_baseline_wanted(finite);
+  const std::vector<BaselineForm> forms = baseline_forms(finite, opt.form_class);
+  size_t forms_done = 0;
+  for (const BaselineForm& f : forms) {
+    if (opt.progress) opt.progress("baseline", static_cast<double>(forms_done++), static_cast<double>(forms.size()));
+    const BatchProblem& fp = f.reversed_features ? reversed.emplace(with_reversed_features(finite)) : finite;
+    const CandidateOutputs c = large && fast_baseline_applies(fp, f) ? fast_ours(fp, r.precision, f) : ours(fp, r.precision, f.form, f.chunk);
+    score_all(p, ref, mag, c, r.u, tiny, K,
               [&](const Element& e) {
       if (e.skip == Skip::none && e.score > r.baseline_max_score) {
         r.baseline_max_score = e.score;
         r.baseline_worst_form = f.name();
       }
     });
+  }
+  if (opt.progress) opt.progress("baseline", static_cast<double>(forms.size()), static_cast<double>(forms.size()));
   // Rule 3 per element: its score against the worst of our orders, or against
   // kFloorRoundings roundings of its own value when that is larger.
   for (const Element& e : all) {

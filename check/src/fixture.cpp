@@ -63,7 +63,8 @@ io::Candidate candidate_of(const CandidateOutputs& c) {
 }
 
 Report check_fixture(const io::Fixture& f, const io::Candidate& c, CheckOptions opt) {
-  verify_fixture(f);
+  if (opt.progress) verify_fixture(f, [&](double done, double total) { opt.progress("verifying", done, total); });
+  else verify_fixture(f);
   opt.exact_tier = opt.exact_tier || f.exact_tier;
   return check(f.problem, reference_of(f), outputs_of(c), opt);
 }

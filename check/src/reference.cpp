@@ -1,12 +1,20 @@
 #include "hla/check/reference.hpp"
 
 #include "hla/bounds.hpp"
+#include "hla/check/fast_reference.hpp"
 #include "hla/evaluate.hpp"
+#include "hla/fast/engine.hpp"
 
+#include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cmath>
+#include <cstdlib>
+#include <exception>
+#include <mutex>
 #include <stdexcept>
 #include <string>
+#include <thread>
 
 namespace hla::check {
 
@@ -54,7 +62,10 @@ void exact_head(Sink& s, Index b, Index h, Index t0, Index t1) {
   }
 }
 
-void f113_head(Sink& s, Index b, Index h, Index t0, Index t1) {
+// Tokens [t0, t1) of the head; t1 may end before the sequence does (a
+// prefix: the streaming form is causal, so those tokens' values are the same;
+// bound_n is then the whole sequence's length, whose a priori bound they get).
+void f113_head(Sink& s, Index b, Index h, Index t0, Index t1, Index bound_n = -1) {
   const Options& opt = s.p.opt;
   const Problem<f113> ph = s.p.head<f113>(b, h, t0, t1);
   const Output<f113> o = evaluate(ph, Form::streaming);
@@ -64,7 +75,7 @@ void f113_head(Sink& s, Index b, Index h, Index t0, Index t1) {
   // without an unmasked form — hla3_paper — already has it in m).
   const bool other = subtracts_partial_sums(opt, Form::streaming) && has_unmasked(opt.variant) && opt.masked;
   const Output<f113> M = other ? magnitude(ph, true) : m;
-  const f113 k = f113(depth_bound(opt.variant, t1 - t0, s.p.d)) * f113(std::ldexp(1.0, -112));  // 2·u113: slack for the bound's own rounding
+  const f113 k = f113(depth_bound(opt.variant, bound_n < 0 ? t1 - t0 : bound_n, s.p.d)) * f113(std::ldexp(1.0, -112));  // 2·u113: slack for the bound's own rounding
   const f113 eps = from_rational<f113>(opt.eps);
   for (Index t = t0; t < t1; ++t) {
     const Index lt = t - t0;
@@ -90,9 +101,54 @@ void f113_head(Sink& s, Index b, Index h, Index t0, Index t1) {
   }
 }
 
+// Clears the flags of tokens [t0, t1) of a head (before recomputing them).
+void clear_flags(Sink& s, Index b, Index h, Index t0, Index t1) {
+  for (Index t = t0; t < t1; ++t) {
+    s.ref.den_flags[s.p.den_index(b, h, t)] = 0;
+    for (Index c = 0; c < s.p.dv; ++c) s.ref.flags[s.p.out_index(b, h, t, c)] = 0;
+  }
+}
+
 }  // namespace
 
 bool has_state_difference_magnitude(const Options& o) { return o.masked && has_unmasked(o.variant); }
+
+namespace {
+
+// Runs fn(i) for i in [0, count) on `threads` workers; rethrows the first exception.
+template <class F> void parallel_for(size_t count, int threads, F&& fn) {
+  std::atomic<size_t> next{0};
+  std::mutex mu;
+  std::exception_ptr error;
+  auto worker = [&] {
+    for (size_t i; (i = next.fetch_add(1)) < count;) {
+      try {
+        fn(i);
+      } catch (...) {
+        std::lock_guard lock(mu);
+        if (!error) error = std::current_exception();
+        next = count;
+      }
+    }
+  };
+  std::vector<std::thread> pool;
+  for (int i = 1; i < std::min<int>(threads, static_cast<int>(count)); ++i) pool.emplace_back(worker);
+  worker();
+  for (auto& t : pool) t.join();
+  if (error) std::rethrow_exception(error);
+}
+
+bool head_finite(const BatchProblem& p, Index b, Index h, Index t0, Index t1) {
+  for (Index t = t0; t < t1; ++t) {
+    for (Index c = 0; c < p.d; ++c)
+      if (!std::isfinite(p.q[p.q_index(b, h, t, c)]) || !std::isfinite(p.k[p.k_index(b, h, t, c)])) return false;
+    for (Index c = 0; c < p.dv; ++c)
+      if (!std::isfinite(p.v[p.v_index(b, h, t, c)])) return false;
+  }
+  return true;
+}
+
+}  // namespace
 
 void fill_state_difference_magnitude(const BatchProblem& p, Reference& ref) {
   const size_t no = static_cast<size_t>(p.batch * p.heads * p.n * p.dv), nd = static_cast<size_t>(p.batch * p.heads * p.n);
@@ -103,7 +159,39 @@ void fill_state_difference_magnitude(const BatchProblem& p, Reference& ref) {
   }
   ref.mag_num_sd.assign(no, 0);
   ref.mag_den_sd.assign(nd, 0);
-  p.for_each_sequence([&](Index b, Index h, Index t0, Index t1) {
+  struct Task {
+    Index b, h, t0, t1;
+  };
+  std::vector<Task> tasks;
+  p.for_each_sequence([&](Index b, Index h, Index t0, Index t1) { tasks.push_back({b, h, t0, t1}); });
+  parallel_for(tasks.size(), worker_threads(), [&](size_t i) {
+    const auto [b, h, t0, t1] = tasks[i];
+    // Large heads: the unmasked operator on absolute values by the fast double
+    // engine; its magnitude is within phi·2^-53·M + alpha of the exact one, so
+    // (M̂ + 2 alpha)(1 + 2(phi + 2)·2^-53) bounds it from above (the +2: this
+    // line's own roundings). Small heads keep the streaming form (as fixtures
+    // of earlier versions store it): both are upper bounds of the same magnitude.
+    if (fast::supports(p.opt.variant) && static_cast<double>(t1 - t0) * p.d * (p.d + p.dv) > 0x1p22 &&
+        head_finite(p, b, h, t0, t1)) {
+      Options un = p.opt;
+      un.masked = false, un.normalize = false, un.scale = abs(p.opt.scale);
+      auto at = [&](const std::vector<double>& x, auto index) {
+        return [&x, index](Index t, Index c) { return std::fabs(x[index(t, c)]); };
+      };
+      const fast::HeadResult<double> r = fast::evaluate_head(fast::make_fast_head<double>(
+          un, t1 - t0, p.d, p.dv, at(p.q, [&, b = b, h = h, t0 = t0](Index t, Index c) { return p.q_index(b, h, t0 + t, c); }),
+          at(p.k, [&, b = b, h = h, t0 = t0](Index t, Index c) { return p.k_index(b, h, t0 + t, c); }),
+          at(p.v, [&, b = b, h = h, t0 = t0](Index t, Index c) { return p.v_index(b, h, t0 + t, c); }), 64));
+      if (r.finite) {
+        for (Index t = t0; t < t1; ++t) {
+          const size_t row = static_cast<size_t>(t - t0);
+          const double up = 1 + 2 * (r.phi[row] + 2) * 0x1p-53, a = r.tiny ? 2 * r.alpha[row] : 0;
+          ref.mag_den_sd[p.den_index(b, h, t)] = (r.mag.at(t - t0, p.dv) + a) * up;
+          for (Index c = 0; c < p.dv; ++c) ref.mag_num_sd[p.out_index(b, h, t, c)] = (r.mag.at(t - t0, c) + a) * up;
+        }
+        return;
+      }
+    }
     // Sums of non-negative terms: relative error at most K·2^-53 (K = depth_bound);
     // scaling by 1 + 2K·2^-53 makes the double an upper bound.
     const Output<double> m = magnitude(p.head<double>(b, h, t0, t1), true);
@@ -145,7 +233,23 @@ bool exact_options_cheap(const Options& o) {
   return bits(o.gamma) <= 128 && bits(o.scale) <= 256 && bits(o.eps) <= 256 && bits(o.lambda) <= 256;
 }
 
+int worker_threads(int requested) {
+  if (requested > 0) return requested;
+  if (const char* e = std::getenv("HLA_THREADS"); e && *e) {
+    const long v = std::strtol(e, nullptr, 10);
+    if (v > 0 && v <= 1024) return static_cast<int>(v);
+  }
+  return static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+}
+
 Reference compute_reference(const BatchProblem& p, Index exact_max_n, double max_seconds) {
+  ReferenceOptions o;
+  o.exact_max_n = exact_max_n;
+  o.max_seconds = max_seconds;
+  return compute_reference(p, o);
+}
+
+Reference compute_reference(const BatchProblem& p, const ReferenceOptions& opt) {
   p.validate(true);  // NaN/Inf inputs (causality probes) propagate through binary128
   Reference ref;
   const size_t no = static_cast<size_t>(p.batch * p.heads * p.n * p.dv), nd = static_cast<size_t>(p.batch * p.heads * p.n);
@@ -158,30 +262,96 @@ Reference compute_reference(const BatchProblem& p, Index exact_max_n, double max
   ref.den.assign(nd, 0);
   ref.mag_den.assign(nd, 0);
   ref.den_flags.assign(nd, 0);
-  bool exact = p.d <= 16 && p.dv <= 16 && p.all_finite() && exact_options_cheap(p.opt);
-  for (const auto& [t0, t1] : p.sequences()) exact = exact && t1 - t0 <= exact_max_n;
+  const bool finite = p.all_finite();
+  bool exact = p.d <= 16 && p.dv <= 16 && finite && exact_options_cheap(p.opt);
+  for (const auto& [t0, t1] : p.sequences()) exact = exact && t1 - t0 <= opt.exact_max_n;
+  const bool fast = !exact && opt.fast && finite;
   ref.bits = exact ? 0 : 113;
   Sink s{ref, p};
   const auto start = std::chrono::steady_clock::now();
-  const size_t total = static_cast<size_t>(p.batch * p.heads) * p.sequences().size();
-  size_t done = 0;
-  p.for_each_sequence([&](Index b, Index h, Index t0, Index t1) {
-    if (max_seconds > 0 && std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() > max_seconds)
-      throw InputError("computing the reference exceeded its budget of " + std::to_string(max_seconds) + " s after " +
-                       std::to_string(done) + " of " + std::to_string(total) + " heads×sequences (raise it with --budget)");
-    ++done;
+  struct Task {
+    Index b, h, t0, t1;
+  };
+  std::vector<Task> tasks;
+  p.for_each_sequence([&](Index b, Index h, Index t0, Index t1) { tasks.push_back({b, h, t0, t1}); });
+  const size_t total = tasks.size();
+  // Work of a head, for progress: tokens · d · (d + dv) · order.
+  auto work = [&](const Task& t) { return static_cast<double>(t.t1 - t.t0) * p.d * (p.d + p.dv) * order_of(p.opt.variant); };
+  double total_work = 0;
+  for (const Task& t : tasks) total_work += work(t);
+  std::atomic<size_t> next{0}, done{0};
+  std::mutex mu;  // stats, bits, progress, the first error
+  double work_done = 0;
+  std::exception_ptr error;
+  auto run_one = [&](const Task& t) {
+    if (opt.max_seconds > 0 && std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() > opt.max_seconds)
+      throw InputError("computing the reference exceeded its budget of " + std::to_string(opt.max_seconds) + " s after " +
+                       std::to_string(done.load()) + " of " + std::to_string(total) + " heads×sequences (raise it with --budget)");
     if (exact) {
       try {
-        exact_head(s, b, h, t0, t1);
+        exact_head(s, t.b, t.h, t.t0, t.t1);
+        std::lock_guard lock(mu);
+        ++ref.stats.exact;
         return;
       } catch (const std::domain_error&) {  // den + ε = 0 exactly: let binary128 flag the pole
+        std::lock_guard lock(mu);
         ref.bits = 113;
       }
     }
-    f113_head(s, b, h, t0, t1);
-  });
-  // Binary128 heads: the state-difference magnitude in double (exact heads filled it exactly).
+    if (fast) {
+      const FastHeadOutcome r = fast_head(p, ref, t.b, t.h, t.t0, t.t1, opt.chunk);
+      if (r.ok) {
+        const bool redo = r.redo > 0 && static_cast<double>(r.redo) * p.d * (p.d + p.dv) <= opt.recompute_work;
+        if (redo) {
+          clear_flags(s, t.b, t.h, t.t0, t.t0 + r.redo);
+          f113_head(s, t.b, t.h, t.t0, t.t0 + r.redo, t.t1 - t.t0);
+        }
+        std::lock_guard lock(mu);
+        ++ref.stats.fast;
+        if (redo) ++ref.stats.recomputed;
+        else if (r.redo > 0) ref.bits = std::min(ref.bits == 0 ? 113 : ref.bits, 106);
+        return;
+      }
+    }
+    f113_head(s, t.b, t.h, t.t0, t.t1);
+    std::lock_guard lock(mu);
+    ++ref.stats.binary128;
+  };
+  auto worker = [&] {
+    for (;;) {
+      const size_t i = next.fetch_add(1);
+      if (i >= total) return;
+      {
+        std::lock_guard lock(mu);
+        if (error) return;
+      }
+      try {
+        run_one(tasks[i]);
+      } catch (...) {
+        std::lock_guard lock(mu);
+        if (!error) error = std::current_exception();
+        return;
+      }
+      ++done;
+      std::lock_guard lock(mu);
+      work_done += work(tasks[i]);
+      if (opt.progress) opt.progress(work_done, total_work);
+    }
+  };
+  // Exact rationals stay single-threaded (they are small); the others use every worker.
+  const int threads = exact ? 1 : std::min<int>(worker_threads(opt.threads), static_cast<int>(std::max<size_t>(total, 1)));
+  std::vector<std::thread> pool;
+  for (int i = 1; i < threads; ++i) pool.emplace_back(worker);
+  worker();
+  for (auto& th : pool) th.join();
+  if (error) std::rethrow_exception(error);
+  if (ref.bits == 0 && !exact) ref.bits = 113;
+  // Binary128 and fast heads: the state-difference magnitude in double (exact heads filled it exactly).
   if (ref.bits != 0) fill_state_difference_magnitude(p, ref);
+  ref.stats.heads = total;
+  ref.stats.elements = no + nd;
+  for (uint8_t f : ref.flags) ref.stats.uncertified += (f & kUncertified) != 0;
+  for (uint8_t f : ref.den_flags) ref.stats.uncertified += (f & kUncertified) != 0;
   return ref;
 }
 

@@ -8,11 +8,17 @@
 
 #include "hla/bounds.hpp"
 #include "hla/evaluate.hpp"
+#include "hla/fast/engine.hpp"
 #include "hla/io/printable.hpp"
 
 #include <cmath>
 #include <cstdio>
+#include <atomic>
+#include <exception>
+#include <functional>
 #include <map>
+#include <mutex>
+#include <thread>
 
 namespace hla::check {
 namespace {
@@ -23,7 +29,63 @@ struct HeadValues {
   std::vector<double> mag_num, mag_den;        // masked magnitude
   std::vector<double> sd_num, sd_den;          // unmasked-order magnitude (= masked when none)
   std::vector<double> err_num, err_den;        // the magnitude the streaming form's error scales with
+  // The fast engine's running bound per token (phi in units of 2^-53, alpha
+  // absolute); empty for the streaming form, whose a priori bound is K.
+  std::vector<double> phi, alpha;
 };
+
+// The same values from the fast engine in double (the chunked matmul form,
+// which only adds terms: its error scales with the masked magnitude), with its
+// running bound. Inputs finite; the variant has a chunked form.
+HeadValues fast_head_values(const BatchProblem& p, Index b, Index h, Index t0, Index t1) {
+  const Options& o = p.opt;
+  const Index n = t1 - t0;
+  auto run = [&](const Options& opt, bool absolute) {
+    auto at = [&](const std::vector<double>& x, auto index) {
+      return [&, index](Index t, Index c) { return absolute ? std::fabs(x[index(t, c)]) : x[index(t, c)]; };
+    };
+    return fast::evaluate_head(fast::make_fast_head<double>(
+        opt, n, p.d, p.dv, at(p.q, [&](Index t, Index c) { return p.q_index(b, h, t0 + t, c); }),
+        at(p.k, [&](Index t, Index c) { return p.k_index(b, h, t0 + t, c); }),
+        at(p.v, [&](Index t, Index c) { return p.v_index(b, h, t0 + t, c); }), 64));
+  };
+  const fast::HeadResult<double> r = run(o, false);
+  HeadValues v;
+  const double eps = to_double(o.eps);
+  for (Index t = 0; t < n; ++t) {
+    const double den = r.val.at(t, p.dv);
+    v.den.push_back(den);
+    v.mag_den.push_back(r.mag.at(t, p.dv));
+    for (Index c = 0; c < p.dv; ++c) {
+      const double num = r.val.at(t, c);
+      v.num.push_back(num);
+      v.out.push_back(o.normalize ? num / normalizer(den, eps, o.eps_mode) : num);
+      v.mag_num.push_back(r.mag.at(t, c));
+    }
+    v.phi.push_back(r.phi[static_cast<size_t>(t)]);
+    v.alpha.push_back(r.tiny ? r.alpha[static_cast<size_t>(t)] : 0.0);
+  }
+  v.err_num = v.mag_num, v.err_den = v.mag_den;
+  if (!r.finite) v.out.assign(v.out.size(), NAN);  // overflow: the caller retries in binary128
+  if (has_state_difference_magnitude(o)) {
+    // The unmasked operator on absolute values: its magnitude half is the
+    // unmasked-order magnitude (the value half, on |inputs|, is the same sum).
+    Options un = o;
+    un.masked = false;
+    un.scale = abs(o.scale);
+    const fast::HeadResult<double> s = run(un, true);
+    for (Index t = 0; t < n; ++t) {
+      v.sd_den.push_back(s.mag.at(t, p.dv));
+      for (Index c = 0; c < p.dv; ++c) v.sd_num.push_back(s.mag.at(t, c));
+      v.phi[static_cast<size_t>(t)] = std::max(v.phi[static_cast<size_t>(t)], s.phi[static_cast<size_t>(t)]);
+      if (s.tiny) v.alpha[static_cast<size_t>(t)] = std::max(v.alpha[static_cast<size_t>(t)], s.alpha[static_cast<size_t>(t)]);
+    }
+    if (!s.finite) v.out.assign(v.out.size(), NAN);
+  } else {
+    v.sd_num = v.mag_num, v.sd_den = v.mag_den;
+  }
+  return v;
+}
 
 template <class S> HeadValues evaluate_head(const BatchProblem& p, Index b, Index h, Index t0, Index t1) {
   const Options& o = p.opt;
@@ -75,8 +137,21 @@ std::string num(double x) {
 struct Findings {
   std::map<std::string, size_t> count;
   std::vector<std::string> first;
+  std::vector<std::pair<std::string, std::string>> first_of_tensor;  // in order of first occurrence (for merging)
   void add(const std::string& tensor, const std::string& what) {
-    if (count[tensor]++ == 0 && first.size() < 4) first.push_back(what);
+    if (count[tensor]++ == 0) {
+      if (first.size() < 4) first.push_back(what);
+      first_of_tensor.emplace_back(tensor, what);
+    }
+  }
+  // As if other's findings had been added after these, one by one.
+  void merge(const Findings& other) {
+    for (const auto& [tensor, what] : other.first_of_tensor)
+      if (count[tensor] == 0) {
+        if (first.size() < 4) first.push_back(what);
+        first_of_tensor.emplace_back(tensor, what);
+      }
+    for (const auto& [tensor, n] : other.count) count[tensor] += n;
   }
   [[noreturn]] void raise(const std::string& how) const {
     std::string s = "this fixture does not match its inputs (" + how + "):";
@@ -94,7 +169,7 @@ std::string at(const char* tensor, Index b, Index h, Index t, Index c = -1) {
 
 }  // namespace
 
-void verify_fixture(const io::Fixture& f) {
+void verify_fixture(const io::Fixture& f, const std::function<void(double, double)>& progress) {
   const BatchProblem& p = f.problem;
   const Options& o = p.opt;
   Findings bad;
@@ -111,13 +186,26 @@ void verify_fixture(const io::Fixture& f) {
       if (f.flags[i] & io::kFlagIllConditioned) bad.add("flags", "flags[" + std::to_string(i) + "] says ill-conditioned on a problem that is not normalized");
   if (!bad.count.empty()) bad.raise("contradictory fields");
 
-  const double u = std::ldexp(1.0, -53), slack = std::ldexp(1.0, -1000), eps = to_double(o.eps);
+  const double u = std::ldexp(1.0, -53), slack0 = std::ldexp(1.0, -1000), eps = to_double(o.eps);
   const bool sd_stored = !f.mag_num_unmasked.empty();
-  p.for_each_sequence([&](Index b, Index h, Index t0, Index t1) {
-    HeadValues v = evaluate_head<double>(p, b, h, t0, t1);
-    // float64 may overflow where the exact value does not: then binary128.
-    if (!all_finite(v) && head_inputs_finite(p, b, h, t0, t1)) v = evaluate_head<f113>(p, b, h, t0, t1);
-    const double c = (depth_bound(o.variant, t1 - t0, p.d) + 2) * u;
+  struct Task {
+    Index b, h, t0, t1;
+  };
+  std::vector<Task> tasks;
+  p.for_each_sequence([&](Index b, Index h, Index t0, Index t1) { tasks.push_back({b, h, t0, t1}); });
+  // Heads in parallel, each with its own findings, merged in order (the same report as one pass).
+  std::vector<Findings> found(tasks.size());
+  auto one = [&](size_t task) {
+    const auto [b, h, t0, t1] = tasks[task];
+    Findings& bad = found[task];
+    const bool finite_inputs = head_inputs_finite(p, b, h, t0, t1);
+    // The fast engine (GEMM-shaped, with its own running bound) where it
+    // applies, else the streaming form; float64 may overflow where the exact
+    // value does not: then binary128.
+    HeadValues v = fast::supports(o.variant) && finite_inputs ? fast_head_values(p, b, h, t0, t1) : evaluate_head<double>(p, b, h, t0, t1);
+    if (!all_finite(v) && finite_inputs) v = evaluate_head<f113>(p, b, h, t0, t1);
+    const double K = depth_bound(o.variant, t1 - t0, p.d);
+    double c = (K + 2) * u, slack = slack0;
     // |stored − ours| within c·M; both non-finite (a NaN/Inf input reaches both) agrees.
     auto close = [&](double stored, double ours, double M) {
       if (!std::isfinite(stored) || !std::isfinite(ours)) return !std::isfinite(stored) && !std::isfinite(ours);
@@ -133,6 +221,8 @@ void verify_fixture(const io::Fixture& f) {
     const double up = 3;
     for (Index t = t0; t < t1; ++t) {
       const size_t lt = static_cast<size_t>(t - t0), di = p.den_index(b, h, t);
+      // The fast engine's own bound where it is larger than K (never tighter than the a priori one).
+      if (!v.phi.empty()) c = (std::max(K, v.phi[lt]) + 2) * u, slack = slack0 + 2 * v.alpha[lt];
       compare("mag_den", f.mag_den[di], v.mag_den[lt], v.mag_den[lt], t, -1);
       if (sd_stored) compare("mag_den_unmasked", f.mag_den_unmasked[di], v.sd_den[lt], v.sd_den[lt], t, -1, up);
       compare("ref_den", f.ref_den[di], v.den[lt], v.err_den[lt], t, -1);
@@ -170,7 +260,33 @@ void verify_fixture(const io::Fixture& f) {
                                  " (residual " + num(r) + ", allowed " + num(tol) + ")");
       }
     }
-  });
+  };
+  std::atomic<size_t> next{0}, done{0};
+  std::mutex mu;
+  std::exception_ptr error;
+  auto worker = [&] {
+    for (size_t i; (i = next.fetch_add(1)) < tasks.size();) {
+      try {
+        one(i);
+      } catch (...) {
+        std::lock_guard lock(mu);
+        if (!error) error = std::current_exception();
+        next = tasks.size();
+      }
+      const size_t d = ++done;
+      if (progress) {
+        std::lock_guard lock(mu);
+        progress(static_cast<double>(d), static_cast<double>(tasks.size()));
+      }
+    }
+  };
+  const int threads = std::min<int>(worker_threads(), static_cast<int>(std::max<size_t>(tasks.size(), 1)));
+  std::vector<std::thread> pool;
+  for (int i = 1; i < threads; ++i) pool.emplace_back(worker);
+  worker();
+  for (auto& t : pool) t.join();
+  if (error) std::rethrow_exception(error);
+  for (const Findings& fnd : found) bad.merge(fnd);
   if (!bad.count.empty()) bad.raise("checked against a float64 evaluation of its inputs within the a priori bound");
 }
 

@@ -4,6 +4,7 @@
 #include "hla/variants.hpp"  // join
 
 #include <algorithm>
+#include <array>
 #include <bit>
 #include <cctype>
 #include <cmath>
@@ -15,14 +16,42 @@ constexpr std::uint64_t kDoubleMantMask = (std::uint64_t{1} << 52) - 1;
 
 std::uint64_t exp_max(const DTypeInfo& f) { return (std::uint64_t{1} << f.exponent_bits) - 1; }
 
+// The limits of each dtype as numbers, computed once (the member functions
+// compute them by ldexp at run time; these functions run per element).
+struct Limits {
+  double unit, min_normal, max_finite, half_subnormal;
+};
+const Limits& limits(DType t) {
+  static const std::array<Limits, kDTypes.size()> table = [] {
+    std::array<Limits, kDTypes.size()> l{};
+    for (const DTypeInfo& f : kDTypes)
+      l[static_cast<std::size_t>(f.id)] = {f.unit_roundoff(), f.smallest_normal(), f.largest_finite(), f.smallest_subnormal() / 2};
+    return l;
+  }();
+  return table[static_cast<std::size_t>(t)];
+}
+
 }  // namespace
 
 double DTypeInfo::rounding_error(double x) const {
-  return std::ldexp(std::fabs(x), -(mantissa_bits + 1)) + smallest_subnormal() / 2;
+  const Limits& l = limits(id);
+  return std::fabs(x) * l.unit + l.half_subnormal;  // the product by a power of 2 is ldexp's
 }
 
 double DTypeInfo::round(double x) const {
   if (!std::isfinite(x) || x == 0 || id == DType::f64) return x;
+  const Limits& l = limits(id);
+  if (const double a = std::fabs(x); a >= l.min_normal && a <= l.max_finite) {
+    // Normal range: round the double's significand to mantissa_bits bits,
+    // ties to even, on the bit pattern (a carry into the exponent is the next
+    // power of 2, as it should be).
+    const int drop = 52 - mantissa_bits;
+    std::uint64_t u = std::bit_cast<std::uint64_t>(x);
+    u += (std::uint64_t{1} << (drop - 1)) - 1 + ((u >> drop) & 1);
+    u &= ~((std::uint64_t{1} << drop) - 1);
+    const double y = std::bit_cast<double>(u);
+    return std::fabs(y) > l.max_finite ? std::copysign(INFINITY, x) : y;
+  }
   int e = 0;
   (void)std::frexp(x, &e);  // |x| in [2^(e-1), 2^e)
   // Exponent of the unit in the last place at x: normal or subnormal spacing.
@@ -39,6 +68,9 @@ double DTypeInfo::decode(std::uint64_t bits) const {
   const bool neg = (bits >> (exponent_bits + mantissa_bits)) & 1;
   const std::uint64_t e = (bits >> mantissa_bits) & exp_max(*this);
   const std::uint64_t m = bits & mant_mask;
+  if (e != 0 && e != exp_max(*this))  // normal: the double's fields straight from these
+    return std::bit_cast<double>((std::uint64_t{neg} << 63) | ((e - static_cast<std::uint64_t>(bias()) + 1023) << 52) |
+                                 (m << (52 - mantissa_bits)));
   if (e == exp_max(*this)) {
     if (m == 0) return neg ? -INFINITY : INFINITY;
     // NaN: payload (quiet bit included) into the top of the double's mantissa.
@@ -63,6 +95,16 @@ std::optional<std::uint64_t> DTypeInfo::encode(double x) const {
   }
   if (std::isinf(x)) return sign | inf;
   if (x == 0) return sign;
+  {
+    // Normal range of this type: the fields come straight from the double's.
+    const std::uint64_t u = std::bit_cast<std::uint64_t>(x);
+    const int ue = static_cast<int>((u >> 52) & 0x7ff) - 1023;
+    const int drop = 52 - mantissa_bits;
+    if (ue >= 1 - bias() && ue <= bias()) {
+      if ((u & ((std::uint64_t{1} << drop) - 1)) != 0) return std::nullopt;  // more bits than the type has
+      return sign | (static_cast<std::uint64_t>(ue + bias()) << mantissa_bits) | ((u & kDoubleMantMask) >> drop);
+    }
+  }
   int ex = 0;
   const double a = std::fabs(x);
   (void)std::frexp(a, &ex);

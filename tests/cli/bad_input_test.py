@@ -99,6 +99,18 @@ sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1] / "python"))
 import hla_fixture_file  # noqa: E402
 
 
+def inputs(name, drop=(), extra=None, change=None):
+    # An `hla ref` input file: FX's q, k, v (f32, [1,2,37,8] / [1,1,37,8] / [1,1,37,4]),
+    # without the tensors in `drop`, with `extra` ones, `change` applied to the parts.
+    def setup(d):
+        t = {k: v for k, v in hla_fixture_file.parse(FX.read_bytes())["tensors"].items() if k in ("q", "k", "v") and k not in drop}
+        t.update(extra or {})
+        if change:
+            change(t)
+        (d / name).write_bytes(hla_fixture_file.serialize({"tensors": t, "metadata": {}}, redigest=False))
+    return setup
+
+
 def edited(name, edit, redigest=True, fixture=None):
     # FX with `edit(parts)` applied (tensors: name -> [dtype, shape, bytes];
     # metadata), written with a digest that fits (a forged file: the semantic
@@ -325,6 +337,66 @@ ROWS = [
     dict(name="select --d 64,,128", argv=["select", "{fixtures}", "--d", "64,,128"], text="empty entry"),
     dict(name="select DIR is a file", argv=["select", "{fx}"], text="not a directory"),
     dict(name="select a folder with an empty fixture", argv=["select", "{d}"], text="empty.safetensors", setup=write("empty.safetensors")),
+    # --- ref: the user's own inputs ---
+    dict(name="ref: no input file", argv=["ref", "{d}/missing.safetensors", "--out", "{d}/o.safetensors"], text="missing.safetensors"),
+    dict(name="ref: input without v", argv=["ref", "{d}/in.safetensors", "--out", "{d}/o.safetensors"], text="no tensor 'v'",
+         setup=inputs("in.safetensors", drop=("v",))),
+    dict(name="ref: an initial state", argv=["ref", "{d}/in.safetensors", "--out", "{d}/o.safetensors"],
+         text="initial state is not supported", setup=inputs("in.safetensors", extra={"initial_state": ["F32", [1], b"\0" * 4]})),
+    dict(name="ref: an unknown tensor", argv=["ref", "{d}/in.safetensors", "--out", "{d}/o.safetensors"],
+         text="expected q, k, v", setup=inputs("in.safetensors", extra={"z": ["F32", [1], b"\0" * 4]})),
+    dict(name="ref: q of rank 3", argv=["ref", "{d}/in.safetensors", "--out", "{d}/o.safetensors"], text="expected 4 dimensions",
+         setup=inputs("in.safetensors", change=lambda t: t["q"].__setitem__(1, [2, 37, 8]))),
+    dict(name="ref: q, k, v of different dtypes", argv=["ref", "{d}/in.safetensors", "--out", "{d}/o.safetensors"], text="one dtype",
+         setup=inputs("in.safetensors", change=lambda t: t.__setitem__("v", ["F64", [1, 1, 37, 2], t["v"][2]]))),
+    dict(name="ref: integer q", argv=["ref", "{d}/in.safetensors", "--out", "{d}/o.safetensors"], text="expected F64, F32, BF16 or F16",
+         setup=inputs("in.safetensors", change=lambda t: t.__setitem__("q", ["I32", t["q"][1], t["q"][2]]))),
+    dict(name="ref: heads not a multiple of K/V heads", argv=["ref", "{d}/in.safetensors", "--out", "{d}/o.safetensors"],
+         text="multiple of the K/V heads", setup=inputs("in.safetensors", change=lambda t: (
+             t.__setitem__("k", ["F32", [1, 2, 37, 4], t["k"][2]]), t.__setitem__("v", ["F32", [1, 2, 37, 2], t["v"][2]]),
+             t.__setitem__("q", ["F32", [1, 3, 37, 4], t["q"][2][:3 * 37 * 4 * 4]])))),
+    dict(name="ref: tokens differ", argv=["ref", "{d}/in.safetensors", "--out", "{d}/o.safetensors"], text="number of tokens",
+         setup=inputs("in.safetensors", change=lambda t: t.__setitem__("v", ["F32", [1, 1, 74, 2], t["v"][2]]))),
+    dict(name="ref: cu_seqlens not ending at T", argv=["ref", "{d}/in.safetensors", "--out", "{d}/o.safetensors"], text="offsets",
+         setup=inputs("in.safetensors", extra={"cu_seqlens": ["I64", [2], struct.pack("<2q", 0, 30)]})),
+    dict(name="ref: cu_seqlens of floats", argv=["ref", "{d}/in.safetensors", "--out", "{d}/o.safetensors"], text="expected I64 or I32",
+         setup=inputs("in.safetensors", extra={"cu_seqlens": ["F32", [2], struct.pack("<2f", 0, 37)]})),
+    dict(name="ref: offsets and cu_seqlens", argv=["ref", "{d}/in.safetensors", "--out", "{d}/o.safetensors"], text="give one",
+         setup=inputs("in.safetensors", extra={"cu_seqlens": ["I64", [2], struct.pack("<2q", 0, 37)],
+                                               "offsets": ["I64", [2], struct.pack("<2q", 0, 37)]})),
+    dict(name="ref --layout xyz", argv=["ref", "{d}/in.safetensors", "--layout", "xyz", "--out", "{d}/o.safetensors"], text="--layout",
+         setup=inputs("in.safetensors")),
+    dict(name="ref --gamma 3/2", argv=["ref", "{d}/in.safetensors", "--gamma", "3/2", "--out", "{d}/o.safetensors"], text="gamma",
+         setup=inputs("in.safetensors")),
+    dict(name="ref --gamma abc", argv=["ref", "{d}/in.safetensors", "--gamma", "abc", "--out", "{d}/o.safetensors"], text="gamma",
+         setup=inputs("in.safetensors")),
+    dict(name="ref --normalize sometimes", argv=["ref", "{d}/in.safetensors", "--normalize", "sometimes", "--out", "{d}/o.safetensors"],
+         text="normalize", setup=inputs("in.safetensors")),
+    dict(name="ref --variant hla4", argv=["ref", "{d}/in.safetensors", "--variant", "hla4", "--out", "{d}/o.safetensors"], text="hla4",
+         setup=inputs("in.safetensors")),
+    dict(name="ref --unmasked on ahla", argv=["ref", "{d}/in.safetensors", "--variant", "ahla", "--unmasked", "--out", "{d}/o.safetensors"],
+         text="no unmasked form", setup=inputs("in.safetensors")),
+    dict(name="ref --out is a folder", argv=["ref", "{d}/in.safetensors", "--out", "{d}/sub"], text="is a directory",
+         setup=lambda d: (inputs("in.safetensors")(d), (d / "sub").mkdir())),
+    dict(name="ref --out is the input", argv=["ref", "{d}/in.safetensors", "--out", "{d}/in.safetensors"], text="input file itself",
+         setup=inputs("in.safetensors")),
+    dict(name="ref: input is a FIFO", argv=["ref", "{d}/pipe", "--out", "{d}/o.safetensors"], text="not a regular file", setup=fifo("pipe")),
+    dict(name="ref --threads 0", argv=["ref", "{d}/in.safetensors", "--threads", "0", "--out", "{d}/o.safetensors"], text="--threads",
+         setup=inputs("in.safetensors")),
+    # --- gen --case ---
+    dict(name="gen --case without --out", argv=["gen", "--case", "variant=hla2"], text="--out"),
+    dict(name="gen --case with an unknown key", argv=["gen", "--case", "variant=hla2,heads=2", "--out", "{d}/c.safetensors"], text="unknown key 'heads'"),
+    dict(name="gen --case with n=abc", argv=["gen", "--case", "n=abc", "--out", "{d}/c.safetensors"], text="n=abc"),
+    dict(name="gen --case without '='", argv=["gen", "--case", "hla2", "--out", "{d}/c.safetensors"], text="not key=value"),
+    dict(name="gen --case too large", argv=["gen", "--case", "B=64,H=64,n=65536,d=128", "--out", "{d}/c.safetensors"], text="2^28"),
+    dict(name="gen --case dist=nope", argv=["gen", "--case", "dist=nope", "--out", "{d}/c.safetensors"], text="distribution"),
+    dict(name="gen --case H=3,Hkv=2", argv=["gen", "--case", "H=3,Hkv=2", "--out", "{d}/c.safetensors"], text="multiple"),
+    dict(name="gen --case hla3_paper with decay", argv=["gen", "--case", "variant=hla3_paper,gamma=1/2", "--out", "{d}/c.safetensors"],
+         text="gamma = 1 only"),
+    dict(name="gen --case d=0", argv=["gen", "--case", "d=0", "--out", "{d}/c.safetensors"], text="d must be at least 1"),
+    dict(name="gen --case --out a folder", argv=["gen", "--case", "n=4", "--out", "{d}/sub"], text="is a directory",
+         setup=lambda d: (d / "sub").mkdir()),
+    dict(name="gen --case with --list", argv=["gen", "--case", "n=4", "--list", "--out", "{d}/c.safetensors"], text="--list"),
     # --- demo ---
     dict(name="demo --n -1", argv=["demo", "--n", "-1"], text="--n"),
     dict(name="demo --seed -1", argv=["demo", "--seed", "-1"], text="--seed"),

@@ -6,6 +6,9 @@
 #include "operators.hpp"
 #include "per_operator.hpp"
 
+#include <set>
+#include <string>
+
 using namespace hla;
 using namespace hla::test;
 
@@ -81,4 +84,32 @@ TEST_CASE("Blelloch exclusive scan on a non-commutative toy operator", "[scan]")
     for (size_t t = 0; t < n; ++t) REQUIRE(ex[t] == std::string("abcdefghijklmnopqrs").substr(0, t));
     for (size_t w = 1; w <= n + 1; ++w) REQUIRE(scan::inclusive_chunked(Concat{}, tok, w) == scan::inclusive_fold(Concat{}, tok));
   }
+}
+
+TEST_CASE("reduce_bracketed follows its picks: a non-associative toy operator", "[scan]") {
+  // combine(A, B) = "(" A B ")": neither associative nor commutative, so the
+  // result spells out the bracketing that reduce_bracketed chose; merging the
+  // adjacent pair at picks[i] mod (size - 1), picks missing: 0.
+  struct Tree {
+    using Summary = std::string;
+    Summary identity() const { return ""; }
+    Summary combine(const Summary& a, const Summary& b) const { return "(" + a + b + ")"; }
+  };
+  const std::vector<std::string> tok{"a", "b", "c", "d"};
+  CHECK(scan::reduce_bracketed(Tree{}, tok, {0, 0, 0}) == "(((ab)c)d)");
+  CHECK(scan::reduce_bracketed(Tree{}, tok, {1, 0, 0}) == "((a(bc))d)");
+  CHECK(scan::reduce_bracketed(Tree{}, tok, {2, 1, 0}) == "(a(b(cd)))");
+  CHECK(scan::reduce_bracketed(Tree{}, tok, {2, 0, 0}) == "((ab)(cd))");
+  CHECK(scan::reduce_bracketed(Tree{}, tok, {5, 3, 7}) == "(a(b(cd)))");  // 5 mod 3 = 2, 3 mod 2 = 1
+  CHECK(scan::reduce_bracketed(Tree{}, tok, {}) == "(((ab)c)d)");
+  CHECK(scan::reduce_bracketed(Tree{}, {"a"}, {3}) == "a");
+  CHECK(scan::reduce_bracketed(Tree{}, {}, {}) == "");
+  // Every bracketing of 6 tokens arises from some picks: the Catalan number C5 = 42 of them.
+  const std::vector<std::string> six{"a", "b", "c", "d", "e", "f"};
+  std::set<std::string> seen;
+  for (size_t p0 = 0; p0 < 5; ++p0)
+    for (size_t p1 = 0; p1 < 4; ++p1)
+      for (size_t p2 = 0; p2 < 3; ++p2)
+        for (size_t p3 = 0; p3 < 2; ++p3) seen.insert(scan::reduce_bracketed(Tree{}, six, {p0, p1, p2, p3}));
+  CHECK(seen.size() == 42);
 }

@@ -4,7 +4,7 @@ with the finding kind zoo.json expects, within a fixed case budget; every
 correct member passes a campaign with zero findings.
 
   zoo_campaigns.py HLA ZOO_JSON ZOO_PATHS_JSON REPO_ROOT WORKDIR [--seeds N] [--table]
-                   [--only NAME[,NAME...]] [--correct-cases N]
+                   [--only NAME[,NAME...]] [--correct-cases N] [--worker persistent|fork]
 
 --seeds N runs each buggy member with seeds 1..N and --table prints the median
 cases and seconds to detection (the closing note's zoo table). --only runs the
@@ -24,11 +24,11 @@ import subprocess
 import sys
 
 BUGGY_BUDGET = 300     # cases within which each bug must be found
-CORRECT_CABI = 150     # cases a correct library must pass
+CORRECT_CABI = 150     # cases a correct library (or exec server) must pass
 CORRECT_EXEC = 30      # cases the (slow, one process per case) correct script must pass
 
 
-def campaign(hla, member, paths, root, work, seed, budget, stop_after):
+def campaign(hla, member, paths, root, work, seed, budget, stop_after, worker="persistent"):
     findings = os.path.join(work, f"{member['name']}-{seed}")
     cmd = [hla, "fuzz", "--seed", str(seed), "--max-cases", str(budget), "--findings", findings, "--json", "--no-progress"]
     if stop_after:
@@ -36,12 +36,15 @@ def campaign(hla, member, paths, root, work, seed, budget, stop_after):
     if member["adapter"] == "cabi":
         # Generous for correct members (a loaded CI machine must not turn a slow case into a
         # "timeout" finding); short for the buggy ones, where the hang member waits it out.
-        cmd += ["--lib", paths[member["name"]], "--timeout", "10" if member["correct"] else "2"]
+        cmd += ["--lib", paths[member["name"]], "--timeout", "10" if member["correct"] else "2", "--worker", worker]
     else:
         runner = os.path.join(root, ".venv", "bin", "python") if member["runner"] == "python" else "sh"
         script = os.path.join(root, member["target"])
-        argv = " ".join(shlex.quote(a) for a in [runner, script, "{in}", "{out}", *member.get("args", [])])
-        cmd += ["--exec", argv, "--variants", ",".join(member["variants"]),
+        if member["adapter"] == "exec_server":  # one process, a request line per case
+            cmd += ["--exec-server", " ".join(shlex.quote(a) for a in [runner, script, *member.get("args", [])])]
+        else:
+            cmd += ["--exec", " ".join(shlex.quote(a) for a in [runner, script, "{in}", "{out}", *member.get("args", [])])]
+        cmd += ["--variants", ",".join(member["variants"]),
                 "--dtypes", ",".join(member.get("dtypes", ["f64", "f32", "bf16", "f16"])), "--features", "all",
                 "--precision", member.get("precision", "f64"), "--form-class", member.get("form_class", "masked"),
                 "--timeout", "5", "--max-n", "300"]
@@ -59,6 +62,8 @@ def main():
     ap.add_argument("--table", action="store_true", help="print the median detection table")
     ap.add_argument("--only", default="", help="comma list of members to run (default: all)")
     ap.add_argument("--correct-cases", type=int, default=0, help="cases per correct member (default: per adapter)")
+    ap.add_argument("--worker", default="persistent", choices=["persistent", "fork"],
+                    help="how C ABI members run (hla fuzz --worker)")
     ap.add_argument("--shard", default="0/1", help="i/N: run members i, i+N, i+2N, ... (ctest runs the shards in parallel)")
     a = ap.parse_args()
     hla, root, work, seeds = a.hla, a.root, a.work, a.seeds
@@ -78,8 +83,8 @@ def main():
     misses, rows = [], []
     for m in zoo:
         if m["correct"]:
-            budget = a.correct_cases or (CORRECT_CABI if m["adapter"] == "cabi" else CORRECT_EXEC)
-            r = campaign(hla, m, paths, root, work, 1, budget, 0)
+            budget = a.correct_cases or (CORRECT_EXEC if m["adapter"] == "exec" else CORRECT_CABI)
+            r = campaign(hla, m, paths, root, work, 1, budget, 0, a.worker)
             ok = not r["findings"]
             print(f"{'ok ' if ok else 'MISS'} {m['name']}: {r['cases']} cases, {len(r['findings'])} findings, "
                   f"{1e3 * r['seconds'] / max(1, r['cases']):.1f} ms/case", flush=True)
@@ -90,7 +95,7 @@ def main():
             continue
         cases, secs = [], []
         for seed in range(1, seeds + 1):
-            r = campaign(hla, m, paths, root, work, seed, BUGGY_BUDGET, 1)
+            r = campaign(hla, m, paths, root, work, seed, BUGGY_BUDGET, 1, a.worker)
             f = r["findings"][0] if r["findings"] else None
             ok = f is not None and f["kind"] == m["expected_finding"]
             print(f"{'ok ' if ok else 'MISS'} {m['name']} seed {seed}: " +

@@ -48,13 +48,18 @@ class Adapter {
                         bool want_state) = 0;
 };
 
-// dlopen()s `path` in a child process for every call; `timeout_s` per call.
-// Throws InputError when the library cannot be loaded or lacks the entry points.
-std::unique_ptr<Adapter> make_cabi_adapter(const std::string& path, double timeout_s);
+// Runs the library `path` in a child process: `persistent`, one that keeps it
+// loaded across calls (a new one after a crash, a timeout or an error return);
+// else a fresh one per call. `timeout_s` per call. Throws InputError when the
+// library cannot be loaded or lacks the entry points.
+std::unique_ptr<Adapter> make_cabi_adapter(const std::string& path, double timeout_s, bool persistent = true);
 
 // Runs `/bin/sh -c command` with {in} and {out} replaced by file paths in a
 // temporary folder of its own (removed with the adapter); `supports` comes
-// from the command line.
-std::unique_ptr<Adapter> make_exec_adapter(const std::string& command, const Supports& supports, double timeout_s);
+// from the command line. With `server`, starts the command once and sends it
+// "run<TAB>IN<TAB>OUT" lines, one per case, each answered by a line "ok" or
+// "error <message>" (restarted after a crash, a timeout or an error).
+std::unique_ptr<Adapter> make_exec_adapter(const std::string& command, const Supports& supports, double timeout_s,
+                                           bool server = false);
 
 }  // namespace hla::fuzz

@@ -1,5 +1,7 @@
-// The C ABI adapter: every call forks a child that dlopen()s the library and
-// runs it on inputs inherited through fork; outputs come back in shared memory.
+// The C ABI adapter: the library runs in a child process (a Worker) that
+// dlopen()s it once and serves calls until it crashes, hangs or reports an
+// error (then the next call starts a fresh one), or, in fork mode, in a fresh
+// child per call. Inputs and outputs travel in shared memory (an Arena).
 #include "adapter.hpp"
 #include "hla_impl.h"
 #include "process.hpp"
@@ -13,7 +15,6 @@
 #include <cstdlib>
 #include <cstring>
 #include <memory>
-#include <new>
 
 namespace hla::fuzz {
 
@@ -78,42 +79,118 @@ bool load(const std::string& path, Entry& e, char* msg) {
   return true;
 }
 
+// One call into the library. The problem's pointers are offsets into the
+// arena plus one (0: NULL); the child rebases them onto its own mapping.
+enum class Op : int32_t { info, state_size, run };
+struct Request {
+  Op op;
+  uint64_t arena_bytes;
+  hla_problem hp;
+};
+enum Code : int32_t { kOk = 0, kRunFailed = 1, kLoadFailed = 2, kNoInfo = 3, kNoStateSize = 4, kNoArena = 5 };
+struct Reply {
+  int32_t code = kOk;
+  int64_t value = 0;  // hla_impl_state_size
+  InfoCopy info{};
+  char msg[kMsg] = {};
+};
+
+// The child's side: loads the library on its first request.
+class Server {
+ public:
+  Server(std::string path, Arena* arena) : path_(std::move(path)), arena_(arena) {}
+  void operator()(const std::string& request, std::string& reply_bytes) {
+    Reply reply;
+    Request rq;
+    std::memcpy(&rq, request.data(), std::min(request.size(), sizeof rq));
+    if (!loaded_ && !(loaded_ = load(path_, e_, reply.msg))) return answer(reply, kLoadFailed, reply_bytes);
+    if (rq.op == Op::info) {
+      const hla_impl_info* i = e_.info();
+      if (!i) return answer(reply, kNoInfo, reply_bytes);
+      InfoCopy& c = reply.info;
+      c.abi_version = i->abi_version, c.variants = i->variants, c.dtypes = i->dtypes, c.features = i->features,
+      c.max_n = i->max_n, c.max_d = i->max_d, c.max_dv = i->max_dv;
+      std::snprintf(c.name, sizeof c.name, "%s", i->name ? i->name : "");
+      std::snprintf(c.precision, sizeof c.precision, "%s", i->precision ? i->precision : "f32");
+      // form_class and precision_by_dtype exist from ABI 1.1 on.
+      const bool has_1_1 = abi_supported(i->abi_version) && abi_minor(i->abi_version) >= 1;
+      c.form_class = has_1_1 ? i->form_class : HLA_CLASS_MASKED;
+      std::snprintf(c.precision_by_dtype, sizeof c.precision_by_dtype, "%s",
+                    has_1_1 && i->precision_by_dtype ? i->precision_by_dtype : "");
+      return answer(reply, kOk, reply_bytes);
+    }
+    unsigned char* base = arena_->map(rq.arena_bytes);
+    if (!base) return answer(reply, kNoArena, reply_bytes);
+    hla_problem hp = rq.hp;
+    auto at = [&]<class T>(T* off) { return off ? reinterpret_cast<T*>(base + (reinterpret_cast<uintptr_t>(off) - 1)) : nullptr; };
+    hp.gamma_exact = at(hp.gamma_exact), hp.eps_exact = at(hp.eps_exact), hp.lambda_exact = at(hp.lambda_exact),
+    hp.scale_exact = at(hp.scale_exact);
+    hp.q = at(hp.q), hp.k = at(hp.k), hp.v = at(hp.v), hp.offsets = at(hp.offsets), hp.state_in = at(hp.state_in),
+    hp.state_out = at(hp.state_out), hp.out = at(hp.out), hp.den = at(hp.den);
+    if (rq.op == Op::state_size) {
+      if (!e_.state_size) return answer(reply, kNoStateSize, reply_bytes);
+      reply.value = e_.state_size(&hp);
+      return answer(reply, kOk, reply_bytes);
+    }
+    const int rc = e_.run(&hp, reply.msg, kMsg);
+    reply.msg[kMsg - 1] = 0;
+    answer(reply, rc == 0 ? kOk : kRunFailed, reply_bytes);
+  }
+
+ private:
+  static void answer(Reply& r, int32_t code, std::string& bytes) {
+    r.code = code;
+    bytes.assign(reinterpret_cast<const char*>(&r), sizeof r);
+  }
+  std::string path_;
+  Arena* arena_;
+  Entry e_;
+  bool loaded_ = false;
+};
+
 // The bytes of x stored in dtype t (little-endian), as the library reads them.
 std::string encode(const std::vector<double>& x, DType t) {
   return io::float_tensor(t, {static_cast<int64_t>(x.size())}, x, "candidate input").bytes;
 }
 
-// Every buffer a library gets is 64-byte aligned (hla_impl.h): what a
-// vectorized or GPU kernel may assume, and what UBSan checks of typed loads.
+// Every buffer a library gets is 64-byte aligned (hla_impl.h).
 constexpr size_t kAlign = 64;
 size_t align_up(size_t x) { return (x + kAlign - 1) / kAlign * kAlign; }
 
-// A 64-byte aligned copy of some bytes (never a null pointer, also when empty).
-class AlignedBytes {
+// Where each piece of a call goes in the arena (64-byte aligned regions).
+class Layout {
  public:
-  AlignedBytes(const void* data, size_t size)
-      : p_(static_cast<unsigned char*>(std::aligned_alloc(kAlign, align_up(std::max<size_t>(size, 1))))) {
-    if (!p_) throw std::bad_alloc();
-    if (size) std::memcpy(p_.get(), data, size);
+  size_t add(size_t bytes) {
+    const size_t at = end_;
+    end_ = align_up(end_ + std::max<size_t>(bytes, 1));
+    return at;
   }
-  template <class T> const T* as() const { return reinterpret_cast<const T*>(p_.get()); }
+  size_t size() const { return end_; }
 
  private:
-  struct Free {
-    void operator()(unsigned char* p) const { std::free(p); }
-  };
-  std::unique_ptr<unsigned char, Free> p_;
+  size_t end_ = 0;
 };
+
+// A pointer field of the request: offset + 1 into the arena (0 is NULL).
+template <class T> T* offset_ptr(size_t at) { return reinterpret_cast<T*>(static_cast<uintptr_t>(at) + 1); }
 
 class CabiAdapter final : public Adapter {
  public:
-  CabiAdapter(std::string path, double timeout_s) : path_(std::move(path)), timeout_(timeout_s) { query(); }
+  CabiAdapter(std::string path, double timeout_s, bool persistent)
+      : path_(std::move(path)), timeout_(timeout_s), persistent_(persistent), worker_(Server(path_, &arena_)) {
+    query();
+  }
   const Supports& supports() const override { return s_; }
 
   RunResult run(const BatchProblem& p, const check::Reference*, const std::vector<double>* state_in, bool want_state) override {
-    const std::vector<std::string> exact{hla::to_string(p.opt.gamma), hla::to_string(p.opt.eps), hla::to_string(p.opt.lambda),
-                                         hla::to_string(p.opt.scale)};
-    hla_problem hp{};
+    const std::string exact[4] = {hla::to_string(p.opt.gamma), hla::to_string(p.opt.eps), hla::to_string(p.opt.lambda),
+                                  hla::to_string(p.opt.scale)};
+    const auto qb = encode(p.q, p.dtype), kb = encode(p.k, p.dtype), vb = encode(p.v, p.dtype);
+    const size_t nout = static_cast<size_t>(p.batch * p.heads * p.n * p.dv), nden = static_cast<size_t>(p.batch * p.heads * p.n);
+    const size_t w = dtype_size(p.dtype);
+
+    Request rq{};
+    hla_problem& hp = rq.hp;
     hp.abi_version = abi_;
     hp.variant = static_cast<int32_t>(p.opt.variant);
     hp.masked = p.opt.masked;
@@ -121,75 +198,68 @@ class CabiAdapter final : public Adapter {
     hp.eps_mode = p.opt.eps_mode == EpsMode::add ? HLA_EPS_ADD : HLA_EPS_CLAMP;
     hp.gamma = to_double(p.opt.gamma), hp.eps = to_double(p.opt.eps), hp.lambda = to_double(p.opt.lambda),
     hp.scale = to_double(p.opt.scale);
-    hp.gamma_exact = exact[0].c_str(), hp.eps_exact = exact[1].c_str(), hp.lambda_exact = exact[2].c_str(),
-    hp.scale_exact = exact[3].c_str();
     hp.batch = p.batch, hp.heads = p.heads, hp.kv_heads = p.kv_heads, hp.n = p.n, hp.d = p.d, hp.dv = p.dv;
     hp.dtype = static_cast<int32_t>(p.dtype);
-    const auto qb = encode(p.q, p.dtype), kb = encode(p.k, p.dtype), vb = encode(p.v, p.dtype);
-    const AlignedBytes q(qb.data(), qb.size()), k(kb.data(), kb.size()), v(vb.data(), vb.size()),
-        offsets(p.offsets.data(), p.offsets.size() * sizeof(int64_t)),
-        state(state_in ? state_in->data() : nullptr, state_in ? state_in->size() * sizeof(double) : 0);
-    hp.q = q.as<void>(), hp.k = k.as<void>(), hp.v = v.as<void>();
-    hp.offsets = p.offsets.empty() ? nullptr : offsets.as<int64_t>();
     hp.num_offsets = static_cast<int64_t>(p.offsets.size());
-    hp.state_in = state_in ? state.as<double>() : nullptr;
 
+    // Inputs first; every buffer 64-byte aligned (hla_impl.h): what a
+    // vectorized or GPU kernel may assume, and what UBSan checks of typed loads.
+    Layout l;
+    size_t at_exact[4];
+    for (int i = 0; i < 4; ++i) at_exact[i] = l.add(exact[i].size() + 1);
+    const size_t at_q = l.add(qb.size()), at_k = l.add(kb.size()), at_v = l.add(vb.size()),
+                 at_offsets = l.add(p.offsets.size() * sizeof(int64_t)),
+                 at_state_in = l.add(state_in ? state_in->size() * sizeof(double) : 0);
+    rq.op = Op::state_size;
     RunResult r;
     size_t state_doubles = 0;
     if (want_state) {
-      SharedMemory shm(sizeof(int64_t) + kMsg);
-      const auto o = run_in_child([&] {
-        Entry e;
-        if (!load(path_, e, reinterpret_cast<char*>(shm.data()) + sizeof(int64_t))) return 2;
-        if (!e.state_size) return 3;
-        const int64_t s = e.state_size(&hp);
-        std::memcpy(shm.data(), &s, sizeof s);
-        return 0;
-      }, timeout_);
-      if (o.kind != ChildOutcome::Kind::exited || o.code != 0)
+      fill_inputs(rq, l.size(), at_exact, exact, at_q, qb, at_k, kb, at_v, vb, at_offsets, p, at_state_in, state_in);
+      Reply rep;
+      const ChildOutcome o = call(rq, rep);
+      if (o.kind != ChildOutcome::Kind::exited || o.code != 0 || rep.code != kOk)
         return fail(o.kind == ChildOutcome::Kind::timed_out ? RunResult::Status::timeout : RunResult::Status::crash,
-                    "hla_impl_state_size " + o.describe());
-      int64_t s;
-      std::memcpy(&s, shm.data(), sizeof s);
-      if (s < 0) return fail(RunResult::Status::bad_output, "hla_impl_state_size returned " + std::to_string(s));
-      state_doubles = static_cast<size_t>(s) * static_cast<size_t>(p.batch * p.heads) * p.sequences().size();
+                    "hla_impl_state_size " + (o.kind == ChildOutcome::Kind::exited && o.code == 0 ? reply_failure(rep) : o.describe()));
+      if (rep.value < 0) return fail(RunResult::Status::bad_output, "hla_impl_state_size returned " + std::to_string(rep.value));
+      state_doubles = static_cast<size_t>(rep.value) * static_cast<size_t>(p.batch * p.heads) * p.sequences().size();
     }
-    const size_t nout = static_cast<size_t>(p.batch * p.heads * p.n * p.dv), nden = static_cast<size_t>(p.batch * p.heads * p.n);
-    const size_t w = dtype_size(p.dtype);
-    // Shared memory is page aligned; each region starts on a 64-byte boundary.
-    const size_t at_out = align_up(kMsg), at_den = align_up(at_out + nout * w), at_state = align_up(at_den + nden * sizeof(double));
-    SharedMemory shm(at_state + state_doubles * sizeof(double) + kAlign);
+    const size_t at_out = l.add(nout * w), at_den = l.add(nden * sizeof(double)), at_state_out = l.add(state_doubles * sizeof(double));
+    unsigned char* base = fill_inputs(rq, l.size(), at_exact, exact, at_q, qb, at_k, kb, at_v, vb, at_offsets, p, at_state_in, state_in);
     // Sentinels: NaN everywhere the candidate must write, so "not written" shows.
-    std::vector<double> nan_out(nout, std::nan("")), nan_den(nden, std::nan(""));
-    const auto nan_bits = encode(nan_out, p.dtype);
-    if (!nan_bits.empty()) std::memcpy(shm.data() + at_out, nan_bits.data(), nan_bits.size());
-    if (nden) std::memcpy(shm.data() + at_den, nan_den.data(), nden * sizeof(double));
-    hp.out = shm.data() + at_out;
-    hp.den = s_.has(HLA_FEAT_DEN) ? reinterpret_cast<double*>(shm.data() + at_den) : nullptr;
-    hp.state_out = want_state ? reinterpret_cast<double*>(shm.data() + at_state) : nullptr;
-    char* msg = reinterpret_cast<char*>(shm.data());
-    const auto o = run_in_child([&] {
-      Entry e;
-      if (!load(path_, e, msg)) return 2;
-      const int rc = e.run(&hp, msg, kMsg);
-      msg[kMsg - 1] = 0;
-      return rc == 0 ? 0 : 1;
-    }, timeout_);
+    const auto nan_bits = encode(std::vector<double>(nout, std::nan("")), p.dtype);
+    if (!nan_bits.empty()) std::memcpy(base + at_out, nan_bits.data(), nan_bits.size());
+    const double nan = std::nan("");
+    for (size_t i = 0; i < nden; ++i) std::memcpy(base + at_den + i * sizeof(double), &nan, sizeof nan);
+    rq.op = Op::run;
+    hp.out = offset_ptr<void>(at_out);
+    hp.den = s_.has(HLA_FEAT_DEN) ? offset_ptr<double>(at_den) : nullptr;
+    hp.state_out = want_state ? offset_ptr<double>(at_state_out) : nullptr;
+    Reply rep;
+    const ChildOutcome o = call(rq, rep);
     if (o.kind == ChildOutcome::Kind::timed_out)
       return fail(RunResult::Status::timeout, "no result within " + std::to_string(timeout_) + " s");
     if (o.kind == ChildOutcome::Kind::signaled) return fail(RunResult::Status::crash, o.describe());
-    if (o.code != 0) return fail(RunResult::Status::error, "hla_impl_run failed (" + o.describe() + "): " + std::string(msg));
+    if (o.code != 0) return fail(RunResult::Status::crash, "the library's process " + o.describe());
+    if (rep.code != kOk) {
+      worker_.stop();  // an error may leave the library's state (a CUDA context) broken: a fresh process next time
+      return fail(RunResult::Status::error, "hla_impl_run failed: " + reply_failure(rep));
+    }
+    base = arena_.data();
     r.out.out_dtype = p.dtype;
     r.out.out.resize(nout);
     for (size_t i = 0; i < nout; ++i) {
       uint64_t bits = 0;
-      std::memcpy(&bits, shm.data() + at_out + i * w, w);
+      std::memcpy(&bits, base + at_out + i * w, w);
       r.out.out[i] = io::decode_float(p.dtype, bits);
     }
-    if (hp.den) r.out.den.assign(reinterpret_cast<double*>(shm.data() + at_den), reinterpret_cast<double*>(shm.data() + at_den) + nden);
-    if (want_state)
-      r.state_out.assign(reinterpret_cast<double*>(shm.data() + at_state),
-                         reinterpret_cast<double*>(shm.data() + at_state) + state_doubles);
+    if (hp.den) {
+      r.out.den.resize(nden);
+      std::memcpy(r.out.den.data(), base + at_den, nden * sizeof(double));
+    }
+    if (want_state) {
+      r.state_out.resize(state_doubles);
+      std::memcpy(r.state_out.data(), base + at_state_out, state_doubles * sizeof(double));
+    }
     return r;
   }
 
@@ -200,29 +270,59 @@ class CabiAdapter final : public Adapter {
     r.message = std::move(m);
     return r;
   }
+  static std::string reply_failure(const Reply& r) {
+    switch (r.code) {
+      case kRunFailed: return r.msg;
+      case kLoadFailed: return r.msg;
+      case kNoInfo: return "hla_impl_info_get returned NULL";
+      case kNoStateSize: return "the library declares state but does not export hla_impl_state_size";
+      case kNoArena: return "the worker cannot map the shared memory";
+    }
+    return "code " + std::to_string(r.code);
+  }
+
+  // Sizes the arena to `bytes`, copies the inputs there and points the request's fields at them.
+  unsigned char* fill_inputs(Request& rq, size_t bytes, const size_t* at_exact, const std::string* exact, size_t at_q,
+                             const std::string& qb, size_t at_k, const std::string& kb, size_t at_v, const std::string& vb,
+                             size_t at_offsets, const BatchProblem& p, size_t at_state_in, const std::vector<double>* state_in) {
+    unsigned char* base = arena_.resize(bytes);
+    rq.arena_bytes = bytes;
+    for (int i = 0; i < 4; ++i) std::memcpy(base + at_exact[i], exact[i].c_str(), exact[i].size() + 1);
+    std::memcpy(base + at_q, qb.data(), qb.size());
+    std::memcpy(base + at_k, kb.data(), kb.size());
+    std::memcpy(base + at_v, vb.data(), vb.size());
+    if (!p.offsets.empty()) std::memcpy(base + at_offsets, p.offsets.data(), p.offsets.size() * sizeof(int64_t));
+    if (state_in && !state_in->empty()) std::memcpy(base + at_state_in, state_in->data(), state_in->size() * sizeof(double));
+    hla_problem& hp = rq.hp;
+    hp.gamma_exact = offset_ptr<const char>(at_exact[0]), hp.eps_exact = offset_ptr<const char>(at_exact[1]),
+    hp.lambda_exact = offset_ptr<const char>(at_exact[2]), hp.scale_exact = offset_ptr<const char>(at_exact[3]);
+    hp.q = offset_ptr<const void>(at_q), hp.k = offset_ptr<const void>(at_k), hp.v = offset_ptr<const void>(at_v);
+    hp.offsets = p.offsets.empty() ? nullptr : offset_ptr<const int64_t>(at_offsets);
+    hp.state_in = state_in ? offset_ptr<const double>(at_state_in) : nullptr;
+    return base;
+  }
+
+  // One request to the worker; in fork mode the worker ends with it.
+  ChildOutcome call(const Request& rq, Reply& rep) {
+    std::string reply;
+    ChildOutcome o = worker_.call(std::string(reinterpret_cast<const char*>(&rq), sizeof rq), reply, timeout_);
+    if (!persistent_) worker_.stop();
+    if (o.kind == ChildOutcome::Kind::exited && o.code == 0) {
+      if (reply.size() != sizeof rep) return {ChildOutcome::Kind::exited, 125};
+      std::memcpy(&rep, reply.data(), sizeof rep);
+    }
+    return o;
+  }
 
   void query() {
-    SharedMemory shm(sizeof(InfoCopy) + kMsg);
-    auto* info = reinterpret_cast<InfoCopy*>(shm.data());
-    char* msg = reinterpret_cast<char*>(shm.data() + sizeof(InfoCopy));
-    const auto o = run_in_child([&] {
-      Entry e;
-      if (!load(path_, e, msg)) return 2;
-      const hla_impl_info* i = e.info();
-      if (!i) return 3;
-      info->abi_version = i->abi_version, info->variants = i->variants, info->dtypes = i->dtypes,
-      info->features = i->features, info->max_n = i->max_n, info->max_d = i->max_d, info->max_dv = i->max_dv;
-      std::snprintf(info->name, sizeof info->name, "%s", i->name ? i->name : "");
-      std::snprintf(info->precision, sizeof info->precision, "%s", i->precision ? i->precision : "f32");
-      // form_class and precision_by_dtype exist from ABI 1.1 on.
-      const bool has_1_1 = abi_supported(i->abi_version) && abi_minor(i->abi_version) >= 1;
-      info->form_class = has_1_1 ? i->form_class : HLA_CLASS_MASKED;
-      std::snprintf(info->precision_by_dtype, sizeof info->precision_by_dtype, "%s",
-                    has_1_1 && i->precision_by_dtype ? i->precision_by_dtype : "");
-      return 0;
-    }, timeout_);
-    if (o.kind != ChildOutcome::Kind::exited || o.code != 0)
-      throw InputError("cannot load candidate library " + path_ + ": " + (o.code == 2 ? std::string(msg) : o.describe()));
+    Request rq{};
+    rq.op = Op::info;
+    Reply rep;
+    const ChildOutcome o = call(rq, rep);
+    if (o.kind != ChildOutcome::Kind::exited || o.code != 0 || rep.code != kOk)
+      throw InputError("cannot load candidate library " + path_ + ": " +
+                       (o.kind == ChildOutcome::Kind::exited && o.code == 0 ? reply_failure(rep) : o.describe()));
+    const InfoCopy* info = &rep.info;
     if (!abi_supported(info->abi_version))
       throw InputError(path_ + " implements hla_impl ABI version " + abi_string(info->abi_version) + " (abi_version " +
                        std::to_string(info->abi_version) + "), expected 1.0 to " + abi_string(HLA_IMPL_ABI_VERSION));
@@ -246,14 +346,17 @@ class CabiAdapter final : public Adapter {
 
   std::string path_;
   double timeout_;
+  bool persistent_;
+  Arena arena_;
+  Worker worker_;
   int32_t abi_ = HLA_IMPL_ABI_VERSION;
   Supports s_;
 };
 
 }  // namespace
 
-std::unique_ptr<Adapter> make_cabi_adapter(const std::string& path, double timeout_s) {
-  return std::make_unique<CabiAdapter>(path, timeout_s);
+std::unique_ptr<Adapter> make_cabi_adapter(const std::string& path, double timeout_s, bool persistent) {
+  return std::make_unique<CabiAdapter>(path, timeout_s, persistent);
 }
 
 }  // namespace hla::fuzz

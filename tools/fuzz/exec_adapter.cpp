@@ -1,5 +1,7 @@
 // The exec adapter: writes the problem as a fixture file, runs the user's
-// command with {in} and {out} replaced, reads the candidate file it wrote.
+// command with {in} and {out} replaced, reads the candidate file it wrote. In
+// server mode the command starts once and gets one request line per case:
+// "run<TAB>{in}<TAB>{out}", answered by "ok" or "error <message>".
 #include "adapter.hpp"
 #include "hla_impl.h"
 #include "process.hpp"
@@ -16,6 +18,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 #include <sstream>
 
 namespace hla::fuzz {
@@ -45,10 +48,11 @@ std::string tail_of(const fs::path& file, size_t max_chars = 600) {
 
 class ExecAdapter final : public Adapter {
  public:
-  ExecAdapter(std::string command, Supports s, double timeout_s)
+  ExecAdapter(std::string command, Supports s, double timeout_s, bool server)
       : cmd_(std::move(command)), s_(std::move(s)), timeout_(timeout_s) {
-    if (cmd_.find("{in}") == std::string::npos || cmd_.find("{out}") == std::string::npos)
+    if (!server && (cmd_.find("{in}") == std::string::npos || cmd_.find("{out}") == std::string::npos))
       throw InputError("--exec command must contain {in} and {out}, got: " + io::printable(cmd_));
+    if (cmd_.empty()) throw InputError("--exec-server needs a command");
     s_.features &= ~HLA_FEAT_STATE;  // files carry no state
     // Its own temporary folder, removed afterwards: the command's files never
     // mix with findings, and a findings folder that fails cannot stop a run.
@@ -56,8 +60,12 @@ class ExecAdapter final : public Adapter {
     std::string templ = (fs::temp_directory_path(ec) / "hla-exec-XXXXXX").string();
     if (ec || !::mkdtemp(templ.data())) throw InputError("cannot create a temporary folder for the exec candidate: " + std::string(std::strerror(errno)));
     dir_ = templ;
+    if (dir_.string().find_first_of("\t\n") != std::string::npos)
+      throw InputError("the temporary folder " + io::printable(dir_.string()) + " holds a tab or a newline (TMPDIR)");
+    if (server) server_.emplace(cmd_, (dir_ / "server.log").string());
   }
   ~ExecAdapter() override {
+    if (server_) server_->stop();  // before its folder goes
     std::error_code ec;
     fs::remove_all(dir_, ec);
   }
@@ -68,23 +76,41 @@ class ExecAdapter final : public Adapter {
     const io::Fixture f = check::make_fixture(p, ref ? *ref : check::compute_reference(p), {"fuzz", "case", 0, false});
     io::write_fixture(in, f);
     fs::remove(out);
-    const std::string cmd = replace_all(replace_all(cmd_, "{in}", shell_quote(in.string())), "{out}", shell_quote(out.string()));
-    const auto o = run_in_child([&] {
-      const int fd = open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-      if (fd >= 0) dup2(fd, 1), dup2(fd, 2);
-      execl("/bin/sh", "sh", "-c", cmd.c_str(), static_cast<char*>(nullptr));
-      return 127;
-    }, timeout_);
     RunResult r;
     auto fail = [&](RunResult::Status s, const std::string& m) {
       r.status = s;
       r.message = m;
-      const std::string t = tail_of(log);
+      const std::string t = tail_of(server_ ? dir_ / "server.log" : log);
       if (!t.empty()) r.message += "; its output ends: " + t;
       return r;
     };
+    ChildOutcome o;
+    if (server_) {
+      std::string answer;
+      if (server_->call("run\t" + in.string() + "\t" + out.string(), answer, timeout_, o)) {
+        if (answer.rfind("error", 0) == 0) {
+          server_->stop();  // a fresh process for the next case, as after a crash
+          return fail(RunResult::Status::error, "server answered: " + io::printable(answer.substr(0, 300)));
+        }
+        if (answer != "ok") {
+          server_->stop();
+          return fail(RunResult::Status::bad_output, "server answered '" + io::printable(answer.substr(0, 100)) +
+                                                         "', expected 'ok' or 'error <message>'");
+        }
+      } else if (o.kind == ChildOutcome::Kind::exited) {
+        return fail(RunResult::Status::crash, "server ended without answering (" + o.describe() + ")");
+      }
+    } else {
+      const std::string cmd = replace_all(replace_all(cmd_, "{in}", shell_quote(in.string())), "{out}", shell_quote(out.string()));
+      o = run_in_child([&] {
+        const int fd = open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+        if (fd >= 0) dup2(fd, 1), dup2(fd, 2);
+        execl("/bin/sh", "sh", "-c", cmd.c_str(), static_cast<char*>(nullptr));
+        return 127;
+      }, timeout_);
+    }
     if (o.kind == ChildOutcome::Kind::timed_out) return fail(RunResult::Status::timeout, "no result within " + std::to_string(timeout_) + " s");
-    if (o.kind == ChildOutcome::Kind::signaled) return fail(RunResult::Status::crash, "command " + o.describe());
+    if (o.kind == ChildOutcome::Kind::signaled) return fail(RunResult::Status::crash, (server_ ? "server " : "command ") + o.describe());
     if (o.code != 0) return fail(RunResult::Status::error, "command " + o.describe());
     if (!fs::exists(out)) return fail(RunResult::Status::bad_output, "command succeeded but wrote no " + out.string());
     try {
@@ -100,12 +126,13 @@ class ExecAdapter final : public Adapter {
   Supports s_;
   fs::path dir_;
   double timeout_;
+  std::optional<LineServer> server_;
 };
 
 }  // namespace
 
-std::unique_ptr<Adapter> make_exec_adapter(const std::string& command, const Supports& supports, double timeout_s) {
-  return std::make_unique<ExecAdapter>(command, supports, timeout_s);
+std::unique_ptr<Adapter> make_exec_adapter(const std::string& command, const Supports& supports, double timeout_s, bool server) {
+  return std::make_unique<ExecAdapter>(command, supports, timeout_s, server);
 }
 
 }  // namespace hla::fuzz

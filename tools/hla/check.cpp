@@ -2,6 +2,7 @@
 // fixture. Exit 0 pass, 1 fail, 2 usage or input error (also a fixture whose
 // reference does not belong to its inputs), 4 inconclusive (too little scored).
 #include "commands.hpp"
+#include "progress.hpp"
 
 #include "hla/check/fixture.hpp"
 #include "hla/io/candidate.hpp"
@@ -14,12 +15,14 @@ namespace {
 
 struct CheckArgs {
   std::string fixture, candidate, precision, form_class = "masked";
-  bool json = false, verify_inputs = false;
+  bool json = false, verify_inputs = false, quiet = false, progress = false;
   size_t worst = 10;
   double budget = 600;
 };
 
 int run_check(const CheckArgs& a) {
+  Progress bar("hla check: reading", progress_wanted(a.quiet, a.progress));
+  bar.update(0, 1);
   const io::Fixture f = io::read_fixture(a.fixture);
   for (const auto& w : f.warnings) std::cerr << "hla: warning: " << io::printable(w, 400) << "\n";
   if (a.verify_inputs) check::verify_inputs(f, a.budget);
@@ -28,7 +31,12 @@ int run_check(const CheckArgs& a) {
   opt.precision = check::parse_precision_map(a.precision).of(f.problem.dtype);
   opt.form_class = check::parse_form_class(a.form_class);
   opt.worst = a.worst;
+  opt.progress = [&bar](const char* stage, double done, double total) {
+    bar.set_label(std::string("hla check: ") + stage);
+    bar.update(done, total);
+  };
   const check::Report r = check::check_fixture(f, c, opt);
+  bar.finish();
   if (a.json) {
     nlohmann::json j = r.json();
     j["fixture"] = a.fixture;
@@ -65,6 +73,8 @@ void add_check(CLI::App& app, Action& action) {
               "recompute the reference from the fixture's inputs and demand the stored one (slow: binary128 or exact)");
   c->add_option("--budget", a->budget, "seconds --verify-inputs may spend (default 600)")->check(seconds_in(0, 1e7, true));
   c->add_option("--worst", a->worst, "how many worst elements to list")->check(integer_in(0, 1000000));
+  c->add_flag("--quiet", a->quiet, "no progress bar");
+  c->add_flag("--progress", a->progress, "draw the progress bar even when stderr is not a terminal");
   c->callback([a, &action] { action = [a] { return run_check(*a); }; });
 }
 

@@ -24,6 +24,7 @@ void add_check(CLI::App& app, Action& action);
 void add_eval(CLI::App& app, Action& action);
 void add_fuzz(CLI::App& app, Action& action);
 void add_select(CLI::App& app, Action& action);
+void add_ref(CLI::App& app, Action& action);
 
 // --- option values (CLI11 validators: a failure is "--OPTION: message", exit 2) ---
 

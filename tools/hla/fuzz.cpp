@@ -1,4 +1,4 @@
-// `hla fuzz (--lib LIB.so | --exec 'CMD {in} {out}') …`: finds the inputs on
+// `hla fuzz (--lib LIB.so | --exec 'CMD {in} {out}' | --exec-server CMD) …`: finds the inputs on
 // which a kernel is wrong and writes each, shrunk, as a fixture.
 // Exit 0 no findings, 1 findings, 2 usage or input error.
 #include "commands.hpp"
@@ -18,9 +18,10 @@ namespace hla::cli {
 namespace {
 
 struct FuzzArgs {
-  std::string lib, exec, variants = variant_csv(false), dtypes = "f32", features, precision = "f32", form_class = "masked", shard = "0/1", replay;
+  std::string lib, exec, exec_server, variants = variant_csv(false), dtypes = "f32", features, precision = "f32", form_class = "masked", shard = "0/1", replay;
   Index max_n = 4096;
   double timeout = 10, budget = 600;
+  std::string worker = "persistent";
   fuzz::CampaignOptions campaign;
   bool json = false;
   std::vector<std::string> exec_only_given;  // options that describe an exec candidate, given on the command line
@@ -40,16 +41,17 @@ void parse_shard(const std::string& s, fuzz::CampaignOptions& c) {
 }
 
 std::unique_ptr<fuzz::Adapter> make_adapter(const FuzzArgs& a) {
-  if (a.lib.empty() == a.exec.empty()) throw InputError("give exactly one of --lib LIB.so and --exec 'CMD {in} {out}'");
+  if (!a.lib.empty() + !a.exec.empty() + !a.exec_server.empty() != 1)
+    throw InputError("give exactly one of --lib LIB.so, --exec 'CMD {in} {out}' and --exec-server 'CMD'");
   if (!a.lib.empty()) {
     if (!a.exec_only_given.empty())
       throw InputError(a.exec_only_given.front() + " describes an --exec candidate; a --lib declares its support in hla_impl_info");
     if (!std::filesystem::exists(a.lib)) throw InputError("--lib " + io::printable(a.lib) + ": no such file");
     if (std::filesystem::is_directory(a.lib)) throw InputError("--lib " + io::printable(a.lib) + " is a directory");
-    return fuzz::make_cabi_adapter(std::filesystem::absolute(a.lib).string(), a.timeout);
+    return fuzz::make_cabi_adapter(std::filesystem::absolute(a.lib).string(), a.timeout, a.worker == "persistent");
   }
   fuzz::Supports s;
-  s.name = a.exec;
+  s.name = a.exec.empty() ? a.exec_server : a.exec;
   for (const auto& v : fuzz::split_list(a.variants)) s.variants.push_back(parse_variant(v));
   for (const auto& t : fuzz::split_list(a.dtypes)) s.dtypes.push_back(parse_dtype(t));
   if (s.variants.empty() || s.dtypes.empty()) throw InputError("--variants and --dtypes must name at least one each");
@@ -58,7 +60,7 @@ std::unique_ptr<fuzz::Adapter> make_adapter(const FuzzArgs& a) {
   if (s.precision.empty()) throw InputError("--precision must name a precision (e.g. f32, or bf16=f32,f32=f32)");
   s.max_n = a.max_n;
   s.form_class = check::parse_form_class(a.form_class);
-  return fuzz::make_exec_adapter(a.exec, s, a.timeout);
+  return fuzz::make_exec_adapter(s.name, s, a.timeout, !a.exec_server.empty());
 }
 
 int run_fuzz(FuzzArgs a) {
@@ -115,6 +117,10 @@ void add_fuzz(CLI::App& app, Action& action) {
   CLI::App* c = app.add_subcommand("fuzz", "fuzz a candidate implementation (exit 0 no findings, 1 findings, 2 input error)");
   c->add_option("--lib", a->lib, "shared library implementing include/hla_impl.h (run in a child process)")->check(non_empty);
   c->add_option("--exec", a->exec, "command reading the fixture {in} and writing the candidate file {out}")->check(non_empty);
+  c->add_option("--exec-server", a->exec_server,
+                "command started once that answers each line 'run<TAB>IN<TAB>OUT' on stdin with 'ok' or 'error <message>' "
+                "on stdout (README: exec server protocol)")
+      ->check(non_empty);
   exec_only.push_back(c->add_option("--variants", a->variants, "exec: variants it supports (comma list)")->check(comma_list));
   exec_only.push_back(c->add_option("--dtypes", a->dtypes, "exec: input dtypes it supports (f64,f32,bf16,f16)")->check(comma_list));
   exec_only.push_back(c->add_option("--features", a->features, "exec: unmasked,normalize,clamp,decay,ridge,scale,gqa,varlen,den, all or none (default none)")
@@ -132,6 +138,10 @@ void add_fuzz(CLI::App& app, Action& action) {
   c->add_option("--stop-after", a->campaign.stop_after, "stop after this many findings (0: never)")->check(integer_in(0, 1000000000));
   c->add_option("--findings", a->campaign.findings_dir, "directory for the shrunk failing cases")->check(non_empty);
   c->add_option("--timeout", a->timeout, "seconds per candidate call")->check(seconds_in(0, 1e6, true));
+  c->add_option("--worker", a->worker,
+                "--lib: persistent (default: one process keeps the library loaded, restarted after a crash, a hang or an "
+                "error) or fork (a fresh process per call)")
+      ->check(CLI::IsMember({"persistent", "fork"}));
   c->add_option("--budget", a->budget, "--replay: seconds the reference may take (default 600)")->check(seconds_in(0, 1e7, true));
   c->add_option("--shrink-attempts", a->campaign.shrink_attempts, "shrinking budget per finding")->check(integer_in(0, 1000000000));
   c->add_option("--replay", a->replay, "run the candidate on one fixture (e.g. a finding) and report")->check(non_empty);

@@ -1,6 +1,9 @@
 // `hla gen [--suite NAME] [--seed S] --out DIR`: writes one fixture file per
 // case of the suite and DIR/MANIFEST.json. Deterministic: the same suite,
 // seed and generator version give byte-identical files.
+// `hla gen --case SPEC --out FILE`: one fixture of a described case (SPEC:
+// key=value pairs, e.g. variant=hla2,gamma=99/100,normalize=add,dtype=bf16,
+// dist=gaussian,B=2,H=8,Hkv=8,n=4096,d=128,dv=128,seed=1), written atomically.
 //
 // DIR must end up holding one run's fixtures and a manifest that describes
 // them, so: a lock keeps a second `hla gen` out while one writes; fixtures of
@@ -8,6 +11,8 @@
 // and seed into it is how the golden set is regenerated, and is fine); a
 // killed run's temporary files are removed (atomic_file.hpp).
 #include "commands.hpp"
+#include "problem_options.hpp"
+#include "progress.hpp"
 
 #include "hla/check/fixture.hpp"
 #include "hla/io/atomic_file.hpp"
@@ -40,13 +45,99 @@ struct GenArgs {
   uint64_t seed = 1;
   std::string out;
   std::string filter;
+  std::string one_case;
   bool list = false;
   bool quiet = false;
+  bool progress = false;
 };
 
-void write_case_fixture(const fs::path& file, const gen::Case& c, const std::string& suite) {
-  const check::Reference ref = check::compute_reference(c.problem);
+check::Reference reference_with_progress(const BatchProblem& p, Progress* bar) {
+  check::ReferenceOptions ro;
+  if (bar) ro.progress = [bar](double done, double total) { bar->update(done, total); };
+  return check::compute_reference(p, ro);
+}
+
+void write_case_fixture(const fs::path& file, const gen::Case& c, const std::string& suite, Progress* bar = nullptr) {
+  const check::Reference ref = reference_with_progress(c.problem, bar);
   io::write_fixture(file, check::make_fixture(c.problem, ref, {suite, c.name, c.seed, c.exact_tier}));
+}
+
+// A described case: key=value pairs separated by commas (README "hla gen --case").
+gen::Case parse_case(const std::string& spec) {
+  ProblemOptionArgs opt;
+  std::string dtype = "f32", dist = "gaussian";
+  Index B = 1, H = 1, Hkv = 0, n = 64, d = 64, dv = 0;
+  uint64_t seed = 1;
+  auto integer = [](const std::string& key, const std::string& v, uint64_t hi) {
+    if (v.empty() || v.size() > 20 || v.find_first_not_of("0123456789") != std::string::npos)
+      throw InputError("--case: " + key + "=" + printable(v) + " is not a whole number");
+    const unsigned long long x = std::stoull(v);
+    if (x > hi) throw InputError("--case: " + key + "=" + printable(v) + " is above " + std::to_string(hi));
+    return static_cast<uint64_t>(x);
+  };
+  size_t at = 0;
+  while (at <= spec.size()) {
+    const size_t end = std::min(spec.find(',', at), spec.size());
+    const std::string item = spec.substr(at, end - at);
+    at = end + 1;
+    const size_t eq = item.find('=');
+    if (item.empty() || eq == std::string::npos || eq == 0)
+      throw InputError("--case: '" + printable(item) + "' is not key=value (keys: variant, masked, unmasked, gamma, normalize, eps, "
+                       "lambda, scale, dtype, dist, B, H, Hkv, n, d, dv, seed)");
+    const std::string key = item.substr(0, eq), val = item.substr(eq + 1);
+    const Index dim_max = Index{1} << 31;
+    if (opt.set(key, val)) continue;
+    if (key == "dtype") dtype = val;
+    else if (key == "dist") dist = val;
+    else if (key == "B") B = static_cast<Index>(integer(key, val, dim_max));
+    else if (key == "H") H = static_cast<Index>(integer(key, val, dim_max));
+    else if (key == "Hkv") Hkv = static_cast<Index>(integer(key, val, dim_max));
+    else if (key == "n") n = static_cast<Index>(integer(key, val, dim_max));
+    else if (key == "d") d = static_cast<Index>(integer(key, val, dim_max));
+    else if (key == "dv") dv = static_cast<Index>(integer(key, val, dim_max));
+    else if (key == "seed") seed = integer(key, val, kAnyU64);
+    else
+      throw InputError("--case: unknown key '" + printable(key) + "' (keys: variant, masked, unmasked, gamma, normalize, eps, lambda, "
+                       "scale, dtype, dist, B, H, Hkv, n, d, dv, seed)");
+  }
+  gen::Case c;
+  BatchProblem& p = c.problem;
+  p.opt = opt.options();
+  p.dtype = parse_dtype(dtype);
+  c.dist = gen::parse_dist(dist);
+  p.batch = B, p.heads = H, p.kv_heads = Hkv ? Hkv : H, p.n = n, p.d = d, p.dv = dv ? dv : d;
+  // Sizes before any allocation (validate() checks them again with the buffers).
+  for (const auto& [name, x] : {std::pair{"B", B}, {"H", H}, {"Hkv", p.kv_heads}, {"n", n}, {"d", p.d}, {"dv", p.dv}})
+    if (x < 1 && !(std::string(name) == "n" && x == 0)) throw InputError("--case: " + std::string(name) + " must be at least 1");
+  const double elements = static_cast<double>(B) * static_cast<double>(H) * static_cast<double>(n) * static_cast<double>(std::max(p.d, p.dv));
+  if (elements > 0x1p28)
+    throw InputError("--case: B·H·n·max(d, dv) = " + std::to_string(static_cast<long long>(elements)) + " is above 2^28 elements per tensor");
+  p.resize_buffers();
+  p.validate();
+  c.seed = seed;
+  gen::Rng rng(seed);
+  gen::fill(p, c.dist, rng);
+  c.exact_tier = c.dist == gen::Dist::small_int && gen::qualifies_exact_tier(p);
+  std::string norm = p.opt.normalize ? to_string(p.opt.eps_mode) : "raw";
+  c.name = "case-" + to_string(p.opt.variant) + (p.opt.masked ? "" : "-unmasked") + "-g" + to_string(p.opt.gamma) + "-" + norm + "-" +
+           to_string(p.dtype) + "-" + gen::to_string(c.dist) + "-n" + std::to_string(n) + "-d" + std::to_string(p.d) + "-dv" +
+           std::to_string(p.dv) + "-B" + std::to_string(B) + "H" + std::to_string(H) + "K" + std::to_string(p.kv_heads) + "-seed" +
+           std::to_string(seed);
+  return c;
+}
+
+int run_case(const GenArgs& a) {
+  const auto t0 = std::chrono::steady_clock::now();
+  if (a.out.empty()) throw InputError("--out FILE is required with --case");
+  if (a.list || !a.filter.empty()) throw InputError("--case makes one fixture: --list and --filter apply to suites");
+  check_output_file("--out", a.out);
+  const gen::Case c = parse_case(a.one_case);
+  Progress bar("hla gen: reference", progress_wanted(a.quiet, a.progress));
+  write_case_fixture(a.out, c, "case", &bar);
+  bar.finish();
+  std::printf("hla gen: wrote %s (%s%s), %.2f MB, %.1f s\n", printable(a.out).c_str(), c.name.c_str(), c.exact_tier ? ", exact tier" : "",
+              static_cast<double>(fs::file_size(a.out)) / 1e6, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+  return 0;
 }
 
 // An exclusive, non-blocking flock on DIR/.hla-gen.lock, which holds the
@@ -135,6 +226,7 @@ void refuse_other_runs(const fs::path& dir, const std::string& shown, const std:
 }
 
 int run_gen(const GenArgs& a) {
+  if (!a.one_case.empty()) return run_case(a);
   const auto t0 = std::chrono::steady_clock::now();
   const std::vector<gen::Case> suite = gen::make_suite(a.suite, a.seed);
   std::vector<gen::Case> cases = suite;
@@ -159,15 +251,22 @@ int run_gen(const GenArgs& a) {
     std::fprintf(stderr, "hla gen: removed %zu temporary file(s) left by a killed run\n", n);
   refuse_other_runs(dir, shown, suite, a.suite, a.seed);
   size_t bytes = 0;
+  // Progress: the cases done, weighted by their work (tokens · d · (d + dv) · heads).
+  Progress bar("hla gen: " + std::to_string(cases.size()) + " fixtures", progress_wanted(a.quiet, a.progress));
+  auto work = [](const gen::Case& c) {
+    const BatchProblem& p = c.problem;
+    return 1e3 + static_cast<double>(p.batch * p.heads * p.n) * static_cast<double>(p.d * (p.d + p.dv));
+  };
+  double total = 0, done = 0;
+  for (const auto& c : cases) total += work(c);
   for (size_t i = 0; i < cases.size(); ++i) {
-    const auto c0 = std::chrono::steady_clock::now();
     const fs::path file = dir / (cases[i].name + ".safetensors");
+    bar.update(done, total);
     write_case_fixture(file, cases[i], a.suite);
     bytes += fs::file_size(file);
-    if (!a.quiet)
-      std::fprintf(stderr, "[%4zu/%zu] %-70s %7.2f s\n", i + 1, cases.size(), cases[i].name.c_str(),
-                   std::chrono::duration<double>(std::chrono::steady_clock::now() - c0).count());
+    done += work(cases[i]);
   }
+  bar.finish();
   const auto listed = io::write_manifest(dir);
   std::printf("hla gen: suite '%s' seed %llu: %zu fixtures, %.2f MB, MANIFEST.json lists %zu files, %.1f s\n",
               a.suite.c_str(), static_cast<unsigned long long>(a.seed), cases.size(), bytes / 1e6, listed.size(),
@@ -186,7 +285,12 @@ void add_gen(CLI::App& app, Action& action) {
   c->add_option("--filter", a->filter, "only cases whose name contains this text (it must match one; omit it for all)")
       ->check(non_empty);
   c->add_flag("--list", a->list, "list the suite's cases and exit");
-  c->add_flag("--quiet", a->quiet, "no per-case progress lines");
+  c->add_option("--case", a->one_case,
+                "one custom fixture instead of a suite: key=value,... with keys variant, masked, unmasked, gamma, normalize "
+                "(none|add|clamp), eps, lambda, scale, dtype, dist, B, H, Hkv, n, d, dv, seed; --out is then the file")
+      ->check(non_empty);
+  c->add_flag("--quiet", a->quiet, "no progress bar");
+  c->add_flag("--progress", a->progress, "draw the progress bar even when stderr is not a terminal");
   c->callback([a, &action] { action = [a] { return run_gen(*a); }; });
 }
 

@@ -148,12 +148,13 @@ int main(int argc, char** argv) {
   hla::cli::add_eval(app, action);
   hla::cli::add_fuzz(app, action);
   hla::cli::add_select(app, action);
+  hla::cli::add_ref(app, action);
   // CLI11 answers an unknown first word with "A subcommand is required": name it.
   const auto subcommands = app.get_subcommands([](CLI::App*) { return true; });
   if (argc > 1 && argv[1][0] != '-' &&
       std::none_of(subcommands.begin(), subcommands.end(), [&](const CLI::App* s) { return s->get_name() == argv[1]; })) {
     std::cerr << "hla: error: unknown subcommand '" << hla::io::printable(argv[1])
-              << "' (expected demo, gen, check, eval, fuzz or select; hla --help lists them)\n";
+              << "' (expected demo, gen, ref, check, eval, fuzz or select; hla --help lists them)\n";
     return 2;
   }
   try {

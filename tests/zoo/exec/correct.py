@@ -1,6 +1,7 @@
 """Zoo exec candidate `exec_correct`: a correct HLA implementation in float64 numpy.
 
     python correct.py IN OUT
+    python correct.py --serve        (hla fuzz --exec-server: one process, many cases)
 
 IN is a fixture file (safetensors: q [B,H,n,d], k [B,Hkv,n,d], v [B,Hkv,n,dv] in
 the problem dtype, optional offsets I64, options in __metadata__; reference
@@ -17,6 +18,7 @@ The buggy exec members import this module and switch one thing (`Bugs`).
 import sys
 from dataclasses import dataclass
 from fractions import Fraction
+from pathlib import Path
 
 import numpy as np
 import safetensors
@@ -149,13 +151,33 @@ def write(path, out, den):
     save_file({"out": np.ascontiguousarray(out), "den": np.ascontiguousarray(den)}, path)
 
 
+def run(in_path, out_path, bugs=Bugs()):
+    with np.errstate(all="ignore"):  # NaN/Inf inputs propagate as they should
+        out, den = compute(in_path, bugs)
+    write(out_path, out, den)
+
+
+def serve(bugs=Bugs(), before=None):
+    """hla fuzz --exec-server: the package's protocol helper (python/hla_oracle)."""
+    sys.path.insert(0, str(Path(__file__).resolve().parents[3] / "python"))
+    from hla_oracle.exec_server import serve as serve_requests
+
+    def handle(in_path, out_path):
+        if before:
+            before(in_path)
+        run(in_path, out_path, bugs)
+
+    serve_requests(handle)
+    return 0
+
+
 def main(argv, bugs=Bugs()):
+    if argv[1:] == ["--serve"]:
+        return serve(bugs)
     if len(argv) != 3:
         print(f"usage: {argv[0]} IN OUT", file=sys.stderr)
         return 2
-    with np.errstate(all="ignore"):  # NaN/Inf inputs propagate as they should
-        out, den = compute(argv[1], bugs)
-    write(argv[2], out, den)
+    run(argv[1], argv[2], bugs)
     return 0
 
 

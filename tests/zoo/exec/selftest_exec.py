@@ -107,7 +107,7 @@ def main():
         check("not supported" in str(e), f"state_difference.py refuses {fixtures[0].name}")
 
     members = {m["name"]: m for m in json.loads((root / "tests/zoo/zoo.json").read_text())["members"]
-               if m["adapter"] == "exec"}
+               if m["adapter"] in ("exec", "exec_server")}
     fx = root / "fixtures"
     ridge = fx / "hla2-ridge-raw-f32-gaussian-n37-d8-B1H2K1.safetensors"  # λ = 1/4, γ = 7/8
     plain = fx / "hla2-raw-f32-gaussian-n37-d8-B1H2K1.safetensors"        # λ = 0
@@ -119,7 +119,8 @@ def main():
         m = members[member]
         out_path = work / f"{member}-{fixture.stem}.safetensors"
         out_path.unlink(missing_ok=True)
-        p = run(root, m["target"], m["runner"], fixture, out_path, args=m.get("args", []))
+        # A server member runs here as a plain IN OUT command (its args start the server).
+        p = run(root, m["target"], m["runner"], fixture, out_path, args=m.get("args", []) if m["adapter"] == "exec" else [])
         return p, out_path
 
     def ratio(member, fixture, rel=REL, unmasked=False, dtype="F64"):

@@ -8,6 +8,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
@@ -30,6 +31,8 @@ struct CheckOptions {
   // When set and the check fails: writes <stem>.safetensors (the case as a
   // fixture) and <stem>.candidate.safetensors, for `hla check` to reproduce.
   std::string dump_on_failure;
+  // Called with the stage ("verifying", "baseline") and its progress, for progress bars.
+  std::function<void(const char* stage, double done, double total)> progress = {};
 };
 
 // Rule 3 (README "The pass rule", measured there): the worst score may be at
@@ -39,7 +42,7 @@ struct CheckOptions {
 // 3.4× at N ≥ 64 scored elements in unshrunk cases, 6.4× below, and, once
 // the shrinker searched for the worst, 7.8× at N = 177 and 5.0× at N = 2190
 // (ahla on repeated tokens, where rounding errors add up coherently); so the
-// limit is 4 from N = 7140 on and grows as N^(-1/4) below (13 at N = 64).
+// limit is 4 from N = 7141 on and grows as N^(-1/4) below (13 at N = 64).
 // The floor is per element, kFloorRoundings roundings of the element's own
 // value (|result| / magnitude in score units): a kernel may differ from every
 // order of ours by a few roundings of the result (one dot product summed in
@@ -130,6 +133,18 @@ struct BaselineForm {
   std::string name() const;  // "chunked_matmul/16"
 };
 std::vector<BaselineForm> baseline_forms(const BatchProblem& p, FormClass c = FormClass::masked);
+
+// The same orders at scale: the streaming recurrence and the chunked matmul
+// form evaluated by the fast engine's vectorized kernels (hla/fast/), every
+// operation rounded to the precision as ours() rounds it, heads in parallel.
+// Applies to the variants with a chunked form and finite inputs; check() uses
+// it instead of ours() for those forms when a problem is large
+// (fast_baseline_wanted), where ours() would take minutes.
+bool fast_baseline_applies(const BatchProblem& p, const BaselineForm& f);
+CandidateOutputs fast_ours(const BatchProblem& p, Precision prec, const BaselineForm& f, DType out = DType::f64);
+// Σ over heads × sequences of n·d·(d + dv) above 2^24: the golden fixtures and
+// small fuzz cases stay with ours() (their verdicts are as before).
+bool fast_baseline_wanted(const BatchProblem& p);
 
 
 }  // namespace hla::check

@@ -8,6 +8,7 @@
 #include "hla/io/fixture.hpp"
 
 #include <filesystem>
+#include <functional>
 #include <string>
 
 namespace hla::check {
@@ -32,7 +33,8 @@ io::Candidate candidate_of(const CandidateOutputs& c);
 // NaN/Inf exactly where the inputs put them; exact tier bit for bit. Throws
 // InputError "this fixture does not match its inputs …" naming the tensors
 // and the first elements. Costs one streaming pass per head in float64.
-void verify_fixture(const io::Fixture& f);
+// Heads are verified in parallel; progress(done, total) is called per head.
+void verify_fixture(const io::Fixture& f, const std::function<void(double, double)>& progress = {});
 // Stronger and slower (hla check --verify-inputs): recomputes the reference as
 // `hla gen` does and demands the same doubles (uncertified elements: within
 // the bound); max_seconds > 0 bounds the work (InputError when exceeded).

@@ -6,6 +6,7 @@
 #include "hla/batch.hpp"
 
 #include <cstdint>
+#include <functional>
 #include <vector>
 
 namespace hla::check {
@@ -28,7 +29,31 @@ struct Reference {
   std::vector<double> mag_den_sd;  // [B, H, n]
   std::vector<uint8_t> flags;   // [B, H, n, dv] Flag bits of out
   std::vector<uint8_t> den_flags;  // [B, H, n] Flag bits of den
-  int bits = 113;               // precision the values were computed in (0 = exact)
+  // Precision behind the values (0 = exact): 113 when every element is either
+  // certified correctly rounded or was evaluated in binary128; 106 when some
+  // uncertified element comes from the double-double engine.
+  int bits = 113;
+  // How it was computed (not stored in fixtures): heads × sequences by each path.
+  struct Stats {
+    size_t heads = 0, exact = 0, fast = 0, binary128 = 0, recomputed = 0;  // recomputed: fast, then a prefix in binary128
+    size_t elements = 0, uncertified = 0;  // out and den elements; those flagged not certified
+  } stats;
+};
+
+// How compute_reference works.
+struct ReferenceOptions {
+  Index exact_max_n = 48;  // exact rationals for heads up to this long (and d, dv ≤ 16)
+  double max_seconds = 0;  // > 0: InputError once this much time has passed
+  // The double-double engine for heads that exact rationals do not take (else
+  // binary128 streaming). Where it leaves elements uncertified, the head's
+  // prefix up to the last of them is recomputed in binary128 if that costs at
+  // most recompute_work (tokens · d · (d + dv), about 1 s), else they stay flagged.
+  bool fast = true;
+  Index chunk = 64;
+  double recompute_work = 0x1p25;
+  int threads = 0;  // 0: every core (HLA_THREADS in the environment overrides)
+  // Called from one thread at a time with the work done and the total (for progress bars).
+  std::function<void(double done, double total)> progress;
 };
 
 // A priori bound, in units of u·magnitude, on the error of any algorithm that
@@ -40,11 +65,16 @@ double depth_bound(Variant v, Index n, Index d);
 
 // Exact rationals (then certified) when every head is small (n ≤ exact_max_n,
 // d, dv ≤ 16), the inputs finite and the options short (exact_options_cheap),
-// else binary128 through the streaming form, where a NaN/Inf input reaches
-// exactly the outputs that depend on it (SPEC §7). Problem validated first
+// else the double-double engine (fast_reference.hpp; heads in parallel), with
+// binary128 for what it leaves uncertified (see ReferenceOptions), and
+// binary128 through the streaming form for inputs with NaN/Inf, where a NaN/Inf
+// input reaches exactly the outputs that depend on it (SPEC §7). Problem validated first
 // (InputError). max_seconds > 0: InputError once that much time has passed
 // (checked between heads; every head's work is bounded by the shape limits).
 Reference compute_reference(const BatchProblem& p, Index exact_max_n = 48, double max_seconds = 0);
+Reference compute_reference(const BatchProblem& p, const ReferenceOptions& opt);
+// Worker threads to use: requested > 0, else HLA_THREADS, else every core.
+int worker_threads(int requested = 0);
 // Whether exact rational evaluation stays cheap: gamma of at most 128 bits
 // (numerator + denominator; it is raised to the power 3n), the other options 256.
 bool exact_options_cheap(const Options& o);

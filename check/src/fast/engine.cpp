@@ -1,0 +1,225 @@
+// The certified double-double reference of one head (fast_reference.hpp).
+#include "hla/check/fast_reference.hpp"
+
+#include "hla/bounds.hpp"
+#include "hla/fast/engine.hpp"
+
+#include <cmath>
+
+namespace hla::fast {
+
+DD dd_from_f113(const f113& x) {
+  const double hi = static_cast<double>(x);
+  if (!std::isfinite(hi)) return {hi, 0};
+  return {hi, static_cast<double>(x - f113(hi))};
+}
+
+f113 f113_from_dd(const DD& x) { return f113(x.hi) + f113(x.lo); }
+
+}  // namespace hla::fast
+
+namespace hla::check {
+
+using fast::DD;
+
+namespace {
+
+// Whether every value within e of x rounds to the same double as x does.
+bool certifies(const f113& x, const f113& e) {
+  const double r = static_cast<double>(x);
+  if (!std::isfinite(r) || !(e >= 0)) return false;
+  const f113 lo = (f113(r) + f113(std::nextafter(r, -INFINITY))) / 2;
+  const f113 hi = (f113(r) + f113(std::nextafter(r, INFINITY))) / 2;
+  return x - e > lo && x + e < hi;
+}
+
+// An upper bound, as a binary128 number, of phi·2^-106·M + alpha for the
+// magnitude mag (a computed DD magnitude, itself within the same bound of M).
+f113 bound_of(double phi, double alpha, bool tiny, const DD& mag) {
+  const f113 u2 = f113(0x1p-106);
+  const f113 a = tiny ? f113(alpha) : f113(0);
+  const f113 M = (fast::f113_from_dd(mag) + a) * (1 + f113(phi) * u2 * 2);  // M ≤ (M̂ + alpha)/(1 − phi·u²)
+  return (f113(phi) * u2 * M + a) * (1 + f113(0x1p-60));
+}
+
+}  // namespace
+
+namespace {
+
+// A double-double value as the engine holds it.
+struct Bounded {
+  DD x;
+  double e;  // ≥ |x − exact|
+};
+
+// An upper bound, in double, of phi·2^-106·M + alpha, M the exact magnitude
+// (M ≤ (M̂ + alpha)/(1 − phi·2^-106) ≤ (M̂ + alpha)(1 + 2^-70) for phi ≤ 2^30;
+// M̂ = hi + lo ≤ hi(1 + 2^-52)). The few double roundings here (relative
+// 2^-53 each) are far inside the factors 1 + 2^-40.
+double bound_d(double phi, double alpha, bool tiny, const DD& mag) {
+  const double a = tiny ? alpha : 0;
+  const double M = mag.hi * (1 + 0x1p-50) + a;
+  return phi * 0x1p-106 * M * (1 + 0x1p-40) + a * (1 + 0x1p-40);
+}
+
+// Half the distance from r to its neighbours, the smaller side (exact); 0 when
+// r is not in [2^-1000, 2^1000] in magnitude (then the screens below decline).
+double half_gap(double r) {
+  const double a = std::fabs(r);
+  if (!(a >= 0x1p-1000 && a <= 0x1p1000)) return 0;
+  return std::min(std::nextafter(r, INFINITY) - r, r - std::nextafter(r, -INFINITY)) / 2;
+}
+
+// Whether RN(exact) = RN(x) for every exact within v.e of x = hi + lo, decided
+// in double (declining when close: the caller then asks binary128). Sets r.
+bool screen(const Bounded& v, double& r) {
+  r = v.x.hi + v.x.lo;  // RN of the exact sum
+  if (r != v.x.hi) return false;  // a tie, or not normalized: leave it to binary128
+  const double g = half_gap(r);
+  return (std::fabs(v.x.lo) + v.e) * (1 + 0x1p-50) < g;
+}
+
+inline void two_sum(double a, double b, double& s, double& t) {
+  s = a + b;
+  const double z = s - a;
+  t = (a - (s - z)) + (b - z);
+}
+
+// The normalized output RN(N/D) for D of certain sign, decided in double
+// without dividing: with r a candidate and m = r ± g (the midpoints to its
+// neighbours, exact as pairs), RN(N/D) = r when m_up·D − N and m_dn·D − N
+// have the signs of D, beyond their uncertainty. Declines (false) when unsure.
+bool screen_quotient(Bounded N, Bounded D, double& r) {
+  if (D.x.hi < 0) N.x.hi = -N.x.hi, N.x.lo = -N.x.lo, D.x.hi = -D.x.hi, D.x.lo = -D.x.lo;  // exact
+  // Far from under- and overflow, so that the products with powers of 2 below are exact.
+  if (!(D.x.hi >= 0x1p-800 && D.x.hi <= 0x1p800) || !(std::fabs(N.x.hi) >= 0x1p-800 && std::fabs(N.x.hi) <= 0x1p800)) return false;
+  // Candidate: one Newton-like correction of Nh/Dh (its accuracy only decides whether we succeed).
+  const double q1 = N.x.hi / D.x.hi;
+  const double p = q1 * D.x.hi, e = std::fma(q1, D.x.hi, -p);
+  const double rem = ((N.x.hi - p) - e) + N.x.lo - q1 * D.x.lo;
+  r = q1 + rem / D.x.hi;
+  const double g = half_gap(r);
+  if (g == 0) return false;
+  for (const double side : {1.0, -1.0}) {
+    const double m_g = side * g;  // m = r + m_g
+    const double p1 = r * D.x.hi, e1 = std::fma(r, D.x.hi, -p1);
+    // Sterbenz: p1 − Nh is exact when they are within a factor 2.
+    if (!(p1 > 0 && N.x.hi > 0 ? (p1 <= 2 * N.x.hi && N.x.hi <= 2 * p1) : (p1 < 0 && N.x.hi < 0 && p1 >= 2 * N.x.hi && N.x.hi >= 2 * p1)))
+      return false;
+    const double big = p1 - N.x.hi;
+    const double t2 = r * D.x.lo, gh = m_g * D.x.hi, gl = m_g * D.x.lo;  // gh, gl exact (g a power of 2, no underflow here)
+    const double small = (((e1 + t2) + gh) + gl) - N.x.lo;
+    const double Z = big + small;
+    // Roundings: t2 (u|r·Dl|), the four additions in small (≤ 4u·Σ|terms|·1.01), the last one (u|Z|).
+    const double terms = std::fabs(e1) + std::fabs(t2) + std::fabs(gh) + std::fabs(gl) + std::fabs(N.x.lo);
+    const double comp = (0x1p-53 * std::fabs(t2) + 4.1 * 0x1p-53 * terms + 0x1p-53 * std::fabs(Z)) * 1.01 + 0x1p-1060;
+    // Exact inputs: m·D_ex − N_ex is within |m|·e_D + e_N of m·D − N.
+    const double input = (std::fabs(r) + g) * D.e + N.e;
+    const double margin = (comp + input) * (1 + 0x1p-40);
+    if (side > 0 ? !(Z > margin) : !(Z < -margin)) return false;
+  }
+  return true;
+}
+
+}  // namespace
+
+FastHeadOutcome fast_head(const BatchProblem& p, Reference& ref, Index b, Index h, Index t0, Index t1, Index chunk) {
+  const Options& o = p.opt;
+  FastHeadOutcome res;
+  if (!fast::supports(o.variant)) return res;
+  const Index n = t1 - t0, dv = p.dv;
+  auto q_at = [&](Index t, Index c) { return DD{p.q[p.q_index(b, h, t0 + t, c)], 0}; };
+  auto k_at = [&](Index t, Index c) { return DD{p.k[p.k_index(b, h, t0 + t, c)], 0}; };
+  auto v_at = [&](Index t, Index c) { return DD{p.v[p.v_index(b, h, t0 + t, c)], 0}; };
+  const fast::FastHead<DD> fh = fast::make_fast_head<DD>(o, n, p.d, dv, q_at, k_at, v_at, chunk);
+  const fast::HeadResult<DD> r = fast::evaluate_head(fh);
+  if (!r.finite) return res;
+  res.ok = true;
+  const f113 eps = from_rational<f113>(o.eps);
+  // ε as the DD engine would hold it: within 2^-113·ε of the exact ε (binary128 rounding).
+  const f113 e_eps = eps * f113(0x1p-112) + f113(0x1p-1074);
+  // The same for the double screens: ε as a DD, within 2^-113 + 2^-106 of ε (2^-105 with margin).
+  const DD eps_dd = fast::dd_from_f113(eps);
+  const double e_eps_d = eps_dd.hi * 0x1p-104 + 0x1p-1070;
+  Index last_bad = -1;
+  for (Index t = 0; t < n; ++t) {
+    const size_t row = static_cast<size_t>(t);
+    const double phi = r.phi[row], alpha = r.alpha[row];
+    const size_t di = p.den_index(b, h, t0 + t);
+    const DD den = r.val.at(t, dv), magD = r.mag.at(t, dv);
+    const Bounded Dv{den, bound_d(phi, alpha, r.tiny, magD)};
+    bool bad = false;
+    double rd = 0;
+    ref.mag_den[di] = magD.hi + magD.lo;
+    if (screen(Dv, rd)) {
+      ref.den[di] = rd;
+    } else {
+      // Binary128: the DD value converted may round once more (2^-113 of it).
+      const f113 D = fast::f113_from_dd(den);
+      const f113 eD = bound_of(phi, alpha, r.tiny, magD) + abs(D) * f113(0x1p-112);
+      ref.den[di] = den.hi + den.lo;
+      if (!certifies(D, eD)) ref.den_flags[di] |= kUncertified, bad = true;
+    }
+    // The divisor den ⊕ ε (or the clamp) as a bounded DD, for the quotient screen.
+    Bounded Div{{0, 0}, 0};
+    bool div_ok = false;
+    if (o.normalize) {
+      if (o.eps_mode == EpsMode::add) {
+        double s, t0_, hi, lo;
+        two_sum(den.hi, eps_dd.hi, s, t0_);
+        const double w = den.lo + eps_dd.lo, t1_ = t0_ + w;
+        two_sum(s, t1_, hi, lo);
+        Div = {{hi, lo}, (Dv.e + e_eps_d + 4 * 0x1p-106 * (std::fabs(den.hi) + eps_dd.hi)) * (1 + 0x1p-40)};
+        div_ok = std::fabs(hi) * (1 - 0x1p-50) > Div.e;
+      } else {
+        // sign(den)·max(|den|, ε) (sign(0) = +1), exactly from the DD values;
+        // max and |·| are 1-Lipschitz, so its error is at most e_den + e_ε.
+        const bool neg = den.hi < 0;
+        const DD a = neg ? DD{-den.hi, -den.lo} : den;
+        const bool big = a.hi > eps_dd.hi || (a.hi == eps_dd.hi && a.lo >= eps_dd.lo);
+        DD m = big ? a : eps_dd;
+        if (neg) m = {-m.hi, -m.lo};
+        Div = {m, (Dv.e + e_eps_d) * (1 + 0x1p-40)};
+        div_ok = std::fabs(den.hi) * (1 - 0x1p-50) > Dv.e * (1 + 0x1p-40);  // the sign of den is certain
+      }
+    }
+    for (Index c = 0; c < dv; ++c) {
+      const size_t i = p.out_index(b, h, t0 + t, c);
+      const DD num = r.val.at(t, c), magN = r.mag.at(t, c);
+      const Bounded Nv{num, bound_d(phi, alpha, r.tiny, magN)};
+      ref.num[i] = num.hi + num.lo;
+      ref.mag_num[i] = magN.hi + magN.lo;
+      double ro = 0;
+      if (!o.normalize) {
+        ref.out[i] = ref.num[i];
+        if (!screen(Nv, ro)) {
+          const f113 N = fast::f113_from_dd(num);
+          const f113 eN = bound_of(phi, alpha, r.tiny, magN) + abs(N) * f113(0x1p-112);
+          if (!certifies(N, eN)) ref.flags[i] |= kUncertified, bad = true;
+        }
+        continue;
+      }
+      if (div_ok && screen_quotient(Nv, Div, ro)) {
+        ref.out[i] = ro;
+        continue;
+      }
+      // Binary128: normalized_error_bound takes exact num, den and bounds of
+      // their perturbations; ε's rounding is one more perturbation of the divisor.
+      const f113 N = fast::f113_from_dd(num), D = fast::f113_from_dd(den);
+      const f113 eN = bound_of(phi, alpha, r.tiny, magN) + abs(N) * f113(0x1p-112);
+      const f113 eD = bound_of(phi, alpha, r.tiny, magD) + abs(D) * f113(0x1p-112);
+      const f113 out = N / normalizer(D, eps, o.eps_mode);
+      ref.out[i] = static_cast<double>(out);
+      const auto eO = normalized_error_bound(N, D, eps, o.eps_mode, eN, eD + e_eps);
+      // The binary128 quotient rounds once (2^-113) and normalizer/bound are
+      // evaluated in binary128 (relative 2^-110 is ample for their roundings).
+      if (!eO) ref.flags[i] |= kIllConditioned | kUncertified, bad = true;
+      else if (!certifies(out, *eO * (1 + f113(0x1p-100)) + abs(out) * f113(0x1p-110))) ref.flags[i] |= kUncertified, bad = true;
+    }
+    if (bad) last_bad = t;
+  }
+  res.redo = last_bad + 1;
+  return res;
+}
+
+}  // namespace hla::check
