@@ -21,6 +21,13 @@ namespace fs = std::filesystem;
 
 Verdict failed_run(const RunResult& r) { return {to_string(r.status), r.message, {}, false, {}, false}; }
 
+// The check could not judge (too little scored): not a pass, not a finding.
+Verdict inconclusive() {
+  Verdict v;
+  v.inconclusive = true;
+  return v;
+}
+
 std::string failed_rules(const check::Report& r) {
   std::string s;
   auto add = [&](bool on, const char* name) {
@@ -82,11 +89,7 @@ Verdict run_and_check(Adapter& a, const FuzzCase& c, const check::Reference& ref
   opt.exact_tier = c.exact_tier;
   const check::Report rep = check::check(c.p, ref, r.out, opt);
   if (rep.pass) return {};
-  if (rep.inconclusive) {  // nothing to judge on (e.g. every output depends on a NaN input): not a finding
-    Verdict v;
-    v.inconclusive = true;
-    return v;
-  }
+  if (rep.inconclusive) return inconclusive();  // nothing to judge on (e.g. every output depends on a NaN input)
   std::string kind = "numerics";
   if (c.probe == Probe::nan_causality && rep.nonfinite > 0) kind = "nan_causality";
   else if (rep.exact_mismatches > 0 && rep.over_bound == 0 && rep.nonfinite == 0 && rep.baseline_ratio <= rep.ratio_limit) kind = "exact_tier";
@@ -177,6 +180,7 @@ Verdict judge(Adapter& a, const FuzzCase& c, double reference_budget) {
   opt.form_class = a.supports().form_class;
   const check::Report rep = check::check(c.p, ref, out, opt);
   if (rep.pass) return {};
+  if (rep.inconclusive) return inconclusive();  // the stitched outputs leave too little to score, as a single pass can
   return {"state_continuation", "one pass is right, two passes with the state handed over at token " +
                                     std::to_string(c.split) + " are not: " + summarize(rep), out, true, failed_rules(rep),
           rep.state_difference_would_pass};
