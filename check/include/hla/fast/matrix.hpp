@@ -24,7 +24,8 @@
 // phi_a + phi_b + 17, a sum max(phi_a, phi_b) + 5, a product of inner
 // dimension k accumulated into C (phi_C0, or a fresh zero C)
 // max(phi_C0, phi_A + phi_B + 17) + 5k. For double (one rounding per
-// operation, no fused multiply-add): + 2, + 2, max(phi_C0, phi_A + phi_B + 3) + 2k.
+// operation; a product step c + a·b is fused, one rounding of at most
+// u|c + a·b|): + 2, + 2, max(phi_C0, phi_A + phi_B + 3) + 2k.
 // Underflow: a rounding below the normal range (or TwoProd's error term of
 // a product below 2^-969) errs by at most 2^-1075 absolutely; a DD step has at
 // most 16 such roundings, so each operation adds tau = 2^-1066 (DD) or
@@ -145,18 +146,21 @@ template <int K> struct Dense<Emu<K>> {
 
 namespace detail {
 
-// C += A·B for dense operands (no transposes here; BMat transposes explicitly).
-inline void gemm(Dense<DD>& C, const Dense<DD>& A, const Dense<DD>& B, bool a_lower, bool c_lower, int lo_zero = 0) {
-  kernels().gemm_dd(A.rows, C.ld, A.cols, A.hi.data(), A.lo.data(), A.ld, B.hi.data(), B.lo.data(), B.ld, C.hi.data(),
-                    C.lo.data(), C.ld, lo_zero, a_lower, c_lower);
+// C += op(A)·B for dense operands, op(A) = A or Aᵀ (a_trans: A is read
+// transposed, no copy); B's transposes are made by BMat (explicitly).
+inline void gemm(Dense<DD>& C, const Dense<DD>& A, bool a_trans, const Dense<DD>& B, bool a_lower, bool c_lower, int lo_zero = 0) {
+  kernels().gemm_dd(C.rows, C.ld, a_trans ? A.rows : A.cols, A.hi.data(), A.lo.data(), A.ld, a_trans, B.hi.data(), B.lo.data(), B.ld,
+                    C.hi.data(), C.lo.data(), C.ld, lo_zero, a_lower, c_lower);
 }
-inline void gemm(Dense<double>& C, const Dense<double>& A, const Dense<double>& B, bool a_lower, bool c_lower, int = 0) {
-  kernels().gemm_d(A.rows, C.ld, A.cols, A.x.data(), A.ld, B.x.data(), B.ld, C.x.data(), C.ld, a_lower, c_lower);
+inline void gemm(Dense<double>& C, const Dense<double>& A, bool a_trans, const Dense<double>& B, bool a_lower, bool c_lower, int = 0) {
+  kernels().gemm_d(C.rows, C.ld, a_trans ? A.rows : A.cols, A.x.data(), A.ld, a_trans, B.x.data(), B.ld, C.x.data(), C.ld, a_lower,
+                   c_lower);
 }
-inline void gemm(Dense<Rational>& C, const Dense<Rational>& A, const Dense<Rational>& B, bool, bool, int = 0) {
-  for (Idx i = 0; i < A.rows; ++i)
-    for (Idx l = 0; l < A.cols; ++l) {
-      const Rational& a = A.at(i, l);
+inline void gemm(Dense<Rational>& C, const Dense<Rational>& A, bool a_trans, const Dense<Rational>& B, bool, bool, int = 0) {
+  const Idx k = a_trans ? A.rows : A.cols;
+  for (Idx i = 0; i < C.rows; ++i)
+    for (Idx l = 0; l < k; ++l) {
+      const Rational& a = a_trans ? A.at(l, i) : A.at(i, l);
       if (a == 0) continue;
       for (Idx j = 0; j < B.cols; ++j) C.at(i, j) += a * B.at(l, j);
     }
@@ -206,8 +210,10 @@ inline void scale(Dense<Rational>& X, const Dense<Rational>& s) {
   for (Rational& e : X.x) e *= s.x[0];
 }
 
-template <int K> void gemm(Dense<Emu<K>>& C, const Dense<Emu<K>>& A, const Dense<Emu<K>>& B, bool a_lower, bool c_lower, int = 0) {
-  kernels().gemm_f(K, A.rows, C.ld, A.cols, A.x.data(), A.ld, B.x.data(), B.ld, C.x.data(), C.ld, a_lower, c_lower);
+template <int K>
+void gemm(Dense<Emu<K>>& C, const Dense<Emu<K>>& A, bool a_trans, const Dense<Emu<K>>& B, bool a_lower, bool c_lower, int = 0) {
+  kernels().gemm_f(K, C.rows, C.ld, a_trans ? A.rows : A.cols, A.x.data(), A.ld, a_trans, B.x.data(), B.ld, C.x.data(), C.ld, a_lower,
+                   c_lower);
 }
 template <int K> void mul(Dense<Emu<K>>& X, const Dense<Emu<K>>& Y) {
   kernels().mul_f(K, static_cast<Idx>(X.x.size()), X.x.data(), Y.x.data());
@@ -357,35 +363,34 @@ template <class S>
 void mm_into(BMat<S>& C, bool accumulate, const BMat<S>& A, bool ta, const BMat<S>& B, bool tb, bool a_lower = false,
              bool c_lower = false) {
   using Ar = Arith<S>;
-  const Dense<S> At = ta ? detail::transpose(A.val) : Dense<S>(), Bt = tb ? detail::transpose(B.val) : Dense<S>();
   constexpr bool track = Arith<S>::track;
-  const Dense<S> Atm = track && ta ? detail::transpose(A.mag) : Dense<S>(), Btm = track && tb ? detail::transpose(B.mag) : Dense<S>();
-  const Dense<S>& av = ta ? At : A.val;
+  const Dense<S> Bt = tb ? detail::transpose(B.val) : Dense<S>();
+  const Dense<S> Btm = track && tb ? detail::transpose(B.mag) : Dense<S>();
   const Dense<S>& bv = tb ? Bt : B.val;
-  const Dense<S>& am = ta ? Atm : A.mag;
   const Dense<S>& bm = tb ? Btm : B.mag;
-  if (av.cols != bv.rows) throw std::logic_error("fast engine: inner dimensions differ");
+  const Idx m = ta ? A.val.cols : A.val.rows, k = ta ? A.val.rows : A.val.cols;
+  if (k != bv.rows) throw std::logic_error("fast engine: inner dimensions differ");
   if (!accumulate) {
-    C = BMat<S>::zero(av.rows, bv.cols);
-  } else if (C.rows() != av.rows || C.cols() != bv.cols) {
+    C = BMat<S>::zero(m, bv.cols);
+  } else if (C.rows() != m || C.cols() != bv.cols) {
     throw std::logic_error("fast engine: accumulated shapes differ");
   }
   const int lo_zero = (A.lo_zero ? 1 : 0) | (B.lo_zero ? 2 : 0);
-  mac_counter().fetch_add(static_cast<std::uint64_t>(av.rows * bv.cols * av.cols) * (track ? 2 : 1), std::memory_order_relaxed);
-  detail::gemm(C.val, av, bv, a_lower, c_lower, lo_zero);
-  if constexpr (track) detail::gemm(C.mag, am, bm, a_lower, c_lower, lo_zero);
+  mac_counter().fetch_add(static_cast<std::uint64_t>(m * bv.cols * k) * (track ? 2 : 1), std::memory_order_relaxed);
+  detail::gemm(C.val, A.val, ta, bv, a_lower, c_lower, lo_zero);
+  if constexpr (track) detail::gemm(C.mag, A.mag, ta, bm, a_lower, c_lower, lo_zero);
   C.lo_zero = false;
   C.finite = (accumulate ? C.finite : true) && A.finite && B.finite;
   C.tiny = (accumulate ? C.tiny : false) || A.tiny || B.tiny || A.minmag * B.minmag < detail::kTiny;
   if constexpr (!Ar::exact) {
-    const double k = static_cast<double>(av.cols);
+    const double kk = static_cast<double>(k);
     const double base = A.phi + B.phi + Ar::base;
-    const double cross = k * (1.01 * (A.alpha * B.A + B.alpha * A.A + A.alpha * B.alpha) + Ar::tau);
+    const double cross = kk * (1.01 * (A.alpha * B.A + B.alpha * A.A + A.alpha * B.alpha) + Ar::tau);
     if (accumulate) {
-      C.phi = std::max(C.phi, base) + Ar::step * k;
+      C.phi = std::max(C.phi, base) + Ar::step * kk;
       C.alpha = C.alpha * (1 + 0x1p-40) + cross;
     } else {
-      C.phi = base + Ar::step * k;
+      C.phi = base + Ar::step * kk;
       C.alpha = cross;
     }
   }
