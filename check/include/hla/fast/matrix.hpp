@@ -294,16 +294,26 @@ template <class S> struct BMat {
   Idx cols() const { return val.cols; }
 
   // Recomputes A, minmag and finite from the magnitudes and the bound: every
-  // |val| and the exact magnitude are within phi·unit·M + alpha of mag.
+  // |val| and the exact magnitude are within phi·unit·M + alpha of mag (a
+  // pass over the matrix: for inputs and constants).
   void refresh() {
     if constexpr (Arith<S>::exact || !Arith<S>::track) return;
     else {
       double m = 0;
       detail::max_min(mag, m, minmag);
-      if (!std::isfinite(m) || !std::isfinite(alpha) || !(phi <= Arith<S>::max_phi)) finite = false;
+      if (!std::isfinite(m)) finite = false;
+      settle(m);
+    }
+  }
+  // After an operation: `mmax` bounds the exact magnitude of every element
+  // and minmag (set by the caller) bounds its nonzero ones from below, both
+  // derived from the operands (no pass over the matrix).
+  void settle(double mmax) {
+    if constexpr (!Arith<S>::exact && Arith<S>::track) {
+      if (!std::isfinite(mmax) || !std::isfinite(alpha) || !(phi <= Arith<S>::max_phi)) finite = false;
       // Mildly below the threshold: the next product would be far below.
       if (minmag < detail::kTiny) tiny = true;
-      A = finite ? (m + 2 * alpha) * (1 + 2 * phi * Arith<S>::unit + 0x1p-45) : INFINITY;
+      A = finite ? (mmax + 2 * alpha) * (1 + 2 * phi * Arith<S>::unit + 0x1p-45) : INFINITY;
     }
   }
   static BMat zero(Idx r, Idx c) {
@@ -346,6 +356,8 @@ inline std::atomic<std::uint64_t>& mac_counter() {
   return n;
 }
 
+// Elementwise product bounds: magnitudes multiply, so max ≤ A_X·A_Y and a
+// nonzero one ≥ minmag_X·minmag_Y.
 template <class S> void bound_product(BMat<S>& Z, const BMat<S>& X, const BMat<S>& Y) {
   using Ar = Arith<S>;
   Z.finite = Z.finite && X.finite && Y.finite;
@@ -353,6 +365,8 @@ template <class S> void bound_product(BMat<S>& Z, const BMat<S>& X, const BMat<S
   if constexpr (!Ar::exact) {
     Z.phi = X.phi + Y.phi + Ar::prod;
     Z.alpha = 1.01 * (X.alpha * Y.A + Y.alpha * X.A + X.alpha * Y.alpha) + Ar::tau;
+    Z.minmag = X.minmag * Y.minmag;
+    Z.settle(X.A * Y.A * (1 + 0x1p-50));
   }
 }
 
@@ -386,6 +400,10 @@ void mm_into(BMat<S>& C, bool accumulate, const BMat<S>& A, bool ta, const BMat<
     const double kk = static_cast<double>(k);
     const double base = A.phi + B.phi + Ar::base;
     const double cross = kk * (1.01 * (A.alpha * B.A + B.alpha * A.A + A.alpha * B.alpha) + Ar::tau);
+    // A sum of k products of magnitudes: at most k·A_A·A_B (plus C's own);
+    // a nonzero one is at least one nonzero product.
+    const double mmax = kk * A.A * B.A * (1 + 0x1p-50) + (accumulate ? C.A : 0);
+    C.minmag = std::min(accumulate ? C.minmag : INFINITY, A.minmag * B.minmag);
     if (accumulate) {
       C.phi = std::max(C.phi, base) + Ar::step * kk;
       C.alpha = C.alpha * (1 + 0x1p-40) + cross;
@@ -393,8 +411,8 @@ void mm_into(BMat<S>& C, bool accumulate, const BMat<S>& A, bool ta, const BMat<
       C.phi = base + Ar::step * kk;
       C.alpha = cross;
     }
+    C.settle(mmax * (1 + 0x1p-50));
   }
-  C.refresh();
 }
 
 template <class S>
@@ -412,8 +430,7 @@ template <class S> void had(BMat<S>& X, const BMat<S>& Y) {
   BMat<S> Z;
   Z.finite = X.finite, Z.tiny = X.tiny;
   bound_product(Z, X, Y);
-  X.phi = Z.phi, X.alpha = Z.alpha, X.finite = Z.finite, X.tiny = Z.tiny;
-  X.refresh();
+  X.phi = Z.phi, X.alpha = Z.alpha, X.finite = Z.finite, X.tiny = Z.tiny, X.A = Z.A, X.minmag = Z.minmag;
 }
 // Row i of X times r(i) (r: rows × 1).
 template <class S> void scale_rows(BMat<S>& X, const BMat<S>& r) {
@@ -423,8 +440,7 @@ template <class S> void scale_rows(BMat<S>& X, const BMat<S>& r) {
   BMat<S> Z;
   Z.finite = X.finite, Z.tiny = X.tiny;
   bound_product(Z, X, r);
-  X.phi = Z.phi, X.alpha = Z.alpha, X.finite = Z.finite, X.tiny = Z.tiny;
-  X.refresh();
+  X.phi = Z.phi, X.alpha = Z.alpha, X.finite = Z.finite, X.tiny = Z.tiny, X.A = Z.A, X.minmag = Z.minmag;
 }
 // X times the 1 × 1 matrix s.
 template <class S> void scale(BMat<S>& X, const BMat<S>& s) {
@@ -434,8 +450,7 @@ template <class S> void scale(BMat<S>& X, const BMat<S>& s) {
   BMat<S> Z;
   Z.finite = X.finite, Z.tiny = X.tiny;
   bound_product(Z, X, s);
-  X.phi = Z.phi, X.alpha = Z.alpha, X.finite = Z.finite, X.tiny = Z.tiny;
-  X.refresh();
+  X.phi = Z.phi, X.alpha = Z.alpha, X.finite = Z.finite, X.tiny = Z.tiny, X.A = Z.A, X.minmag = Z.minmag;
 }
 // X + Y (same shape).
 template <class S> void add(BMat<S>& X, const BMat<S>& Y) {
@@ -447,8 +462,9 @@ template <class S> void add(BMat<S>& X, const BMat<S>& Y) {
   if constexpr (!Arith<S>::exact) {
     X.phi = std::max(X.phi, Y.phi) + Arith<S>::add;
     X.alpha = X.alpha + Y.alpha + Arith<S>::tau;
+    X.minmag = std::min(X.minmag, Y.minmag);  // magnitudes are ≥ 0: a nonzero sum has a nonzero term
+    X.settle((X.A + Y.A) * (1 + 0x1p-50));
   }
-  X.refresh();
 }
 // Exact: zeroes the strict upper triangle (the causal mask with the diagonal).
 template <class S> void zero_upper(BMat<S>& X) {
