@@ -299,7 +299,7 @@ Reference compute_reference(const BatchProblem& p, const ReferenceOptions& opt) 
       }
     }
     if (fast) {
-      const FastHeadOutcome r = fast_head(p, ref, t.b, t.h, t.t0, t.t1, opt.chunk);
+      const FastHeadOutcome r = fast_head(p, ref, t.b, t.h, t.t0, t.t1, opt.chunk, opt.double_magnitudes_above);
       if (r.ok) {
         const bool redo = r.redo > 0 && static_cast<double>(r.redo) * p.d * (p.d + p.dv) <= opt.recompute_work;
         if (redo) {

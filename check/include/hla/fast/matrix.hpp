@@ -290,6 +290,10 @@ template <class S> struct BMat {
   bool finite = true;
   bool tiny = false;  // alpha is needed (see the top)
   bool lo_zero = false;  // DD: every low part of val and mag is zero (exact inputs)
+  // Whether mag is computed (a run may carry only the bounds: its magnitudes
+  // then come from another run, on absolute values; phi, alpha, A and minmag
+  // are kept either way).
+  bool has_mag = true;
   Idx rows() const { return val.rows; }
   Idx cols() const { return val.cols; }
 
@@ -299,8 +303,9 @@ template <class S> struct BMat {
   void refresh() {
     if constexpr (Arith<S>::exact || !Arith<S>::track) return;
     else {
+      // Inputs and constants without mag are exact: their magnitude is |val|.
       double m = 0;
-      detail::max_min(mag, m, minmag);
+      detail::max_min(has_mag ? mag : val, m, minmag);
       if (!std::isfinite(m)) finite = false;
       settle(m);
     }
@@ -316,22 +321,31 @@ template <class S> struct BMat {
       A = finite ? (mmax + 2 * alpha) * (1 + 2 * phi * Arith<S>::unit + 0x1p-45) : INFINITY;
     }
   }
-  static BMat zero(Idx r, Idx c) {
+  static BMat zero(Idx r, Idx c, bool with_mag = true) {
     BMat m;
     m.val = Dense<S>::zero(r, c);
-    if constexpr (Arith<S>::track) m.mag = Dense<S>::zero(r, c);
+    m.has_mag = Arith<S>::track && with_mag;
+    if (m.has_mag) m.mag = Dense<S>::zero(r, c);
     m.lo_zero = true;
     return m;
   }
 };
 
-// An exact input (phi = alpha = 0): mag = |val|.
-template <class S> BMat<S> exact_input(Dense<S> val) {
+// An exact input (phi = alpha = 0): mag = |val| (kept only with_mag).
+template <class S> BMat<S> exact_input(Dense<S> val, bool with_mag = true) {
   BMat<S> m;
   if constexpr (!Arith<S>::track) {
     m.val = std::move(val);
+    m.has_mag = false;
     return m;
   } else {
+  if (!with_mag) {
+    m.val = std::move(val);
+    m.has_mag = false;
+    if constexpr (std::is_same_v<S, DD>) m.lo_zero = std::all_of(m.val.lo.begin(), m.val.lo.end(), [](double x) { return x == 0; });
+    m.refresh();
+    return m;
+  }
   m.mag = val;
   if constexpr (std::is_same_v<S, DD>) {
     for (double& e : m.mag.hi) e = std::fabs(e);
@@ -377,7 +391,7 @@ template <class S>
 void mm_into(BMat<S>& C, bool accumulate, const BMat<S>& A, bool ta, const BMat<S>& B, bool tb, bool a_lower = false,
              bool c_lower = false) {
   using Ar = Arith<S>;
-  constexpr bool track = Arith<S>::track;
+  const bool track = Arith<S>::track && A.has_mag && B.has_mag;
   const Dense<S> Bt = tb ? detail::transpose(B.val) : Dense<S>();
   const Dense<S> Btm = track && tb ? detail::transpose(B.mag) : Dense<S>();
   const Dense<S>& bv = tb ? Bt : B.val;
@@ -385,14 +399,14 @@ void mm_into(BMat<S>& C, bool accumulate, const BMat<S>& A, bool ta, const BMat<
   const Idx m = ta ? A.val.cols : A.val.rows, k = ta ? A.val.rows : A.val.cols;
   if (k != bv.rows) throw std::logic_error("fast engine: inner dimensions differ");
   if (!accumulate) {
-    C = BMat<S>::zero(m, bv.cols);
-  } else if (C.rows() != m || C.cols() != bv.cols) {
+    C = BMat<S>::zero(m, bv.cols, track);
+  } else if (C.rows() != m || C.cols() != bv.cols || C.has_mag != track) {
     throw std::logic_error("fast engine: accumulated shapes differ");
   }
   const int lo_zero = (A.lo_zero ? 1 : 0) | (B.lo_zero ? 2 : 0);
   mac_counter().fetch_add(static_cast<std::uint64_t>(m * bv.cols * k) * (track ? 2 : 1), std::memory_order_relaxed);
   detail::gemm(C.val, A.val, ta, bv, a_lower, c_lower, lo_zero);
-  if constexpr (track) detail::gemm(C.mag, A.mag, ta, bm, a_lower, c_lower, lo_zero);
+  if (track) detail::gemm(C.mag, A.mag, ta, bm, a_lower, c_lower, lo_zero);
   C.lo_zero = false;
   C.finite = (accumulate ? C.finite : true) && A.finite && B.finite;
   C.tiny = (accumulate ? C.tiny : false) || A.tiny || B.tiny || A.minmag * B.minmag < detail::kTiny;
@@ -426,7 +440,7 @@ BMat<S> mm(const BMat<S>& A, bool ta, const BMat<S>& B, bool tb, bool a_lower = 
 template <class S> void had(BMat<S>& X, const BMat<S>& Y) {
   detail::mul(X.val, Y.val);
   X.lo_zero = false;
-  if constexpr (Arith<S>::track) detail::mul(X.mag, Y.mag);
+  if (X.has_mag) detail::mul(X.mag, Y.mag);
   BMat<S> Z;
   Z.finite = X.finite, Z.tiny = X.tiny;
   bound_product(Z, X, Y);
@@ -436,7 +450,7 @@ template <class S> void had(BMat<S>& X, const BMat<S>& Y) {
 template <class S> void scale_rows(BMat<S>& X, const BMat<S>& r) {
   detail::scale_rows(X.val, r.val);
   X.lo_zero = false;
-  if constexpr (Arith<S>::track) detail::scale_rows(X.mag, r.mag);
+  if (X.has_mag) detail::scale_rows(X.mag, r.mag);
   BMat<S> Z;
   Z.finite = X.finite, Z.tiny = X.tiny;
   bound_product(Z, X, r);
@@ -446,7 +460,7 @@ template <class S> void scale_rows(BMat<S>& X, const BMat<S>& r) {
 template <class S> void scale(BMat<S>& X, const BMat<S>& s) {
   detail::scale(X.val, s.val);
   X.lo_zero = false;
-  if constexpr (Arith<S>::track) detail::scale(X.mag, s.mag);
+  if (X.has_mag) detail::scale(X.mag, s.mag);
   BMat<S> Z;
   Z.finite = X.finite, Z.tiny = X.tiny;
   bound_product(Z, X, s);
@@ -456,7 +470,7 @@ template <class S> void scale(BMat<S>& X, const BMat<S>& s) {
 template <class S> void add(BMat<S>& X, const BMat<S>& Y) {
   detail::add(X.val, Y.val);
   X.lo_zero = false;
-  if constexpr (Arith<S>::track) detail::add(X.mag, Y.mag);
+  if (X.has_mag) detail::add(X.mag, Y.mag);
   X.finite = X.finite && Y.finite;
   X.tiny = X.tiny || Y.tiny;
   if constexpr (!Arith<S>::exact) {
@@ -469,12 +483,13 @@ template <class S> void add(BMat<S>& X, const BMat<S>& Y) {
 // Exact: zeroes the strict upper triangle (the causal mask with the diagonal).
 template <class S> void zero_upper(BMat<S>& X) {
   detail::zero_upper(X.val);
-  if constexpr (Arith<S>::track) detail::zero_upper(X.mag);
+  if (X.has_mag) detail::zero_upper(X.mag);
 }
 template <class S> BMat<S> rows(const BMat<S>& X, Idx r0, Idx count) {
   BMat<S> R;
   R.val = detail::rows_of(X.val, r0, count);
-  if constexpr (Arith<S>::track) R.mag = detail::rows_of(X.mag, r0, count);
+  if (X.has_mag) R.mag = detail::rows_of(X.mag, r0, count);
+  R.has_mag = X.has_mag;
   R.phi = X.phi, R.alpha = X.alpha, R.A = X.A, R.finite = X.finite, R.minmag = X.minmag, R.tiny = X.tiny, R.lo_zero = X.lo_zero;
   return R;
 }
