@@ -283,7 +283,7 @@ Report check(const BatchProblem& p, const Reference& given, const CandidateOutpu
   for (const BaselineForm& f : forms) {
     if (opt.progress) opt.progress("baseline", static_cast<double>(forms_done++), static_cast<double>(forms.size()));
     const BatchProblem& fp = f.reversed_features ? reversed.emplace(with_reversed_features(finite)) : finite;
-    const CandidateOutputs c = large && fast_baseline_applies(fp, f) ? fast_ours(fp, r.precision, f) : ours(fp, r.precision, f.form, f.chunk);
+    const CandidateOutputs c = large && fast_baseline_applies(fp, f, true) ? fast_ours(fp, r.precision, f) : ours(fp, r.precision, f.form, f.chunk);
     score_all(p, ref, mag, c, r.u, tiny, K,
               [&](const Element& e) {
       if (e.skip == Skip::none && e.score > r.baseline_max_score) {

@@ -181,13 +181,14 @@ void fill_state_difference_magnitude(const BatchProblem& p, Reference& ref) {
       const fast::HeadResult<double> r = fast::evaluate_head(fast::make_fast_head<double>(
           un, t1 - t0, p.d, p.dv, at(p.q, [&, b = b, h = h, t0 = t0](Index t, Index c) { return p.q_index(b, h, t0 + t, c); }),
           at(p.k, [&, b = b, h = h, t0 = t0](Index t, Index c) { return p.k_index(b, h, t0 + t, c); }),
-          at(p.v, [&, b = b, h = h, t0 = t0](Index t, Index c) { return p.v_index(b, h, t0 + t, c); }), 64));
+          at(p.v, [&, b = b, h = h, t0 = t0](Index t, Index c) { return p.v_index(b, h, t0 + t, c); }), 64, false));
       if (r.finite) {
         for (Index t = t0; t < t1; ++t) {
           const size_t row = static_cast<size_t>(t - t0);
           const double up = 1 + 2 * (r.phi[row] + 2) * 0x1p-53, a = r.tiny ? 2 * r.alpha[row] : 0;
-          ref.mag_den_sd[p.den_index(b, h, t)] = (r.mag.at(t - t0, p.dv) + a) * up;
-          for (Index c = 0; c < p.dv; ++c) ref.mag_num_sd[p.out_index(b, h, t, c)] = (r.mag.at(t - t0, c) + a) * up;
+          // On |inputs| the computed value is the magnitude, with the same bound.
+          ref.mag_den_sd[p.den_index(b, h, t)] = (r.val.at(t - t0, p.dv) + a) * up;
+          for (Index c = 0; c < p.dv; ++c) ref.mag_num_sd[p.out_index(b, h, t, c)] = (r.val.at(t - t0, c) + a) * up;
         }
         return;
       }
@@ -299,7 +300,7 @@ Reference compute_reference(const BatchProblem& p, const ReferenceOptions& opt) 
       }
     }
     if (fast) {
-      const FastHeadOutcome r = fast_head(p, ref, t.b, t.h, t.t0, t.t1, opt.chunk);
+      const FastHeadOutcome r = fast_head(p, ref, t.b, t.h, t.t0, t.t1, opt.chunk, opt.double_magnitudes_above);
       if (r.ok) {
         const bool redo = r.redo > 0 && static_cast<double>(r.redo) * p.d * (p.d + p.dv) <= opt.recompute_work;
         if (redo) {

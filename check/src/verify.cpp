@@ -47,7 +47,7 @@ HeadValues fast_head_values(const BatchProblem& p, Index b, Index h, Index t0, I
     return fast::evaluate_head(fast::make_fast_head<double>(
         opt, n, p.d, p.dv, at(p.q, [&](Index t, Index c) { return p.q_index(b, h, t0 + t, c); }),
         at(p.k, [&](Index t, Index c) { return p.k_index(b, h, t0 + t, c); }),
-        at(p.v, [&](Index t, Index c) { return p.v_index(b, h, t0 + t, c); }), 64));
+        at(p.v, [&](Index t, Index c) { return p.v_index(b, h, t0 + t, c); }), 64, !absolute));
   };
   const fast::HeadResult<double> r = run(o, false);
   HeadValues v;
@@ -68,15 +68,15 @@ HeadValues fast_head_values(const BatchProblem& p, Index b, Index h, Index t0, I
   v.err_num = v.mag_num, v.err_den = v.mag_den;
   if (!r.finite) v.out.assign(v.out.size(), NAN);  // overflow: the caller retries in binary128
   if (has_state_difference_magnitude(o)) {
-    // The unmasked operator on absolute values: its magnitude half is the
-    // unmasked-order magnitude (the value half, on |inputs|, is the same sum).
+    // The unmasked operator on absolute values: its value is the
+    // unmasked-order magnitude (no magnitude half needed).
     Options un = o;
     un.masked = false;
     un.scale = abs(o.scale);
     const fast::HeadResult<double> s = run(un, true);
     for (Index t = 0; t < n; ++t) {
-      v.sd_den.push_back(s.mag.at(t, p.dv));
-      for (Index c = 0; c < p.dv; ++c) v.sd_num.push_back(s.mag.at(t, c));
+      v.sd_den.push_back(s.val.at(t, p.dv));  // on |inputs| the value is the magnitude
+      for (Index c = 0; c < p.dv; ++c) v.sd_num.push_back(s.val.at(t, c));
       v.phi[static_cast<size_t>(t)] = std::max(v.phi[static_cast<size_t>(t)], s.phi[static_cast<size_t>(t)]);
       if (s.tiny) v.alpha[static_cast<size_t>(t)] = std::max(v.alpha[static_cast<size_t>(t)], s.alpha[static_cast<size_t>(t)]);
     }

@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
+#include <bit>
 #include <cerrno>
 #include <cstring>
 #include <cstdio>
@@ -369,6 +370,11 @@ Tensor float_tensor(DType t, std::vector<std::int64_t> shape, const std::vector<
     throw InputError(what + ": " + std::to_string(values.size()) + " values do not fill shape " +
                      shape_string(out.shape));
   const std::size_t size = dtype_size(t);
+  if (t == DType::f64 && std::endian::native == std::endian::little) {
+    // Every double is an F64 value, stored as its own bytes (NaN payloads included).
+    out.bytes.assign(reinterpret_cast<const char*>(values.data()), values.size() * sizeof(double));
+    return out;
+  }
   out.bytes.reserve(values.size() * size);
   for (std::size_t i = 0; i < values.size(); ++i) {
     if (!representable(t, values[i]))
@@ -406,6 +412,10 @@ std::vector<double> float_values(const Tensor& t, const std::string& what) {
   if (!ft) throw InputError(what + " has dtype " + to_string(t.dtype) + "; expected a float dtype (F64, F32, BF16, F16)");
   const std::size_t size = dtype_size(*ft);
   std::vector<double> out(t.bytes.size() / size);
+  if (*ft == DType::f64 && std::endian::native == std::endian::little) {
+    std::memcpy(out.data(), t.bytes.data(), out.size() * sizeof(double));  // F64 bytes are the doubles
+    return out;
+  }
   for (std::size_t i = 0; i < out.size(); ++i) out[i] = decode_float(*ft, load_le(t.bytes.data() + i * size, size));
   return out;
 }

@@ -5,9 +5,14 @@
 #include "hla/error.hpp"
 
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <vector>
+
+#if defined(__x86_64__)
+#include <immintrin.h>
+#endif
 
 namespace hla::io {
 namespace {
@@ -30,12 +35,67 @@ constexpr std::uint32_t big_sigma1(std::uint32_t x) { return rotr(x, 6) ^ rotr(x
 constexpr std::uint32_t small_sigma0(std::uint32_t x) { return rotr(x, 7) ^ rotr(x, 18) ^ (x >> 3); }
 constexpr std::uint32_t small_sigma1(std::uint32_t x) { return rotr(x, 17) ^ rotr(x, 19) ^ (x >> 10); }
 
+#if defined(__x86_64__)
+// The same compression with the x86 SHA extensions (Intel SHA-NI), where the
+// CPU has them: SHA256RNDS2 does two rounds on the state split as (A, B, E, F)
+// and (C, D, G, H); SHA256MSG1/MSG2 extend the message schedule four words at
+// a time (W[t−16] + σ0(W[t−15]) + W[t−7] + σ1(W[t−2])). Same digest, several
+// times faster on the large fixtures (every read and write hashes the whole file).
+__attribute__((target("sha,sse4.1,ssse3"))) void compress_shani(std::array<std::uint32_t, 8>& h, const std::uint8_t* b) {
+  const __m128i swap = _mm_set_epi64x(0x0c0d0e0f08090a0bLL, 0x0405060700010203LL);  // big-endian words
+  __m128i abcd = _mm_loadu_si128(reinterpret_cast<const __m128i*>(h.data()));
+  __m128i efgh = _mm_loadu_si128(reinterpret_cast<const __m128i*>(h.data() + 4));
+  // Lanes (low to high): abef = [f, e, b, a], cdgh = [h, g, d, c].
+  const __m128i badc = _mm_shuffle_epi32(abcd, 0xB1);
+  const __m128i hgfe = _mm_shuffle_epi32(efgh, 0x1B);
+  __m128i abef = _mm_alignr_epi8(badc, hgfe, 8);
+  __m128i cdgh = _mm_blend_epi16(hgfe, badc, 0xF0);
+  const __m128i abef0 = abef, cdgh0 = cdgh;
+  __m128i w[4];
+  for (int i = 0; i < 4; ++i) w[i] = _mm_shuffle_epi8(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b + 16 * i)), swap);
+  for (int g = 0; g < 16; ++g) {  // rounds 4g .. 4g+3
+    __m128i& cur = w[g & 3];
+    if (g >= 4) {
+      // cur holds W[4g−16 .. 4g−13]; the other three the words after it.
+      const __m128i w12 = w[(g + 1) & 3], w8 = w[(g + 2) & 3], w4 = w[(g + 3) & 3];
+      cur = _mm_add_epi32(_mm_sha256msg1_epu32(cur, w12), _mm_alignr_epi8(w4, w8, 4));
+      cur = _mm_sha256msg2_epu32(cur, w4);
+    }
+    __m128i m = _mm_add_epi32(cur, _mm_loadu_si128(reinterpret_cast<const __m128i*>(K.data() + 4 * g)));
+    cdgh = _mm_sha256rnds2_epu32(cdgh, abef, m);
+    m = _mm_shuffle_epi32(m, 0x0E);
+    abef = _mm_sha256rnds2_epu32(abef, cdgh, m);
+  }
+  abef = _mm_add_epi32(abef, abef0);
+  cdgh = _mm_add_epi32(cdgh, cdgh0);
+  // Back to (a, b, c, d) and (e, f, g, h).
+  const __m128i feba = _mm_shuffle_epi32(abef, 0x1B);
+  const __m128i dchg = _mm_shuffle_epi32(cdgh, 0xB1);
+  abcd = _mm_blend_epi16(feba, dchg, 0xF0);
+  efgh = _mm_alignr_epi8(dchg, feba, 8);
+  _mm_storeu_si128(reinterpret_cast<__m128i*>(h.data()), abcd);
+  _mm_storeu_si128(reinterpret_cast<__m128i*>(h.data() + 4), efgh);
+}
+
+bool have_shani() {
+  static const bool yes = [] {
+    __builtin_cpu_init();
+    return __builtin_cpu_supports("sha") && __builtin_cpu_supports("sse4.1") && __builtin_cpu_supports("ssse3") &&
+           std::getenv("HLA_NO_SHANI") == nullptr;
+  }();
+  return yes;
+}
+#endif
+
 }  // namespace
 
 Sha256::Sha256()
     : h_{0x6a09e667, 0xbb67ae85, 0x3c6ef372, 0xa54ff53a, 0x510e527f, 0x9b05688c, 0x1f83d9ab, 0x5be0cd19} {}
 
 void Sha256::compress(const std::uint8_t* b) {
+#if defined(__x86_64__)
+  if (have_shani()) return compress_shani(h_, b);
+#endif
   std::array<std::uint32_t, 64> w;
   for (int t = 0; t < 16; ++t)
     w[t] = (std::uint32_t{b[4 * t]} << 24) | (std::uint32_t{b[4 * t + 1]} << 16) | (std::uint32_t{b[4 * t + 2]} << 8) |
@@ -68,6 +128,12 @@ void Sha256::update(const void* data, std::size_t size) {
   const auto* p = static_cast<const std::uint8_t*>(data);
   length_ += size;
   while (size > 0) {
+    if (fill_ == 0 && size >= block_.size()) {  // whole blocks straight from the input
+      compress(p);
+      p += block_.size();
+      size -= block_.size();
+      continue;
+    }
     const std::size_t take = std::min(size, block_.size() - fill_);
     std::memcpy(block_.data() + fill_, p, take);
     fill_ += take;

@@ -171,7 +171,7 @@ int main(int argc, char** argv) {
     long reps = 0;
     const auto t0 = Clock::now();
     while (since(t0) < 0.5) {
-      for (int r = 0; r < 16; ++r) fast::kernels().gemm_d(m, nn, k, A.data(), k, Bm.data(), nn, C.data(), nn, false, false);
+      for (int r = 0; r < 16; ++r) fast::kernels().gemm_d(m, nn, k, A.data(), k, false, Bm.data(), nn, C.data(), nn, false, false);
       reps += 16;
     }
     const double ours = static_cast<double>(m * k * (d1 + 1)) * static_cast<double>(reps) / since(t0);

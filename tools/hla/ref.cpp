@@ -141,10 +141,9 @@ int run_ref(const RefArgs& a) {
               opt.describe().c_str(), static_cast<long>(p.batch), static_cast<long>(p.heads), static_cast<long>(p.kv_heads),
               static_cast<long>(p.n), static_cast<long>(p.d), static_cast<long>(p.dv), to_string(p.dtype).c_str(),
               p.offsets.empty() ? "" : (", " + std::to_string(p.offsets.size() - 1) + " packed sequences").c_str());
-  std::printf("  reference: %s; %zu of %zu elements certified correctly rounded (%.4f%%); heads×sequences: %zu double-double "
-              "(%zu with a prefix recomputed in binary128), %zu binary128, %zu exact; %.1f s\n",
-              ref.bits == 0 ? "exact rationals" : ref.bits == 113 ? "binary128-grade" : "double-double", s.elements - s.uncertified,
-              s.elements, certified, s.fast, s.recomputed, s.binary128, s.exact,
+  std::printf("  reference: %zu of %zu elements certified correctly rounded (%.4f%%); heads×sequences: %zu double-double "
+              "(%zu with a prefix recomputed in binary128), %zu binary128, %zu exact rationals; reference_bits %d; %.1f s\n",
+              s.elements - s.uncertified, s.elements, certified, s.fast, s.recomputed, s.binary128, s.exact, ref.bits,
               std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
   return 0;
 }

@@ -52,14 +52,11 @@ struct Bounded {
   double e;  // ≥ |x − exact|
 };
 
-// An upper bound, in double, of phi·2^-106·M + alpha, M the exact magnitude
-// (M ≤ (M̂ + alpha)/(1 − phi·2^-106) ≤ (M̂ + alpha)(1 + 2^-70) for phi ≤ 2^30;
-// M̂ = hi + lo ≤ hi(1 + 2^-52)). The few double roundings here (relative
-// 2^-53 each) are far inside the factors 1 + 2^-40.
-double bound_d(double phi, double alpha, bool tiny, const DD& mag) {
+// An upper bound, in double, of phi·2^-106·M + alpha given M_up ≥ M (the few
+// double roundings here are far inside the factors 1 + 2^-40).
+double bound_up(double phi, double alpha, bool tiny, double M_up) {
   const double a = tiny ? alpha : 0;
-  const double M = mag.hi * (1 + 0x1p-50) + a;
-  return phi * 0x1p-106 * M * (1 + 0x1p-40) + a * (1 + 0x1p-40);
+  return phi * 0x1p-106 * M_up * (1 + 0x1p-40) + a * (1 + 0x1p-40);
 }
 
 // Half the distance from r to its neighbours, the smaller side (exact); 0 when
@@ -123,7 +120,8 @@ bool screen_quotient(Bounded N, Bounded D, double& r) {
 
 }  // namespace
 
-FastHeadOutcome fast_head(const BatchProblem& p, Reference& ref, Index b, Index h, Index t0, Index t1, Index chunk) {
+FastHeadOutcome fast_head(const BatchProblem& p, Reference& ref, Index b, Index h, Index t0, Index t1, Index chunk,
+                          double double_magnitudes_above) {
   const Options& o = p.opt;
   FastHeadOutcome res;
   if (!fast::supports(o.variant)) return res;
@@ -131,9 +129,37 @@ FastHeadOutcome fast_head(const BatchProblem& p, Reference& ref, Index b, Index 
   auto q_at = [&](Index t, Index c) { return DD{p.q[p.q_index(b, h, t0 + t, c)], 0}; };
   auto k_at = [&](Index t, Index c) { return DD{p.k[p.k_index(b, h, t0 + t, c)], 0}; };
   auto v_at = [&](Index t, Index c) { return DD{p.v[p.v_index(b, h, t0 + t, c)], 0}; };
-  const fast::FastHead<DD> fh = fast::make_fast_head<DD>(o, n, p.d, dv, q_at, k_at, v_at, chunk);
+  // Small heads: magnitudes in double-double too (rounded to nearest, as
+  // binary128 stores them). Large heads: the values in double-double and the
+  // magnitudes by the double engine on absolute values, with its own bound
+  // (half the double-double work; a magnitude only scales scores).
+  const bool large = static_cast<double>(n) * p.d * (p.d + dv) > double_magnitudes_above;
+  const fast::FastHead<DD> fh = fast::make_fast_head<DD>(o, n, p.d, dv, q_at, k_at, v_at, chunk, !large);
   const fast::HeadResult<DD> r = fast::evaluate_head(fh);
   if (!r.finite) return res;
+  fast::HeadResult<double> mr;
+  if (large) {
+    Options a = o;
+    a.scale = abs(o.scale), a.normalize = false;
+    auto abs_at = [&](const std::vector<double>& x, auto index) { return [&x, index](Index t, Index c) { return std::fabs(x[index(t, c)]); }; };
+    mr = fast::evaluate_head(fast::make_fast_head<double>(
+        a, n, p.d, dv, abs_at(p.q, [&](Index t, Index c) { return p.q_index(b, h, t0 + t, c); }),
+        abs_at(p.k, [&](Index t, Index c) { return p.k_index(b, h, t0 + t, c); }),
+        abs_at(p.v, [&](Index t, Index c) { return p.v_index(b, h, t0 + t, c); }), chunk, false));
+    if (!mr.finite) return res;
+  }
+  // The stored magnitude of element (t, c) and an upper bound of the exact one.
+  auto magnitude = [&](Index t, Index c, double& stored, double& up) {
+    if (!large) {
+      const DD m = r.mag.at(t, c);
+      stored = m.hi + m.lo;
+      up = (m.hi * (1 + 0x1p-50) + (r.tiny ? r.alpha[static_cast<size_t>(t)] : 0)) * (1 + 0x1p-60);
+      return;
+    }
+    // |m̂ − M| ≤ phi·2^-53·M + alpha: M ≤ (m̂ + alpha)(1 + 2(phi + 1)·2^-53), the +1 for this line's roundings.
+    stored = mr.val.at(t, c);
+    up = (stored + (mr.tiny ? mr.alpha[static_cast<size_t>(t)] : 0)) * (1 + 2 * (mr.phi[static_cast<size_t>(t)] + 1) * 0x1p-53);
+  };
   res.ok = true;
   const f113 eps = from_rational<f113>(o.eps);
   // ε as the DD engine would hold it: within 2^-113·ε of the exact ε (binary128 rounding).
@@ -146,11 +172,14 @@ FastHeadOutcome fast_head(const BatchProblem& p, Reference& ref, Index b, Index 
     const size_t row = static_cast<size_t>(t);
     const double phi = r.phi[row], alpha = r.alpha[row];
     const size_t di = p.den_index(b, h, t0 + t);
-    const DD den = r.val.at(t, dv), magD = r.mag.at(t, dv);
-    const Bounded Dv{den, bound_d(phi, alpha, r.tiny, magD)};
+    const DD den = r.val.at(t, dv);
+    double mD = 0, mD_up = 0;
+    magnitude(t, dv, mD, mD_up);
+    const DD magD{mD_up, 0};  // for the binary128 fallback: an upper bound serves
+    const Bounded Dv{den, bound_up(phi, alpha, r.tiny, mD_up)};
     bool bad = false;
     double rd = 0;
-    ref.mag_den[di] = magD.hi + magD.lo;
+    ref.mag_den[di] = mD;
     if (screen(Dv, rd)) {
       ref.den[di] = rd;
     } else {
@@ -185,10 +214,13 @@ FastHeadOutcome fast_head(const BatchProblem& p, Reference& ref, Index b, Index 
     }
     for (Index c = 0; c < dv; ++c) {
       const size_t i = p.out_index(b, h, t0 + t, c);
-      const DD num = r.val.at(t, c), magN = r.mag.at(t, c);
-      const Bounded Nv{num, bound_d(phi, alpha, r.tiny, magN)};
+      const DD num = r.val.at(t, c);
+      double mN = 0, mN_up = 0;
+      magnitude(t, c, mN, mN_up);
+      const DD magN{mN_up, 0};
+      const Bounded Nv{num, bound_up(phi, alpha, r.tiny, mN_up)};
       ref.num[i] = num.hi + num.lo;
-      ref.mag_num[i] = magN.hi + magN.lo;
+      ref.mag_num[i] = mN;
       double ro = 0;
       if (!o.normalize) {
         ref.out[i] = ref.num[i];

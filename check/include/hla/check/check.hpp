@@ -140,7 +140,7 @@ std::vector<BaselineForm> baseline_forms(const BatchProblem& p, FormClass c = Fo
 // Applies to the variants with a chunked form and finite inputs; check() uses
 // it instead of ours() for those forms when a problem is large
 // (fast_baseline_wanted), where ours() would take minutes.
-bool fast_baseline_applies(const BatchProblem& p, const BaselineForm& f);
+bool fast_baseline_applies(const BatchProblem& p, const BaselineForm& f, bool known_finite = false);
 CandidateOutputs fast_ours(const BatchProblem& p, Precision prec, const BaselineForm& f, DType out = DType::f64);
 // Σ over heads × sequences of n·d·(d + dv) above 2^24: the golden fixtures and
 // small fuzz cases stay with ours() (their verdicts are as before).

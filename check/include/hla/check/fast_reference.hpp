@@ -17,7 +17,11 @@ struct FastHeadOutcome {
 // magnitudes rounded to nearest from it; an element is certified (its flag
 // clear) when every value within the engine's bound of the computed one rounds
 // to the same double — then it is the correctly rounded exact value. Inputs
-// must be finite. Does not touch the state-difference magnitudes.
-FastHeadOutcome fast_head(const BatchProblem& p, Reference& ref, Index b, Index h, Index t0, Index t1, Index chunk = 64);
+// must be finite. Does not touch the state-difference magnitudes. Heads with
+// tokens·d·(d + dv) above double_magnitudes_above take their magnitudes from
+// the double engine on absolute values (stored as computed, certified through
+// its upward bound) instead of double-double (stored rounded to nearest).
+FastHeadOutcome fast_head(const BatchProblem& p, Reference& ref, Index b, Index h, Index t0, Index t1, Index chunk = 64,
+                          double double_magnitudes_above = 0x1p22);
 
 }  // namespace hla::check

@@ -50,6 +50,9 @@ struct ReferenceOptions {
   // most recompute_work (tokens · d · (d + dv), about 1 s), else they stay flagged.
   bool fast = true;
   Index chunk = 64;
+  // Heads above this much work (tokens · d · (d + dv)) take their magnitudes
+  // from the double engine (fast_reference.hpp); below, double-double.
+  double double_magnitudes_above = 0x1p22;
   double recompute_work = 0x1p25;
   int threads = 0;  // 0: every core (HLA_THREADS in the environment overrides)
   // Called from one thread at a time with the work done and the total (for progress bars).

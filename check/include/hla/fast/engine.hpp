@@ -43,6 +43,7 @@ template <class S> struct FastHead {
   Powers<S> pow;    // up to order·(w + 1)
   BMat<S> lambda;   // 1 × 1 (hla2 ridge; zero: no ridge terms)
   bool ridge = false;
+  bool magnitudes = true;  // compute mag (else only the bounds: see BMat::has_mag)
   Idx w = 64;       // chunk width
   Idx n() const { return q.rows(); }
 };
@@ -53,6 +54,7 @@ template <class S> struct HeadResult {
   std::vector<double> phi, alpha;
   bool finite = true;
   bool tiny = false;  // alpha applies (matrix.hpp); else the bound is phi·unit·M alone
+  bool has_mag = true;
 };
 
 namespace detail {
@@ -107,7 +109,8 @@ template <class S> class Chunks {
   }
   BMat<S> powers_matrix(Dense<S> m) const {
     BMat<S> b;
-    b.mag = m;
+    b.has_mag = h_.magnitudes && Arith<S>::track;
+    if (b.has_mag) b.mag = m;
     b.val = std::move(m);
     b.phi = h_.pow.phi, b.alpha = h_.pow.alpha;
     b.refresh();
@@ -127,12 +130,12 @@ template <class S> struct Out {
         if constexpr (std::is_same_v<S, DD>) {
           if (!std::isfinite(Y.val.at(t, j).hi)) r.finite = false;
           r.val.set(c0 + t, j, Y.val.at(t, j));
-          r.mag.set(c0 + t, j, Y.mag.at(t, j));
+          if (r.has_mag) r.mag.set(c0 + t, j, Y.mag.at(t, j));
         } else {
           if constexpr (std::is_same_v<S, double>)
             if (!std::isfinite(Y.val.at(t, j))) r.finite = false;
           r.val.at(c0 + t, j) = Y.val.at(t, j);
-          if constexpr (Arith<S>::track) r.mag.at(c0 + t, j) = Y.mag.at(t, j);
+          if (r.has_mag) r.mag.at(c0 + t, j) = Y.mag.at(t, j);
         }
       }
     }
@@ -153,7 +156,7 @@ constexpr bool N = false, T = true;
 
 // la1: num_t = ρ_t q_tᵀP_A + ((QKᵀ) ⊙ D_1) V;  P ← γ^L P + Kᵀ diag(e_1) V.
 template <class S> void la1(const FastHead<S>& h, Chunks<S>& c, Out<S>& out) {
-  BMat<S> P = BMat<S>::zero(h.k.cols(), h.v.cols());
+  BMat<S> P = BMat<S>::zero(h.k.cols(), h.v.cols(), h.magnitudes);
   for (Idx c0 = 0; c0 < h.n(); c0 += h.w) {
     const Idx L = std::min(h.w, h.n() - c0);
     const BMat<S> Q = rows(h.q, c0, L), K = rows(h.k, c0, L), V = rows(h.v, c0, L);
@@ -171,7 +174,7 @@ template <class S> void la1(const FastHead<S>& h, Chunks<S>& c, Out<S>& out) {
 // hla2 (SPEC §5), carry (S, C, F = SC − G); see ops/hla2.hpp for the terms.
 template <class S> void hla2(const FastHead<S>& h, Chunks<S>& c, Out<S>& out) {
   const Idx d = h.q.cols(), dv1 = h.v.cols();
-  BMat<S> Sa = BMat<S>::zero(d, d), Ca = BMat<S>::zero(d, dv1), Fa = BMat<S>::zero(d, dv1);
+  BMat<S> Sa = BMat<S>::zero(d, d, h.magnitudes), Ca = BMat<S>::zero(d, dv1, h.magnitudes), Fa = BMat<S>::zero(d, dv1, h.magnitudes);
   for (Idx c0 = 0; c0 < h.n(); c0 += h.w) {
     const Idx L = std::min(h.w, h.n() - c0);
     const BMat<S> Q = rows(h.q, c0, L), K = rows(h.k, c0, L), V = rows(h.v, c0, L);
@@ -234,7 +237,7 @@ template <class S> void hla2(const FastHead<S>& h, Chunks<S>& c, Out<S>& out) {
 // E ← γ^L E + Kᵀ diag(e_1) W_d V + γ^L Kᵀ(Q P_A), P ← γ^L P + Kᵀ diag(e_1) V.
 template <class S> void ahla(const FastHead<S>& h, Chunks<S>& c, Out<S>& out) {
   const Idx d = h.q.cols(), dv1 = h.v.cols();
-  BMat<S> Pa = BMat<S>::zero(d, dv1), Ea = BMat<S>::zero(d, dv1);
+  BMat<S> Pa = BMat<S>::zero(d, dv1, h.magnitudes), Ea = BMat<S>::zero(d, dv1, h.magnitudes);
   for (Idx c0 = 0; c0 < h.n(); c0 += h.w) {
     const Idx L = std::min(h.w, h.n() - c0);
     const BMat<S> Q = rows(h.q, c0, L), K = rows(h.k, c0, L), V = rows(h.v, c0, L);
@@ -267,7 +270,7 @@ template <class S> void ahla(const FastHead<S>& h, Chunks<S>& c, Out<S>& out) {
 // unmasked (S, P, Zq).
 template <class S> void hla3(const FastHead<S>& h, Chunks<S>& c, Out<S>& out) {
   const Idx d = h.q.cols(), dv1 = h.v.cols();
-  BMat<S> Sa = BMat<S>::zero(d, d), Pa = BMat<S>::zero(d, dv1), Fa = BMat<S>::zero(d, dv1), Zqa = BMat<S>::zero(d, d);
+  BMat<S> Sa = BMat<S>::zero(d, d, h.magnitudes), Pa = BMat<S>::zero(d, dv1, h.magnitudes), Fa = BMat<S>::zero(d, dv1, h.magnitudes), Zqa = BMat<S>::zero(d, d, h.magnitudes);
   for (Idx c0 = 0; c0 < h.n(); c0 += h.w) {
     const Idx L = std::min(h.w, h.n() - c0);
     const BMat<S> Q = rows(h.q, c0, L), K = rows(h.k, c0, L), V = rows(h.v, c0, L);
@@ -367,8 +370,10 @@ template <class S> std::vector<S> emu_powers(const Rational& gamma, Idx E) {
 // values (S = DD: binary128 then split, relative error ≤ 2^-113 + 2^-106;
 // γ^e by e binary128 products: ≤ (e + 1)·2^-113·1.0001 more).
 template <class S, class QAt, class KAt, class VAt>
-FastHead<S> make_fast_head(const Options& o, Idx n, Idx d, Idx dv, QAt&& q_at, KAt&& k_at, VAt&& v_at, Idx w) {
+FastHead<S> make_fast_head(const Options& o, Idx n, Idx d, Idx dv, QAt&& q_at, KAt&& k_at, VAt&& v_at, Idx w,
+                           bool magnitudes = true) {
   FastHead<S> h;
+  h.magnitudes = magnitudes;
   h.variant = o.variant;
   h.masked = o.masked;
   h.w = std::max<Idx>(1, std::min(w, n));
@@ -382,23 +387,23 @@ FastHead<S> make_fast_head(const Options& o, Idx n, Idx d, Idx dv, QAt&& q_at, K
     for (Idx c = 0; c < dv; ++c) put(v, t, c, v_at(t, c));
     put(v, t, dv, S(1));
   }
-  h.q = exact_input(std::move(q));
-  h.k = exact_input(std::move(k));
-  h.v = exact_input(std::move(v));
+  h.q = exact_input(std::move(q), magnitudes);
+  h.k = exact_input(std::move(k), magnitudes);
+  h.v = exact_input(std::move(v), magnitudes);
   // A rational option as a 1 × 1 matrix with its rounding bound.
-  auto option = [](const Rational& x) {
+  auto option = [magnitudes](const Rational& x) {
     Dense<S> m = Dense<S>::zero(1, 1);
     BMat<S> b;
     if constexpr (std::is_same_v<S, Rational>) {
       m.at(0, 0) = x;
-      b = exact_input(std::move(m));
+      b = exact_input(std::move(m), magnitudes);
     } else if constexpr (std::is_same_v<S, DD>) {
       m.set(0, 0, dd_from_f113(from_rational<f113>(x)));
-      b = exact_input(std::move(m));
+      b = exact_input(std::move(m), magnitudes);
       b.phi = 2, b.alpha = 0x1p-1073;
     } else if constexpr (std::is_same_v<S, double>) {
       m.at(0, 0) = from_rational<double>(x);
-      b = exact_input(std::move(m));
+      b = exact_input(std::move(m), magnitudes);
       b.phi = 1, b.alpha = 0x1p-1074;
     } else {
       m.at(0, 0) = emu_from_rational<S>(x);  // emulated precision: one rounding, no bound
@@ -437,7 +442,8 @@ template <class S> HeadResult<S> evaluate_head(const FastHead<S>& h) {
   if (!supports(h.variant)) throw std::logic_error("fast engine: no chunked form for this variant");
   HeadResult<S> r;
   r.val = Dense<S>::zero(h.n(), h.v.cols());
-  if constexpr (Arith<S>::track) r.mag = Dense<S>::zero(h.n(), h.v.cols());
+  r.has_mag = Arith<S>::track && h.magnitudes;
+  if (r.has_mag) r.mag = Dense<S>::zero(h.n(), h.v.cols());
   r.phi.assign(static_cast<size_t>(h.n()), 0);
   r.alpha.assign(static_cast<size_t>(h.n()), 0);
   r.finite = h.q.finite && h.k.finite && h.v.finite;

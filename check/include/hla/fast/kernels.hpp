@@ -29,9 +29,11 @@ struct Kernels {
   // c_lower: only the tiles of C that meet the lower triangle (j ≤ i) are
   // computed; the others stay as they were. lo_zero: bit 1, A's low parts are
   // all zero; bit 2, B's (their products are skipped: the same result).
-  void (*gemm_dd)(Idx m, Idx n, Idx k, const double* Ah, const double* Al, Idx lda, const double* Bh,
+  // a_trans: A is stored transposed (k × m, row stride lda): op(A) = Aᵀ.
+  // gemm_d fuses each multiply-add (one rounding; every target: FMA or libm's fma).
+  void (*gemm_dd)(Idx m, Idx n, Idx k, const double* Ah, const double* Al, Idx lda, bool a_trans, const double* Bh,
                   const double* Bl, Idx ldb, double* Ch, double* Cl, Idx ldc, int lo_zero, bool a_lower, bool c_lower);
-  void (*gemm_d)(Idx m, Idx n, Idx k, const double* A, Idx lda, const double* B, Idx ldb, double* C, Idx ldc,
+  void (*gemm_d)(Idx m, Idx n, Idx k, const double* A, Idx lda, bool a_trans, const double* B, Idx ldb, double* C, Idx ldc,
                  bool a_lower, bool c_lower);
   // x[i] ← x[i]·y[i] over `count` elements (double-double).
   void (*mul_dd)(Idx count, double* xh, double* xl, const double* yh, const double* yl);
@@ -46,8 +48,8 @@ struct Kernels {
   // Emulated precisions for the checker's baseline: float storage, kind 0 =
   // f32, 1 = bf16, 2 = f16, every product and sum rounded to it (the f32
   // result rounded to nearest even); n a multiple of kPadF for gemm_f.
-  void (*gemm_f)(int kind, Idx m, Idx n, Idx k, const float* A, Idx lda, const float* B, Idx ldb, float* C, Idx ldc,
-                 bool a_lower, bool c_lower);
+  void (*gemm_f)(int kind, Idx m, Idx n, Idx k, const float* A, Idx lda, bool a_trans, const float* B, Idx ldb, float* C,
+                 Idx ldc, bool a_lower, bool c_lower);
   void (*mul_f)(int kind, Idx count, float* x, const float* y);
   void (*add_f)(int kind, Idx count, float* x, const float* y);
   void (*scale_f)(int kind, Idx count, float* x, float s);
@@ -95,5 +97,7 @@ template <int K> inline float emu_round(float x) {
 const Kernels& kernels();
 // A named table if this CPU runs it, else nullptr.
 const Kernels* kernels_named(const char* name);
+// Makes kernels() return this table (nullptr: the automatic choice again); for tests.
+void use_kernels(const Kernels* k);
 
 }  // namespace hla::fast

@@ -24,7 +24,8 @@
 // phi_a + phi_b + 17, a sum max(phi_a, phi_b) + 5, a product of inner
 // dimension k accumulated into C (phi_C0, or a fresh zero C)
 // max(phi_C0, phi_A + phi_B + 17) + 5k. For double (one rounding per
-// operation, no fused multiply-add): + 2, + 2, max(phi_C0, phi_A + phi_B + 3) + 2k.
+// operation; a product step c + a·b is fused, one rounding of at most
+// u|c + a·b|): + 2, + 2, max(phi_C0, phi_A + phi_B + 3) + 2k.
 // Underflow: a rounding below the normal range (or TwoProd's error term of
 // a product below 2^-969) errs by at most 2^-1075 absolutely; a DD step has at
 // most 16 such roundings, so each operation adds tau = 2^-1066 (DD) or
@@ -145,18 +146,21 @@ template <int K> struct Dense<Emu<K>> {
 
 namespace detail {
 
-// C += A·B for dense operands (no transposes here; BMat transposes explicitly).
-inline void gemm(Dense<DD>& C, const Dense<DD>& A, const Dense<DD>& B, bool a_lower, bool c_lower, int lo_zero = 0) {
-  kernels().gemm_dd(A.rows, C.ld, A.cols, A.hi.data(), A.lo.data(), A.ld, B.hi.data(), B.lo.data(), B.ld, C.hi.data(),
-                    C.lo.data(), C.ld, lo_zero, a_lower, c_lower);
+// C += op(A)·B for dense operands, op(A) = A or Aᵀ (a_trans: A is read
+// transposed, no copy); B's transposes are made by BMat (explicitly).
+inline void gemm(Dense<DD>& C, const Dense<DD>& A, bool a_trans, const Dense<DD>& B, bool a_lower, bool c_lower, int lo_zero = 0) {
+  kernels().gemm_dd(C.rows, C.ld, a_trans ? A.rows : A.cols, A.hi.data(), A.lo.data(), A.ld, a_trans, B.hi.data(), B.lo.data(), B.ld,
+                    C.hi.data(), C.lo.data(), C.ld, lo_zero, a_lower, c_lower);
 }
-inline void gemm(Dense<double>& C, const Dense<double>& A, const Dense<double>& B, bool a_lower, bool c_lower, int = 0) {
-  kernels().gemm_d(A.rows, C.ld, A.cols, A.x.data(), A.ld, B.x.data(), B.ld, C.x.data(), C.ld, a_lower, c_lower);
+inline void gemm(Dense<double>& C, const Dense<double>& A, bool a_trans, const Dense<double>& B, bool a_lower, bool c_lower, int = 0) {
+  kernels().gemm_d(C.rows, C.ld, a_trans ? A.rows : A.cols, A.x.data(), A.ld, a_trans, B.x.data(), B.ld, C.x.data(), C.ld, a_lower,
+                   c_lower);
 }
-inline void gemm(Dense<Rational>& C, const Dense<Rational>& A, const Dense<Rational>& B, bool, bool, int = 0) {
-  for (Idx i = 0; i < A.rows; ++i)
-    for (Idx l = 0; l < A.cols; ++l) {
-      const Rational& a = A.at(i, l);
+inline void gemm(Dense<Rational>& C, const Dense<Rational>& A, bool a_trans, const Dense<Rational>& B, bool, bool, int = 0) {
+  const Idx k = a_trans ? A.rows : A.cols;
+  for (Idx i = 0; i < C.rows; ++i)
+    for (Idx l = 0; l < k; ++l) {
+      const Rational& a = a_trans ? A.at(l, i) : A.at(i, l);
       if (a == 0) continue;
       for (Idx j = 0; j < B.cols; ++j) C.at(i, j) += a * B.at(l, j);
     }
@@ -206,8 +210,10 @@ inline void scale(Dense<Rational>& X, const Dense<Rational>& s) {
   for (Rational& e : X.x) e *= s.x[0];
 }
 
-template <int K> void gemm(Dense<Emu<K>>& C, const Dense<Emu<K>>& A, const Dense<Emu<K>>& B, bool a_lower, bool c_lower, int = 0) {
-  kernels().gemm_f(K, A.rows, C.ld, A.cols, A.x.data(), A.ld, B.x.data(), B.ld, C.x.data(), C.ld, a_lower, c_lower);
+template <int K>
+void gemm(Dense<Emu<K>>& C, const Dense<Emu<K>>& A, bool a_trans, const Dense<Emu<K>>& B, bool a_lower, bool c_lower, int = 0) {
+  kernels().gemm_f(K, C.rows, C.ld, a_trans ? A.rows : A.cols, A.x.data(), A.ld, a_trans, B.x.data(), B.ld, C.x.data(), C.ld, a_lower,
+                   c_lower);
 }
 template <int K> void mul(Dense<Emu<K>>& X, const Dense<Emu<K>>& Y) {
   kernels().mul_f(K, static_cast<Idx>(X.x.size()), X.x.data(), Y.x.data());
@@ -284,38 +290,62 @@ template <class S> struct BMat {
   bool finite = true;
   bool tiny = false;  // alpha is needed (see the top)
   bool lo_zero = false;  // DD: every low part of val and mag is zero (exact inputs)
+  // Whether mag is computed (a run may carry only the bounds: its magnitudes
+  // then come from another run, on absolute values; phi, alpha, A and minmag
+  // are kept either way).
+  bool has_mag = true;
   Idx rows() const { return val.rows; }
   Idx cols() const { return val.cols; }
 
   // Recomputes A, minmag and finite from the magnitudes and the bound: every
-  // |val| and the exact magnitude are within phi·unit·M + alpha of mag.
+  // |val| and the exact magnitude are within phi·unit·M + alpha of mag (a
+  // pass over the matrix: for inputs and constants).
   void refresh() {
     if constexpr (Arith<S>::exact || !Arith<S>::track) return;
     else {
+      // Inputs and constants without mag are exact: their magnitude is |val|.
       double m = 0;
-      detail::max_min(mag, m, minmag);
-      if (!std::isfinite(m) || !std::isfinite(alpha) || !(phi <= Arith<S>::max_phi)) finite = false;
-      // Mildly below the threshold: the next product would be far below.
-      if (minmag < detail::kTiny) tiny = true;
-      A = finite ? (m + 2 * alpha) * (1 + 2 * phi * Arith<S>::unit + 0x1p-45) : INFINITY;
+      detail::max_min(has_mag ? mag : val, m, minmag);
+      if (!std::isfinite(m)) finite = false;
+      settle(m);
     }
   }
-  static BMat zero(Idx r, Idx c) {
+  // After an operation: `mmax` bounds the exact magnitude of every element
+  // and minmag (set by the caller) bounds its nonzero ones from below, both
+  // derived from the operands (no pass over the matrix).
+  void settle(double mmax) {
+    if constexpr (!Arith<S>::exact && Arith<S>::track) {
+      if (!std::isfinite(mmax) || !std::isfinite(alpha) || !(phi <= Arith<S>::max_phi)) finite = false;
+      // Mildly below the threshold: the next product would be far below.
+      if (minmag < detail::kTiny) tiny = true;
+      A = finite ? (mmax + 2 * alpha) * (1 + 2 * phi * Arith<S>::unit + 0x1p-45) : INFINITY;
+    }
+  }
+  static BMat zero(Idx r, Idx c, bool with_mag = true) {
     BMat m;
     m.val = Dense<S>::zero(r, c);
-    if constexpr (Arith<S>::track) m.mag = Dense<S>::zero(r, c);
+    m.has_mag = Arith<S>::track && with_mag;
+    if (m.has_mag) m.mag = Dense<S>::zero(r, c);
     m.lo_zero = true;
     return m;
   }
 };
 
-// An exact input (phi = alpha = 0): mag = |val|.
-template <class S> BMat<S> exact_input(Dense<S> val) {
+// An exact input (phi = alpha = 0): mag = |val| (kept only with_mag).
+template <class S> BMat<S> exact_input(Dense<S> val, bool with_mag = true) {
   BMat<S> m;
   if constexpr (!Arith<S>::track) {
     m.val = std::move(val);
+    m.has_mag = false;
     return m;
   } else {
+  if (!with_mag) {
+    m.val = std::move(val);
+    m.has_mag = false;
+    if constexpr (std::is_same_v<S, DD>) m.lo_zero = std::all_of(m.val.lo.begin(), m.val.lo.end(), [](double x) { return x == 0; });
+    m.refresh();
+    return m;
+  }
   m.mag = val;
   if constexpr (std::is_same_v<S, DD>) {
     for (double& e : m.mag.hi) e = std::fabs(e);
@@ -340,6 +370,8 @@ inline std::atomic<std::uint64_t>& mac_counter() {
   return n;
 }
 
+// Elementwise product bounds: magnitudes multiply, so max ≤ A_X·A_Y and a
+// nonzero one ≥ minmag_X·minmag_Y.
 template <class S> void bound_product(BMat<S>& Z, const BMat<S>& X, const BMat<S>& Y) {
   using Ar = Arith<S>;
   Z.finite = Z.finite && X.finite && Y.finite;
@@ -347,6 +379,8 @@ template <class S> void bound_product(BMat<S>& Z, const BMat<S>& X, const BMat<S
   if constexpr (!Ar::exact) {
     Z.phi = X.phi + Y.phi + Ar::prod;
     Z.alpha = 1.01 * (X.alpha * Y.A + Y.alpha * X.A + X.alpha * Y.alpha) + Ar::tau;
+    Z.minmag = X.minmag * Y.minmag;
+    Z.settle(X.A * Y.A * (1 + 0x1p-50));
   }
 }
 
@@ -357,39 +391,42 @@ template <class S>
 void mm_into(BMat<S>& C, bool accumulate, const BMat<S>& A, bool ta, const BMat<S>& B, bool tb, bool a_lower = false,
              bool c_lower = false) {
   using Ar = Arith<S>;
-  const Dense<S> At = ta ? detail::transpose(A.val) : Dense<S>(), Bt = tb ? detail::transpose(B.val) : Dense<S>();
-  constexpr bool track = Arith<S>::track;
-  const Dense<S> Atm = track && ta ? detail::transpose(A.mag) : Dense<S>(), Btm = track && tb ? detail::transpose(B.mag) : Dense<S>();
-  const Dense<S>& av = ta ? At : A.val;
+  const bool track = Arith<S>::track && A.has_mag && B.has_mag;
+  const Dense<S> Bt = tb ? detail::transpose(B.val) : Dense<S>();
+  const Dense<S> Btm = track && tb ? detail::transpose(B.mag) : Dense<S>();
   const Dense<S>& bv = tb ? Bt : B.val;
-  const Dense<S>& am = ta ? Atm : A.mag;
   const Dense<S>& bm = tb ? Btm : B.mag;
-  if (av.cols != bv.rows) throw std::logic_error("fast engine: inner dimensions differ");
+  const Idx m = ta ? A.val.cols : A.val.rows, k = ta ? A.val.rows : A.val.cols;
+  if (k != bv.rows) throw std::logic_error("fast engine: inner dimensions differ");
   if (!accumulate) {
-    C = BMat<S>::zero(av.rows, bv.cols);
-  } else if (C.rows() != av.rows || C.cols() != bv.cols) {
+    C = BMat<S>::zero(m, bv.cols, track);
+  } else if (C.rows() != m || C.cols() != bv.cols || C.has_mag != track) {
     throw std::logic_error("fast engine: accumulated shapes differ");
   }
   const int lo_zero = (A.lo_zero ? 1 : 0) | (B.lo_zero ? 2 : 0);
-  mac_counter().fetch_add(static_cast<std::uint64_t>(av.rows * bv.cols * av.cols) * (track ? 2 : 1), std::memory_order_relaxed);
-  detail::gemm(C.val, av, bv, a_lower, c_lower, lo_zero);
-  if constexpr (track) detail::gemm(C.mag, am, bm, a_lower, c_lower, lo_zero);
+  mac_counter().fetch_add(static_cast<std::uint64_t>(m * bv.cols * k) * (track ? 2 : 1), std::memory_order_relaxed);
+  detail::gemm(C.val, A.val, ta, bv, a_lower, c_lower, lo_zero);
+  if (track) detail::gemm(C.mag, A.mag, ta, bm, a_lower, c_lower, lo_zero);
   C.lo_zero = false;
   C.finite = (accumulate ? C.finite : true) && A.finite && B.finite;
   C.tiny = (accumulate ? C.tiny : false) || A.tiny || B.tiny || A.minmag * B.minmag < detail::kTiny;
   if constexpr (!Ar::exact) {
-    const double k = static_cast<double>(av.cols);
+    const double kk = static_cast<double>(k);
     const double base = A.phi + B.phi + Ar::base;
-    const double cross = k * (1.01 * (A.alpha * B.A + B.alpha * A.A + A.alpha * B.alpha) + Ar::tau);
+    const double cross = kk * (1.01 * (A.alpha * B.A + B.alpha * A.A + A.alpha * B.alpha) + Ar::tau);
+    // A sum of k products of magnitudes: at most k·A_A·A_B (plus C's own);
+    // a nonzero one is at least one nonzero product.
+    const double mmax = kk * A.A * B.A * (1 + 0x1p-50) + (accumulate ? C.A : 0);
+    C.minmag = std::min(accumulate ? C.minmag : INFINITY, A.minmag * B.minmag);
     if (accumulate) {
-      C.phi = std::max(C.phi, base) + Ar::step * k;
+      C.phi = std::max(C.phi, base) + Ar::step * kk;
       C.alpha = C.alpha * (1 + 0x1p-40) + cross;
     } else {
-      C.phi = base + Ar::step * k;
+      C.phi = base + Ar::step * kk;
       C.alpha = cross;
     }
+    C.settle(mmax * (1 + 0x1p-50));
   }
-  C.refresh();
 }
 
 template <class S>
@@ -403,57 +440,56 @@ BMat<S> mm(const BMat<S>& A, bool ta, const BMat<S>& B, bool tb, bool a_lower = 
 template <class S> void had(BMat<S>& X, const BMat<S>& Y) {
   detail::mul(X.val, Y.val);
   X.lo_zero = false;
-  if constexpr (Arith<S>::track) detail::mul(X.mag, Y.mag);
+  if (X.has_mag) detail::mul(X.mag, Y.mag);
   BMat<S> Z;
   Z.finite = X.finite, Z.tiny = X.tiny;
   bound_product(Z, X, Y);
-  X.phi = Z.phi, X.alpha = Z.alpha, X.finite = Z.finite, X.tiny = Z.tiny;
-  X.refresh();
+  X.phi = Z.phi, X.alpha = Z.alpha, X.finite = Z.finite, X.tiny = Z.tiny, X.A = Z.A, X.minmag = Z.minmag;
 }
 // Row i of X times r(i) (r: rows × 1).
 template <class S> void scale_rows(BMat<S>& X, const BMat<S>& r) {
   detail::scale_rows(X.val, r.val);
   X.lo_zero = false;
-  if constexpr (Arith<S>::track) detail::scale_rows(X.mag, r.mag);
+  if (X.has_mag) detail::scale_rows(X.mag, r.mag);
   BMat<S> Z;
   Z.finite = X.finite, Z.tiny = X.tiny;
   bound_product(Z, X, r);
-  X.phi = Z.phi, X.alpha = Z.alpha, X.finite = Z.finite, X.tiny = Z.tiny;
-  X.refresh();
+  X.phi = Z.phi, X.alpha = Z.alpha, X.finite = Z.finite, X.tiny = Z.tiny, X.A = Z.A, X.minmag = Z.minmag;
 }
 // X times the 1 × 1 matrix s.
 template <class S> void scale(BMat<S>& X, const BMat<S>& s) {
   detail::scale(X.val, s.val);
   X.lo_zero = false;
-  if constexpr (Arith<S>::track) detail::scale(X.mag, s.mag);
+  if (X.has_mag) detail::scale(X.mag, s.mag);
   BMat<S> Z;
   Z.finite = X.finite, Z.tiny = X.tiny;
   bound_product(Z, X, s);
-  X.phi = Z.phi, X.alpha = Z.alpha, X.finite = Z.finite, X.tiny = Z.tiny;
-  X.refresh();
+  X.phi = Z.phi, X.alpha = Z.alpha, X.finite = Z.finite, X.tiny = Z.tiny, X.A = Z.A, X.minmag = Z.minmag;
 }
 // X + Y (same shape).
 template <class S> void add(BMat<S>& X, const BMat<S>& Y) {
   detail::add(X.val, Y.val);
   X.lo_zero = false;
-  if constexpr (Arith<S>::track) detail::add(X.mag, Y.mag);
+  if (X.has_mag) detail::add(X.mag, Y.mag);
   X.finite = X.finite && Y.finite;
   X.tiny = X.tiny || Y.tiny;
   if constexpr (!Arith<S>::exact) {
     X.phi = std::max(X.phi, Y.phi) + Arith<S>::add;
     X.alpha = X.alpha + Y.alpha + Arith<S>::tau;
+    X.minmag = std::min(X.minmag, Y.minmag);  // magnitudes are ≥ 0: a nonzero sum has a nonzero term
+    X.settle((X.A + Y.A) * (1 + 0x1p-50));
   }
-  X.refresh();
 }
 // Exact: zeroes the strict upper triangle (the causal mask with the diagonal).
 template <class S> void zero_upper(BMat<S>& X) {
   detail::zero_upper(X.val);
-  if constexpr (Arith<S>::track) detail::zero_upper(X.mag);
+  if (X.has_mag) detail::zero_upper(X.mag);
 }
 template <class S> BMat<S> rows(const BMat<S>& X, Idx r0, Idx count) {
   BMat<S> R;
   R.val = detail::rows_of(X.val, r0, count);
-  if constexpr (Arith<S>::track) R.mag = detail::rows_of(X.mag, r0, count);
+  if (X.has_mag) R.mag = detail::rows_of(X.mag, r0, count);
+  R.has_mag = X.has_mag;
   R.phi = X.phi, R.alpha = X.alpha, R.A = X.A, R.finite = X.finite, R.minmag = X.minmag, R.tiny = X.tiny, R.lo_zero = X.lo_zero;
   return R;
 }
