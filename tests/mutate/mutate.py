@@ -44,6 +44,7 @@ import re
 import shlex
 import shutil
 import signal
+import tempfile
 import subprocess
 import sys
 import threading
@@ -104,27 +105,46 @@ _stopping = threading.Event()  # set on Ctrl-C / SIGTERM: no new process starts
 
 
 def run(cmd, cwd=None, env=None, timeout=None, capture=True):
-    """Runs cmd in its own process group (killed whole on timeout or Ctrl-C).
+    """Runs cmd in a session of its own (killed whole, with every process it
+    started, on timeout or Ctrl-C). Output goes to a file, not a pipe, so that
+    a descendant left behind cannot hold the wait open.
     Returns (returncode or None on timeout, output)."""
     if _stopping.is_set():
         raise KeyboardInterrupt
-    p = subprocess.Popen(cmd, cwd=cwd, env=env, stdout=subprocess.PIPE if capture else None,
-                         stderr=subprocess.STDOUT if capture else None, start_new_session=True, text=True,
-                         errors="replace")
-    with _children_lock:
-        _children.add(p)
-    if _stopping.is_set():
-        kill(p)
-    try:
-        out, _ = p.communicate(timeout=timeout)
-        return p.returncode, out or ""
-    except subprocess.TimeoutExpired:
-        kill(p)
-        out, _ = p.communicate()
-        return None, out or ""
-    finally:
+    with tempfile.TemporaryFile(mode="w+", errors="replace") as out:
+        p = subprocess.Popen(cmd, cwd=cwd, env=env, stdout=out if capture else None,
+                             stderr=subprocess.STDOUT if capture else None, stdin=subprocess.DEVNULL,
+                             start_new_session=True)
         with _children_lock:
-            _children.discard(p)
+            _children.add(p)
+        if _stopping.is_set():
+            kill(p)
+        try:
+            rc = p.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            kill(p)
+            p.wait()
+            rc = None
+        finally:
+            kill_session(p.pid)  # whatever it left behind (a forked child in a group of its own)
+            with _children_lock:
+                _children.discard(p)
+        out.seek(0)
+        return rc, out.read() if capture else ""
+
+
+def kill_session(sid):
+    """SIGKILL every process of session sid (the runner starts each command as a session leader)."""
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            stat = open(f"/proc/{entry}/stat").read()
+            fields = stat[stat.rindex(")") + 2:].split()
+            if int(fields[3]) == sid:  # state, ppid, pgrp, session
+                os.kill(int(entry), signal.SIGKILL)
+        except (OSError, ValueError, IndexError):
+            pass
 
 
 def kill(p):
@@ -132,6 +152,7 @@ def kill(p):
         os.killpg(p.pid, signal.SIGKILL)
     except (ProcessLookupError, PermissionError):
         pass
+    kill_session(p.pid)
 
 
 def kill_all():
