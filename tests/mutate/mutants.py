@@ -16,6 +16,7 @@ CHECK = r"^props_check:"
 CHECK_UNIT = r"^props_check: (check|rule|trust: a report|pinned)"
 FUZZ_UNIT = r"^fuzz_(unit|exact_tier):"
 IO = r"^props_io:"
+NORMALIZE = r"^props_check:pinned|^golden_fixtures_up_to_date$"
 FUZZ = r"^fuzz_(unit|exact_tier):|^hla_fuzz_cli$|^hla_fuzz_zoo"
 
 MUTANTS = [
@@ -123,13 +124,18 @@ MUTANTS = [
     dict(id="normalize_eps_dropped", area="reference", file="reference/include/hla/bounds.hpp",
          original="if (mode == EpsMode::add) return den + eps;",
          replacement="if (mode == EpsMode::add) return den;",
-         tests=r"^golden_fixtures_up_to_date$", units=["rational", "f113"],
+         tests=NORMALIZE, units=["rational", "f113"],
          description="normalize divides by den, not den + ε"),
     dict(id="normalize_clamp_no_sign", area="reference", file="reference/include/hla/bounds.hpp",
          original="return (den < R(0) ? R(-1) : R(1)) * (abs(den) < eps ? eps : R(abs(den)));",
-         replacement="return (abs(den) < eps ? eps : R(den));",
-         tests=r"^golden_fixtures_up_to_date$", units=["rational", "f113"],
-         description="clamp mode with max(den, ε) (no sign)"),
+         replacement="return den < eps ? eps : den;",
+         tests=NORMALIZE, units=["rational", "f113"],
+         description="clamp mode divides by max(den, ε): wrong wherever den < 0"),
+    dict(id="normalize_clamp_sign_near_zero", area="reference", file="reference/include/hla/bounds.hpp",
+         original="return (den < R(0) ? R(-1) : R(1)) * (abs(den) < eps ? eps : R(abs(den)));",
+         replacement="return abs(den) < eps ? eps : den;",
+         tests=NORMALIZE, units=["rational", "f113"],
+         description="clamp mode loses the sign of den inside (-ε, 0) only"),
     dict(id="magnitude_signed_k", area="reference", file="reference/include/hla/evaluate_impl.hpp",
          original="Problem<S> a{p.opt, absm(p.q), absm(p.k), absm(p.v)};",
          replacement="Problem<S> a{p.opt, absm(p.q), p.k, absm(p.v)};",

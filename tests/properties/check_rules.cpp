@@ -95,6 +95,23 @@ TEST_CASE("pinned: rule 3's limit R(N) = max(4, 13·(64/N)^(1/4))", "[check][pin
   CHECK(ratio_limit(0) == ratio_limit(1));
 }
 
+TEST_CASE("pinned: normalize divides by den + ε (add) or sign(den)·max(|den|, ε) (clamp)", "[check][pinned]") {
+  // la1, γ = 1, q = 1, k = (-1/8, 1/4, -17/8, 2), v = (2, 3, 5, 7), ε = 1/4:
+  // den = (-1/8, 1/8, -2, 0), num = (-1/4, 1/2, -81/8, 31/8). By hand:
+  //   add:   D = (1/8, 3/8, -7/4, 1/4),    out = (-2, 4/3, 81/14, 31/2);
+  //   clamp: D = (-1/4, 1/4, -2, 1/4)  (sign(0) = +1),  out = (1, 2, 81/16, 31/2).
+  BatchProblem p = make(Variant::la1, 4, 1, 1, {1, 1, 1, 1}, {-0.125, 0.25, -2.125, 2}, {2, 3, 5, 7});
+  p.opt.normalize = true;
+  p.opt.eps = Rational(1, 4);
+  const std::vector<double> add{-2, 4.0 / 3, 81.0 / 14, 15.5}, clamp{1, 2, 81.0 / 16, 15.5};
+  CHECK(compute_reference(p).out == add);
+  CHECK(check::ours(p, Precision::f64, Form::streaming).out == add);
+  p.opt.eps_mode = EpsMode::clamp;
+  CHECK(compute_reference(p).out == clamp);
+  CHECK(check::ours(p, Precision::f64, Form::streaming).out == clamp);
+  CHECK(compute_reference(p).den == std::vector<double>{-0.125, 0.125, -2, 0});
+}
+
 TEST_CASE("rule 2 alone: a score just above K + 1 fails, just below passes", "[check][rule]") {
   // la1, one token, q = k = v = 1: num = 1 = M exactly, K + 1 = 21, our
   // orders are exact (baseline 0), the floor is 2·|num|/M = 2, N = 1 scored
