@@ -32,6 +32,29 @@ expect 1 "exact tier demands bit equality" -- sh -c "'$hla' eval '$exact' --prec
 # Lower precision than declared.
 "$hla" eval "$fx" --precision f16 --out "$work/f16.safetensors" >/dev/null
 expect 1 "the worst of our honest evaluation orders" -- "$hla" check "$fx" "$work/f16.safetensors" --precision f32
+# INCONCLUSIVE, exit 4: the la1 golden fixture with q, k, v scaled by 2^-40
+# (exact: its reference scales by 2^-120, den by 2^-80, still honest): every
+# u·M is then below f32's smallest normal, so nothing is scored.
+python3 - "$fixtures/la1-raw-f32-gaussian-n37-d8-B1H2K1.safetensors" "$work/tiny.safetensors" "$(dirname "$0")/../python" <<'PY'
+import struct, sys
+sys.path.insert(0, sys.argv[3])
+import hla_fixture_file as hff
+parts = hff.parse(open(sys.argv[1], "rb").read())
+def scale(name, s):
+    dtype, shape, data = parts["tensors"][name]
+    fmt = {"F64": "d", "F32": "f"}[dtype]
+    n = len(data) // struct.calcsize(fmt)
+    parts["tensors"][name][2] = struct.pack(f"<{n}{fmt}", *(x * s for x in struct.unpack(f"<{n}{fmt}", data)))
+for t in ("q", "k", "v"):
+    scale(t, 2.0 ** -40)
+for t in ("ref_out", "mag_num"):
+    scale(t, 2.0 ** -120)
+for t in ("ref_den", "mag_den"):
+    scale(t, 2.0 ** -80)
+open(sys.argv[2], "wb").write(hff.serialize(parts))
+PY
+"$hla" eval "$work/tiny.safetensors" --precision f64 --out "$work/tiny.candidate.safetensors" >/dev/null
+expect 4 "in the underflow regime" -- "$hla" check "$work/tiny.safetensors" "$work/tiny.candidate.safetensors" --precision f32
 # Input errors: exit 2, message names the problem.
 expect 2 "No such file" -- "$hla" check "$work/missing.safetensors" "$work/good.safetensors"
 head -c 100 "$fx" > "$work/truncated.safetensors"

@@ -15,6 +15,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <filesystem>
@@ -213,9 +214,10 @@ TEST_CASE("generator: every feature, distribution and probe is drawn", "[fuzz][g
     n["batch 2"] += p.batch == 2;
     n["4 heads"] += p.heads == 4;
     n["exact tier"] += c.exact_tier;
-    n["n = chunk boundary"] += p.n == 16 || p.n == 32 || p.n == 64 || p.n == 128;
-    n["n = chunk boundary - 1"] += p.n == 15 || p.n == 31 || p.n == 63 || p.n == 127;
-    n["n = chunk boundary + 1"] += p.n == 17 || p.n == 33 || p.n == 65 || p.n == 129;
+    // Lengths 1..40 are common anyway; 64 and 128 ± 1 come from the chunk-boundary draw.
+    n["n = 64 or 128"] += p.n == 64 || p.n == 128;
+    n["n = 64 or 128, -1"] += p.n == 63 || p.n == 127;
+    n["n = 64 or 128, +1"] += p.n == 65 || p.n == 129;
     n["probe state_continuation"] += c.probe == fuzz::Probe::state_continuation;
     n["state split after token 1 or later"] += c.probe == fuzz::Probe::state_continuation && c.split > 1;
     n["probe nan_causality"] += c.probe == fuzz::Probe::nan_causality;
@@ -237,9 +239,12 @@ TEST_CASE("generator: every feature, distribution and probe is drawn", "[fuzz][g
   }
   CHECK(dists.size() == gen::all_dists().size());
   CHECK(n["poison after token 0"] > n["poison at token 0"]);
+  // The boundary draw is n = w - 1, w, w + 1 alike: a third each, not mostly w.
+  CHECK(2 * n["n = 64 or 128, -1"] > n["n = 64 or 128"]);
+  CHECK(2 * n["n = 64 or 128, +1"] > n["n = 64 or 128"]);
 }
 
-TEST_CASE("judge: each probe reports its finding kind; honest candidates pass", "[fuzz][kinds]") {
+TEST_CASE("judge: each probe reports its finding kind, honest candidates pass", "[fuzz][kinds]") {
   const fuzz::Supports s = all_supports();
   Ours honest(Bug::none, s);
   // numerics (rules: the a priori bound, and the ratio)
@@ -344,6 +349,55 @@ TEST_CASE("shrinker: findings shrink to the minimal case, in steps", "[fuzz][shr
   CHECK(plain > 0);
 }
 
+TEST_CASE("shrinker: the reductions of a case, each of them", "[fuzz][shrink]") {
+  // README "Fuzz your kernel": fewer heads, tokens (a prefix, or without a
+  // leading part), columns, simpler options, f32, small integers and zeros.
+  fuzz::Supports s = all_supports();
+  fuzz::FuzzCase c = one_case(Variant::hla2, 8, 4, 4, 12, 2);
+  BatchProblem& p = c.p;
+  p.batch = 2, p.kv_heads = 1, p.dtype = DType::bf16;
+  p.opt.masked = false, p.opt.lambda = Rational(1, 4), p.opt.normalize = true, p.opt.scale = 2;
+  p.resize_buffers();
+  gen::Rng rng(13);
+  gen::fill(p, gen::Dist::gaussian, rng);
+  const std::vector<fuzz::FuzzCase> rs = fuzz::reductions(c, s);
+  auto has = [&](const char* what, auto&& pred) {
+    INFO(what);
+    CHECK(std::any_of(rs.begin(), rs.end(), [&](const fuzz::FuzzCase& r) { return pred(r.p); }));
+  };
+  auto same_tokens = [&](const BatchProblem& r, Index t0) {  // r's tokens are p's t0, t0 + 1, …
+    for (Index b = 0; b < p.batch; ++b)
+      for (Index t = 0; t < r.n; ++t)
+        for (Index i = 0; i < p.d; ++i)
+          if (r.q[r.q_index(b, 1, t, i)] != p.q[p.q_index(b, 1, t + t0, i)]) return false;
+    return true;
+  };
+  for (Index b = 0; b < 2; ++b)
+    for (Index h = 0; h < 2; ++h)
+      has("one head of one batch entry", [&](const BatchProblem& r) {
+        return r.batch == 1 && r.heads == 1 && r.n == 8 && r.q[r.q_index(0, 0, 5, 2)] == p.q[p.q_index(b, h, 5, 2)] &&
+               r.k == std::vector<double>(p.k.begin() + b * 32, p.k.begin() + (b + 1) * 32);
+      });
+  for (Index n : {2, 4, 6, 7})
+    has("a prefix", [&](const BatchProblem& r) { return r.heads == 2 && r.n == n && same_tokens(r, 0); });
+  for (Index t0 : {4, 2, 1})
+    has("without a leading part", [&](const BatchProblem& r) { return r.heads == 2 && r.n == 8 - t0 && same_tokens(r, t0); });
+  for (auto [d, dv] : {std::pair<Index, Index>{2, 4}, {4, 2}, {3, 4}, {4, 3}})
+    has("narrower", [&](const BatchProblem& r) { return r.n == 8 && r.d == d && r.dv == dv && r.q[r.q_index(1, 1, 7, 0)] == p.q[p.q_index(1, 1, 7, 0)]; });
+  has("no ridge", [&](const BatchProblem& r) { return r.opt.lambda == 0 && r.opt.gamma == p.opt.gamma; });
+  has("not normalized", [&](const BatchProblem& r) { return !r.opt.normalize && r.opt.lambda != 0; });
+  has("no decay", [&](const BatchProblem& r) { return r.opt.gamma == 1 && r.opt.normalize; });
+  has("scale 1", [&](const BatchProblem& r) { return r.opt.scale == 1 && r.opt.gamma != 1; });
+  has("masked", [&](const BatchProblem& r) { return r.opt.masked && r.opt.scale != 1; });
+  has("f32 inputs", [&](const BatchProblem& r) { return r.dtype == DType::f32 && r.n == 8; });
+  has("small integer queries", [&](const BatchProblem& r) {
+    return r.k == p.k && std::all_of(r.q.begin(), r.q.end(), [](double x) { return x == std::round(x) && std::fabs(x) <= 2; });
+  });
+  has("zero values", [&](const BatchProblem& r) {
+    return r.q == p.q && std::all_of(r.v.begin(), r.v.end(), [](double x) { return x == 0; });
+  });
+}
+
 TEST_CASE("shrinker: keeps what the bug needs and the rules it fails", "[fuzz][shrink]") {
   // Decay only: the shrunk case keeps γ < 1 and says it needs decay.
   fuzz::Supports s = all_supports();
@@ -408,6 +462,29 @@ TEST_CASE("campaign: case i of the stream, shards disjoint", "[fuzz][campaign]")
                        [](double a, double b) { return a == b || (std::isnan(a) && std::isnan(b)); }));
     }
   }
+}
+
+TEST_CASE("campaign: inconclusive cases are counted, not reported", "[fuzz][campaign]") {
+  // Declared f16 precision: u·M below f16's smallest normal 2^-14 (M < 1/8,
+  // short sequences of small values) is the underflow regime, not scored.
+  fuzz::Supports s = all_supports();
+  s.features &= ~HLA_FEAT_STATE;
+  s.precision = check::PrecisionMap{check::Precision::f16, {}};
+  s.max_n = 40;
+  const uint64_t seed = 3;
+  const size_t cases = 150;
+  Ours honest(Bug::none, s);
+  ScratchDir dir;
+  const fuzz::Summary r = campaign(honest, seed, cases, 0, dir.path);
+  size_t expected = 0;
+  for (size_t i = 0; i < cases; ++i) {
+    Ours fresh(Bug::none, s);
+    expected += fuzz::judge(fresh, fuzz::make_case(s, gen::derive_seed(seed, i))).inconclusive;
+  }
+  INFO(r.text());
+  CHECK(r.findings.empty());
+  CHECK(expected > 0);
+  CHECK(r.inconclusive == expected);
 }
 
 TEST_CASE("C ABI adapter: a hang is a timeout, a segfault a crash", "[fuzz][cabi]") {

@@ -16,6 +16,7 @@ CHECK = r"^props_check:"
 CHECK_UNIT = r"^props_check: (check|rule|trust: a report|pinned)"
 FUZZ_UNIT = r"^fuzz_(unit|exact_tier):"
 IO = r"^props_io:"
+NORMALIZE = r"^props_check:pinned|^golden_fixtures_up_to_date$"
 FUZZ = r"^fuzz_(unit|exact_tier):|^hla_fuzz_cli$|^hla_fuzz_zoo"
 
 MUTANTS = [
@@ -123,13 +124,18 @@ MUTANTS = [
     dict(id="normalize_eps_dropped", area="reference", file="reference/include/hla/bounds.hpp",
          original="if (mode == EpsMode::add) return den + eps;",
          replacement="if (mode == EpsMode::add) return den;",
-         tests=r"^golden_fixtures_up_to_date$", units=["rational", "f113"],
+         tests=NORMALIZE, units=["rational", "f113"],
          description="normalize divides by den, not den + ε"),
     dict(id="normalize_clamp_no_sign", area="reference", file="reference/include/hla/bounds.hpp",
          original="return (den < R(0) ? R(-1) : R(1)) * (abs(den) < eps ? eps : R(abs(den)));",
-         replacement="return (abs(den) < eps ? eps : R(den));",
-         tests=r"^golden_fixtures_up_to_date$", units=["rational", "f113"],
-         description="clamp mode with max(den, ε) (no sign)"),
+         replacement="return den < eps ? eps : den;",
+         tests=NORMALIZE, units=["rational", "f113"],
+         description="clamp mode divides by max(den, ε): wrong wherever den < 0"),
+    dict(id="normalize_clamp_sign_near_zero", area="reference", file="reference/include/hla/bounds.hpp",
+         original="return (den < R(0) ? R(-1) : R(1)) * (abs(den) < eps ? eps : R(abs(den)));",
+         replacement="return abs(den) < eps ? eps : den;",
+         tests=NORMALIZE, units=["rational", "f113"],
+         description="clamp mode loses the sign of den inside (-ε, 0) only"),
     dict(id="magnitude_signed_k", area="reference", file="reference/include/hla/evaluate_impl.hpp",
          original="Problem<S> a{p.opt, absm(p.q), absm(p.k), absm(p.v)};",
          replacement="Problem<S> a{p.opt, absm(p.q), p.k, absm(p.v)};",
@@ -438,13 +444,17 @@ MUTANTS = [
          replacement='if (v.kind == "numerics" && c.p.offsets.size() > 3) {',
          tests=FUZZ, description="the varlen isolation probe needs three packed sequences"),
     dict(id="state_probe_skipped", area="fuzz", file="tools/fuzz/campaign.cpp",
-         original="if (c.probe != Probe::state_continuation) return {};",
-         replacement="return {};",
+         original="if (c.probe != Probe::state_continuation || v.inconclusive) return v;",
+         replacement="return v;",
          tests=FUZZ, description="the state continuation probe never makes its second run"),
     dict(id="inconclusive_is_finding", area="fuzz", file="tools/fuzz/campaign.cpp",
          original="if (rep.inconclusive) {  // nothing to judge on",
          replacement="if (false) {  // nothing to judge on",
          tests=FUZZ, description="an INCONCLUSIVE check becomes a numerics finding"),
+    dict(id="campaign_inconclusive_not_counted", area="fuzz", file="tools/fuzz/campaign.cpp",
+         original="if (v.inconclusive) ++s.inconclusive;",
+         replacement="",
+         tests=FUZZ, description="a campaign's summary never counts its inconclusive cases"),
     dict(id="shrinker_noop", area="fuzz", file="tools/fuzz/campaign.cpp",
          original="for (bool progressed = true; progressed && attempts < budget;) {",
          replacement="for (bool progressed = false; progressed && attempts < budget;) {",

@@ -44,6 +44,7 @@ import re
 import shlex
 import shutil
 import signal
+import tempfile
 import subprocess
 import sys
 import threading
@@ -79,6 +80,11 @@ def load_mutants():
     return MUTANTS, errors
 
 
+def is_heavy(m):
+    """A mutant in a reference header recompiles instantiation units."""
+    return m["file"].startswith("reference/include/")
+
+
 def check_originals(mutants, root):
     """Every mutant's original text occurs exactly once in its file."""
     errors = []
@@ -104,27 +110,46 @@ _stopping = threading.Event()  # set on Ctrl-C / SIGTERM: no new process starts
 
 
 def run(cmd, cwd=None, env=None, timeout=None, capture=True):
-    """Runs cmd in its own process group (killed whole on timeout or Ctrl-C).
+    """Runs cmd in a session of its own (killed whole, with every process it
+    started, on timeout or Ctrl-C). Output goes to a file, not a pipe, so that
+    a descendant left behind cannot hold the wait open.
     Returns (returncode or None on timeout, output)."""
     if _stopping.is_set():
         raise KeyboardInterrupt
-    p = subprocess.Popen(cmd, cwd=cwd, env=env, stdout=subprocess.PIPE if capture else None,
-                         stderr=subprocess.STDOUT if capture else None, start_new_session=True, text=True,
-                         errors="replace")
-    with _children_lock:
-        _children.add(p)
-    if _stopping.is_set():
-        kill(p)
-    try:
-        out, _ = p.communicate(timeout=timeout)
-        return p.returncode, out or ""
-    except subprocess.TimeoutExpired:
-        kill(p)
-        out, _ = p.communicate()
-        return None, out or ""
-    finally:
+    with tempfile.TemporaryFile(mode="w+", errors="replace") as out:
+        p = subprocess.Popen(cmd, cwd=cwd, env=env, stdout=out if capture else None,
+                             stderr=subprocess.STDOUT if capture else None, stdin=subprocess.DEVNULL,
+                             start_new_session=True)
         with _children_lock:
-            _children.discard(p)
+            _children.add(p)
+        if _stopping.is_set():
+            kill(p)
+        try:
+            rc = p.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            kill(p)
+            p.wait()
+            rc = None
+        finally:
+            kill_session(p.pid)  # whatever it left behind (a forked child in a group of its own)
+            with _children_lock:
+                _children.discard(p)
+        out.seek(0)
+        return rc, out.read() if capture else ""
+
+
+def kill_session(sid):
+    """SIGKILL every process of session sid (the runner starts each command as a session leader)."""
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            stat = open(f"/proc/{entry}/stat").read()
+            fields = stat[stat.rindex(")") + 2:].split()
+            if int(fields[3]) == sid:  # state, ppid, pgrp, session
+                os.kill(int(entry), signal.SIGKILL)
+        except (OSError, ValueError, IndexError):
+            pass
 
 
 def kill(p):
@@ -132,6 +157,7 @@ def kill(p):
         os.killpg(p.pid, signal.SIGKILL)
     except (ProcessLookupError, PermissionError):
         pass
+    kill_session(p.pid)
 
 
 def kill_all():
@@ -625,6 +651,7 @@ def main():
     ap.add_argument("--area", default="", help="comma list of areas: " + ", ".join(AREAS))
     ap.add_argument("--sample", type=int, default=0, help="run N mutants chosen by --seed")
     ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--max-heavy", type=int, default=-1, help="--sample: at most K mutants in reference headers")
     ap.add_argument("--run-equivalent", action="store_true", help="also run the mutants listed as equivalent")
     ap.add_argument("--json", default="", help="write the results as JSON to FILE (- for stdout)")
     ap.add_argument("--jobs", type=int, default=os.cpu_count() or 2)
@@ -670,12 +697,25 @@ def main():
     if not a.run_equivalent:
         chosen = [m for m in chosen if not m.get("equivalent")]
     if a.sample:
+        # A seeded shuffle, taken in order; at most --max-heavy mutants in reference
+        # headers (each recompiles an instantiation unit, ~1.5 min) when given.
         pool = [m for m in chosen if not m.get("equivalent")]
-        picked = set(m["id"] for m in random.Random(a.seed).sample(pool, min(a.sample, len(pool))))
+        picked, heavy = set(), 0
+        for m in random.Random(a.seed).sample(pool, len(pool)):
+            if len(picked) == a.sample:
+                break
+            if is_heavy(m):
+                if a.max_heavy >= 0 and heavy >= a.max_heavy:
+                    continue
+                heavy += 1
+            picked.add(m["id"])
         chosen = [m for m in pool if m["id"] in picked]
         equivalent = []
-        print(f"mutate: sample of {len(chosen)} (seed {a.seed}); reproduce: tests/mutate/mutate.py --sample {a.sample} "
-              f"--seed {a.seed}  (= --only {','.join(m['id'] for m in chosen)})", flush=True)
+        print(f"mutate: sample of {len(chosen)} (seed {a.seed}"
+              + (f", at most {a.max_heavy} in reference headers" if a.max_heavy >= 0 else "")
+              + f"); reproduce: tests/mutate/mutate.py --sample {a.sample} --seed {a.seed}"
+              + (f" --max-heavy {a.max_heavy}" if a.max_heavy >= 0 else "")
+              + f"  (= --only {','.join(m['id'] for m in chosen)})", flush=True)
 
     a.work = os.path.realpath(a.work)
     os.makedirs(a.work, exist_ok=True)

@@ -95,6 +95,23 @@ TEST_CASE("pinned: rule 3's limit R(N) = max(4, 13·(64/N)^(1/4))", "[check][pin
   CHECK(ratio_limit(0) == ratio_limit(1));
 }
 
+TEST_CASE("pinned: normalize divides by den + ε (add) or sign(den)·max(|den|, ε) (clamp)", "[check][pinned]") {
+  // la1, γ = 1, q = 1, k = (-1/8, 1/4, -17/8, 2), v = (2, 3, 5, 7), ε = 1/4:
+  // den = (-1/8, 1/8, -2, 0), num = (-1/4, 1/2, -81/8, 31/8). By hand:
+  //   add:   D = (1/8, 3/8, -7/4, 1/4),    out = (-2, 4/3, 81/14, 31/2);
+  //   clamp: D = (-1/4, 1/4, -2, 1/4)  (sign(0) = +1),  out = (1, 2, 81/16, 31/2).
+  BatchProblem p = make(Variant::la1, 4, 1, 1, {1, 1, 1, 1}, {-0.125, 0.25, -2.125, 2}, {2, 3, 5, 7});
+  p.opt.normalize = true;
+  p.opt.eps = Rational(1, 4);
+  const std::vector<double> add{-2, 4.0 / 3, 81.0 / 14, 15.5}, clamp{1, 2, 81.0 / 16, 15.5};
+  CHECK(compute_reference(p).out == add);
+  CHECK(check::ours(p, Precision::f64, Form::streaming).out == add);
+  p.opt.eps_mode = EpsMode::clamp;
+  CHECK(compute_reference(p).out == clamp);
+  CHECK(check::ours(p, Precision::f64, Form::streaming).out == clamp);
+  CHECK(compute_reference(p).den == std::vector<double>{-0.125, 0.125, -2, 0});
+}
+
 TEST_CASE("rule 2 alone: a score just above K + 1 fails, just below passes", "[check][rule]") {
   // la1, one token, q = k = v = 1: num = 1 = M exactly, K + 1 = 21, our
   // orders are exact (baseline 0), the floor is 2·|num|/M = 2, N = 1 scored
@@ -256,7 +273,7 @@ TEST_CASE("rule 2: single-element perturbations anywhere fail, at that element",
   }
 }
 
-TEST_CASE("skip: the underflow regime is not scored; more than half unscored is INCONCLUSIVE", "[check][skip]") {
+TEST_CASE("skip: the underflow regime is not scored, and more than half unscored is INCONCLUSIVE", "[check][skip]") {
   // la1, 4 batch entries of one token: q = k = v = 2^-70 gives num = M = 2^-210,
   // u·M = 2^-234 below f32's smallest normal 2^-126: underflow, not scored.
   auto problem = [](int tiny) {
@@ -410,10 +427,25 @@ TEST_CASE("flags: --verify-inputs demands the flags a recomputation sets", "[che
   const io::Fixture f = make_fixture(p, ref, {"unit", "flags", 1, false});
   CHECK(f.flags.size() == static_cast<size_t>(n));
   CHECK_NOTHROW(verify_inputs(f));
-  io::Fixture stripped = f;
-  stripped.flags.clear();
-  stripped.den_flags.clear();
-  require_input_error([&] { verify_inputs(stripped); }, {"--verify-inputs", "flags[1] = 0, recomputed 1"});
+  io::Fixture no_flags = f, no_den_flags = f;
+  no_flags.flags.clear();
+  require_input_error([&] { verify_inputs(no_flags); }, {"--verify-inputs", " flags[1] = 0, recomputed 1"});
+  no_den_flags.den_flags.clear();
+  require_input_error([&] { verify_inputs(no_den_flags); }, {"--verify-inputs", "den_flags[1] = 0, recomputed 1"});
+}
+
+TEST_CASE("flags: a NaN input anywhere puts every head on the binary128 path", "[check][flags]") {
+  // Two heads with their own keys: head 0 has a NaN at token 1, head 1 the
+  // exact cancellation above (num_1 = 0 from terms of magnitude 2). The
+  // reference is exact only when every input is finite; here head 1 too is
+  // evaluated in binary128, where 0 is not certified.
+  BatchProblem p = make(Variant::la1, 2, 1, 1, {1, 1, 1, 1}, {1, NAN, 1, -1}, {1, 1, 1, 1});
+  p.heads = p.kv_heads = 2;
+  const Reference ref = compute_reference(p);
+  CHECK(ref.bits == 113);
+  CHECK(ref.flags[p.out_index(0, 1, 0, 0)] == 0);
+  CHECK(ref.flags[p.out_index(0, 1, 1, 0)] == kUncertified);
+  CHECK(std::isnan(ref.out[p.out_index(0, 0, 1, 0)]));
 }
 
 TEST_CASE("trust: verify_fixture's bound is (K+2)·2^-53·M, no wider", "[check][trust]") {

@@ -168,7 +168,8 @@ Verdict judge(Adapter& a, const FuzzCase& c, double reference_budget) {
     }
     return v;
   }
-  if (c.probe != Probe::state_continuation) return {};
+  // Nothing found: a plain verdict, inconclusive or not (the campaign counts those).
+  if (c.probe != Probe::state_continuation || v.inconclusive) return v;
   // One pass was right; now [0, m) and [m, n) with the state handed over.
   const RunResult ra = a.run(slice_tokens(c.p, 0, c.split), nullptr, nullptr, true);
   if (ra.status != RunResult::Status::ok) return failed_run(ra);
