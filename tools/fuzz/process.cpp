@@ -16,6 +16,8 @@
 #include <cstring>
 #include <stdexcept>
 #include <thread>
+#include <tuple>
+#include <utility>
 
 namespace hla::fuzz {
 
@@ -131,9 +133,10 @@ bool read_message(int fd, std::string& m, const std::chrono::steady_clock::time_
   return read_all(fd, m.data(), n, deadline, timed_out);
 }
 
-}  // namespace
-
-void Worker::start() {
+// Forks a child in its own process group that talks over one end of a
+// socket pair (a write to a dead peer is then an error, not SIGPIPE); the
+// child runs `child(its end)` and never returns. The parent gets {pid, its end}.
+std::pair<int, int> spawn_connected(const std::function<void(int)>& child) {
   int sv[2];
   if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) != 0)
     throw std::runtime_error(std::string("socketpair failed: ") + std::strerror(errno));
@@ -146,9 +149,21 @@ void Worker::start() {
   if (pid == 0) {
     setpgid(0, 0);
     close(sv[0]);
+    child(sv[1]);
+    _exit(127);
+  }
+  setpgid(pid, pid);
+  close(sv[1]);
+  return {pid, sv[0]};
+}
+
+}  // namespace
+
+void Worker::start() {
+  std::tie(pid_, fd_) = spawn_connected([&](int fd) {
     std::string request, reply;
     bool timed_out = false;
-    while (read_message(sv[1], request, nullptr, &timed_out)) {
+    while (read_message(fd, request, nullptr, &timed_out)) {
       reply.clear();
       try {
         serve_(request, reply);
@@ -156,13 +171,10 @@ void Worker::start() {
         _exit(125);
       }
       std::fflush(nullptr);
-      if (!write_message(sv[1], reply)) break;
+      if (!write_message(fd, reply)) break;
     }
     _exit(0);
-  }
-  setpgid(pid, pid);
-  close(sv[1]);
-  pid_ = pid, fd_ = sv[0];
+  });
 }
 
 ChildOutcome Worker::reap(bool kill_first) {
@@ -210,29 +222,13 @@ void LineServer::stop() {
 
 bool LineServer::call(const std::string& line, std::string& answer, double timeout_s, ChildOutcome& ended) {
   const auto deadline = deadline_in(timeout_s);
-  if (pid_ <= 0) {
-    // stdin and stdout are one socket: a write to a dead server is an error, not SIGPIPE.
-    int sv[2];
-    if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) != 0)
-      throw std::runtime_error(std::string("socketpair failed: ") + std::strerror(errno));
-    std::fflush(nullptr);
-    const pid_t pid = fork();
-    if (pid < 0) {
-      close(sv[0]), close(sv[1]);
-      throw std::runtime_error(std::string("fork failed: ") + std::strerror(errno));
-    }
-    if (pid == 0) {
-      setpgid(0, 0);
+  if (pid_ <= 0)
+    std::tie(pid_, fd_) = spawn_connected([&](int fd) {  // stdin and stdout are the socket
       const int log = open(log_.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
-      dup2(sv[1], 0), dup2(sv[1], 1);
+      dup2(fd, 0), dup2(fd, 1);
       if (log >= 0) dup2(log, 2);
       execl("/bin/sh", "sh", "-c", cmd_.c_str(), static_cast<char*>(nullptr));
-      _exit(127);
-    }
-    setpgid(pid, pid);
-    close(sv[1]);
-    pid_ = pid, fd_ = sv[0];
-  }
+    });
   const std::string msg = line + "\n";
   if (write_all(fd_, msg.data(), msg.size())) {
     for (;;) {
