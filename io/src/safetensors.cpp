@@ -413,7 +413,7 @@ std::vector<double> float_values(const Tensor& t, const std::string& what) {
   const std::size_t size = dtype_size(*ft);
   std::vector<double> out(t.bytes.size() / size);
   if (*ft == DType::f64 && std::endian::native == std::endian::little) {
-    std::memcpy(out.data(), t.bytes.data(), out.size() * sizeof(double));  // F64 bytes are the doubles
+    if (!out.empty()) std::memcpy(out.data(), t.bytes.data(), out.size() * sizeof(double));  // F64 bytes are the doubles
     return out;
   }
   for (std::size_t i = 0; i < out.size(); ++i) out[i] = decode_float(*ft, load_le(t.bytes.data() + i * size, size));

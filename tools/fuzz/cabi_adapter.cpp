@@ -254,11 +254,11 @@ class CabiAdapter final : public Adapter {
     }
     if (hp.den) {
       r.out.den.resize(nden);
-      std::memcpy(r.out.den.data(), base + at_den, nden * sizeof(double));
+      if (nden) std::memcpy(r.out.den.data(), base + at_den, nden * sizeof(double));
     }
     if (want_state) {
       r.state_out.resize(state_doubles);
-      std::memcpy(r.state_out.data(), base + at_state_out, state_doubles * sizeof(double));
+      if (state_doubles) std::memcpy(r.state_out.data(), base + at_state_out, state_doubles * sizeof(double));
     }
     return r;
   }
