@@ -41,7 +41,7 @@ status=0
 # Not hla_fuzz_cli: 6 minutes under ASan (repeated campaigns with shrinking);
 # the campaign, shrinking and finding-file paths it takes run below in the zoo
 # campaign and in example_cabi_la1_fuzz.
-tests='^(props_io|props_check|fuzz_exact_tier):|^(hla_cli|hla_bad_input|zoo_selftest|example_cabi_la1_fuzz|fuzz_readers_corpus)$'
+tests='^(props_io|props_check|fuzz_exact_tier):|^(hla_cli|hla_bad_input|hla_ref_cli|zoo_selftest|example_cabi_la1_fuzz|fuzz_readers_corpus)$'
 ctest --test-dir "$dir" -j"$jobs" --output-on-failure -R "$tests" | tee "$dir/ctest.log" || status=1
 ran=$(sed -n 's/.*tests passed, [0-9]* tests failed out of \([0-9]*\).*/\1/p' "$dir/ctest.log")
 

@@ -11,6 +11,7 @@
 #include <vector>
 
 #if defined(__x86_64__)
+#include <cpuid.h>
 #include <immintrin.h>
 #endif
 
@@ -77,11 +78,13 @@ __attribute__((target("sha,sse4.1,ssse3"))) void compress_shani(std::array<std::
   _mm_storeu_si128(reinterpret_cast<__m128i*>(h.data() + 4), efgh);
 }
 
+// CPUID: SHA (leaf 7, EBX bit 29), SSE4.1 and SSSE3 (leaf 1, ECX bits 19 and 9).
 bool have_shani() {
   static const bool yes = [] {
-    __builtin_cpu_init();
-    return __builtin_cpu_supports("sha") && __builtin_cpu_supports("sse4.1") && __builtin_cpu_supports("ssse3") &&
-           std::getenv("HLA_NO_SHANI") == nullptr;
+    unsigned a = 0, b = 0, c = 0, d = 0;
+    if (!__get_cpuid(1, &a, &b, &c, &d) || !((c >> 19) & 1) || !((c >> 9) & 1)) return false;
+    if (!__get_cpuid_count(7, 0, &a, &b, &c, &d) || !((b >> 29) & 1)) return false;
+    return std::getenv("HLA_NO_SHANI") == nullptr;
   }();
   return yes;
 }

@@ -335,9 +335,12 @@ TEST_CASE("fast baseline: our orders at scale are honest (rule 2 holds) in every
       const check::Reference ref = check::compute_reference(p);
       for (check::Precision prec : {check::Precision::f64, check::Precision::f32, check::Precision::bf16, check::Precision::f16})
         for (const check::BaselineForm f : {check::BaselineForm{Form::streaming}, check::BaselineForm{Form::chunked_matmul, 8},
-                                           check::BaselineForm{Form::chunked_matmul, 16}}) {
+                                           check::BaselineForm{Form::chunked_matmul, 16}, check::BaselineForm{Form::streaming_paper_state}}) {
+          if (f.form == Form::streaming_paper_state && v != Variant::hla2) continue;
           check::CheckOptions co;
           co.precision = prec;
+          // The paper state subtracts partial sums: judged in its own class.
+          if (f.form == Form::streaming_paper_state) co.form_class = check::FormClass::state_difference;
           const check::Report r = check::check(p, ref, check::fast_ours(p, prec, f), co);
           // f16's range is small: a third-order state may overflow it (as ours() does); that is not an error of the order.
           RC_CLASSIFY(r.nonfinite > 0, "an f16/bf16 state overflowed");

@@ -28,8 +28,10 @@ template <class S> void run_head(const BatchProblem& p, const BaselineForm& f, C
   auto q_at = [&](Index t, Index c) { return input_as<S>(p.q[p.q_index(b, h, t0 + t, c)], p.dtype); };
   auto k_at = [&](Index t, Index c) { return input_as<S>(p.k[p.k_index(b, h, t0 + t, c)], p.dtype); };
   auto v_at = [&](Index t, Index c) { return input_as<S>(p.v[p.v_index(b, h, t0 + t, c)], p.dtype); };
-  const fast::FastHead<S> fh = fast::make_fast_head<S>(o, t1 - t0, p.d, p.dv, q_at, k_at, v_at, f.form == Form::streaming ? 1 : f.chunk);
-  const fast::Dense<S> Y = f.form == Form::streaming ? fast::streaming_head(fh) : fast::evaluate_head(fh).val;
+  const bool streaming = f.form == Form::streaming || f.form == Form::streaming_paper_state;
+  const fast::FastHead<S> fh = fast::make_fast_head<S>(o, t1 - t0, p.d, p.dv, q_at, k_at, v_at, streaming ? 1 : f.chunk);
+  const fast::Dense<S> Y =
+      streaming ? fast::streaming_head(fh, f.form == Form::streaming_paper_state) : fast::evaluate_head(fh).val;
   using T = std::conditional_t<std::is_same_v<S, double>, double, float>;
   constexpr int K = std::is_same_v<S, fast::Emu<1>> ? 1 : std::is_same_v<S, fast::Emu<2>> ? 2 : 0;
   auto rnd = [](T x) -> T {
@@ -58,7 +60,8 @@ template <class S> void run_head(const BatchProblem& p, const BaselineForm& f, C
 
 bool fast_baseline_applies(const BatchProblem& p, const BaselineForm& f, bool known_finite) {
   if (!fast::supports(p.opt.variant) || (!known_finite && !p.all_finite())) return false;
-  return f.form == Form::streaming || f.form == Form::chunked_matmul;
+  return f.form == Form::streaming || f.form == Form::chunked_matmul ||
+         (f.form == Form::streaming_paper_state && p.opt.variant == Variant::hla2);
 }
 
 CandidateOutputs fast_ours(const BatchProblem& p, Precision prec, const BaselineForm& f, DType out_dtype) {

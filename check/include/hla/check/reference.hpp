@@ -47,13 +47,13 @@ struct ReferenceOptions {
   // The double-double engine for heads that exact rationals do not take (else
   // binary128 streaming). Where it leaves elements uncertified, the head's
   // prefix up to the last of them is recomputed in binary128 if that costs at
-  // most recompute_work (tokens · d · (d + dv), about 1 s), else they stay flagged.
+  // most recompute_work (tokens · d · (d + dv): 2^22 is about half a second), else they stay flagged.
   bool fast = true;
   Index chunk = 64;
   // Heads above this much work (tokens · d · (d + dv)) take their magnitudes
   // from the double engine (fast_reference.hpp); below, double-double.
   double double_magnitudes_above = 0x1p22;
-  double recompute_work = 0x1p25;
+  double recompute_work = 0x1p22;
   int threads = 0;  // 0: every core (HLA_THREADS in the environment overrides)
   // Called from one thread at a time with the work done and the total (for progress bars).
   std::function<void(double done, double total)> progress;

@@ -60,6 +60,8 @@ struct Kernels {
   void (*vecmat_d)(Idx rows, Idx cols, const double* x, const double* A, Idx lda, double* y);
 };
 inline constexpr Idx kPadF = 16;  // float columns per gemm_f tile
+// gemm_dd renormalizes its accumulators every kDDBlock steps (matrix.hpp: its error bound).
+inline constexpr Idx kDDBlock = 8;
 
 // The rounding of an f32 result to emulated kind K (0 f32: none; 1 bf16, 2
 // f16: to nearest, ties to even, overflow to ±inf), on the bit pattern so that

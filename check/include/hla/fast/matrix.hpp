@@ -18,12 +18,19 @@
 //  - product a·b (TwoProd of the high parts, cross terms added, TwoSum):
 //    |error| ≤ 8.01u²|a||b|;
 //  - sum a + b (TwoSum, low parts added, TwoSum): ≤ 3.01u²(|a| + |b|);
-//  - fused step c + a·b (kernels.inc dd_fma): ≤ u²(3.01|c| + 15.1|a||b|).
+//  - block products (kernels.inc): each step c + a·b adds the exact TwoProd
+//    of the high parts with the TwoSum of c's high part, and the low parts
+//    (t0 + e, then into c's low part) without renormalizing; every 8 steps a
+//    TwoSum renormalizes. In a block of B steps the step i errs by at most
+//    u²(11.14·P_i + (5.21 + 1.05·i)·M_i) (product 8.01u²P_i; the roundings
+//    of t0 + e and of the growing low part, |lo| ≤ u·M_i(4.16 + 1.05i)),
+//    P_i = |a_i||b_i| and M_i the magnitude of the partial sum, so a block
+//    adds at most u²·M·(11.14 + 5.21B + 0.525B(B + 1)) ≤ 92·u²·M for B = 8.
 // With |a| ≤ M_a(1 + phi_a·u²) + alpha_a and phi·u² ≤ 2^-76 (checked), the
 // second-order terms fit in the rounded-up constants: a product gives
 // phi_a + phi_b + 17, a sum max(phi_a, phi_b) + 5, a product of inner
 // dimension k accumulated into C (phi_C0, or a fresh zero C)
-// max(phi_C0, phi_A + phi_B + 17) + 5k. For double (one rounding per
+// max(phi_C0, phi_A + phi_B + 1) + 92·ceil(k/8). For double (one rounding per
 // operation; a product step c + a·b is fused, one rounding of at most
 // u|c + a·b|): + 2, + 2, max(phi_C0, phi_A + phi_B + 3) + 2k.
 // Underflow: a rounding below the normal range (or TwoProd's error term of
@@ -36,7 +43,7 @@
 // each product of an element of one operand's magnitude with one of the
 // other's) is at least 2^-950, each absolute error of 2^-1066 is below
 // 2^-116 times the magnitude it belongs to, which the margins of the
-// constants above absorb (17 vs 16.01, 5 vs 4.001 and 3.01); and a quantity of
+// constants above absorb (17 vs 16.01, 5 vs 3.01, 92 vs 90.6 per block); and a quantity of
 // magnitude 0 is computed exactly 0 (every term has a zero factor). `tiny`
 // records whether any operation leading to a matrix broke that condition.
 // Overflow: a NaN or Inf anywhere clears `finite`, and the caller falls back
@@ -68,7 +75,8 @@ template <class S> struct Arith;
 template <> struct Arith<DD> {
   static constexpr bool exact = false, track = true;
   static constexpr double unit = 0x1p-106;
-  static constexpr double prod = 17, add = 5, base = 17, step = 5;
+  static constexpr double prod = 17, add = 5, base = 1, step = 92;
+  static constexpr Idx block = kDDBlock;  // step per block of this many products
   static constexpr double tau = 0x1p-1066;
   static constexpr double max_phi = 0x1p30;  // phi·unit ≤ 2^-76
 };
@@ -76,12 +84,14 @@ template <> struct Arith<double> {
   static constexpr bool exact = false, track = true;
   static constexpr double unit = 0x1p-53;
   static constexpr double prod = 2, add = 2, base = 3, step = 2;
+  static constexpr Idx block = 1;
   static constexpr double tau = 0x1p-1070;
   static constexpr double max_phi = 0x1p33;  // phi·unit ≤ 2^-20
 };
 template <> struct Arith<Rational> {
   static constexpr bool exact = true, track = true;
   static constexpr double unit = 0, prod = 0, add = 0, base = 0, step = 0, tau = 0, max_phi = 0;
+  static constexpr Idx block = 1;
 };
 
 // Row-major storage, ld = padded(cols) (DD, double: padding columns zero), ld = cols (Rational).
@@ -129,6 +139,7 @@ template <int K> struct Emu {
 template <int K> struct Arith<Emu<K>> {
   static constexpr bool exact = false, track = false;
   static constexpr double unit = 0, prod = 0, add = 0, base = 0, step = 0, tau = 0, max_phi = 0;
+  static constexpr Idx block = 1;
 };
 
 template <int K> struct Dense<Emu<K>> {
@@ -412,6 +423,7 @@ void mm_into(BMat<S>& C, bool accumulate, const BMat<S>& A, bool ta, const BMat<
   C.tiny = (accumulate ? C.tiny : false) || A.tiny || B.tiny || A.minmag * B.minmag < detail::kTiny;
   if constexpr (!Ar::exact) {
     const double kk = static_cast<double>(k);
+    const double blocks = static_cast<double>((k + Ar::block - 1) / Ar::block);
     const double base = A.phi + B.phi + Ar::base;
     const double cross = kk * (1.01 * (A.alpha * B.A + B.alpha * A.A + A.alpha * B.alpha) + Ar::tau);
     // A sum of k products of magnitudes: at most k·A_A·A_B (plus C's own);
@@ -419,10 +431,10 @@ void mm_into(BMat<S>& C, bool accumulate, const BMat<S>& A, bool ta, const BMat<
     const double mmax = kk * A.A * B.A * (1 + 0x1p-50) + (accumulate ? C.A : 0);
     C.minmag = std::min(accumulate ? C.minmag : INFINITY, A.minmag * B.minmag);
     if (accumulate) {
-      C.phi = std::max(C.phi, base) + Ar::step * kk;
+      C.phi = std::max(C.phi, base) + Ar::step * blocks;
       C.alpha = C.alpha * (1 + 0x1p-40) + cross;
     } else {
-      C.phi = base + Ar::step * kk;
+      C.phi = base + Ar::step * blocks;
       C.alpha = cross;
     }
     C.settle(mmax * (1 + 0x1p-50));

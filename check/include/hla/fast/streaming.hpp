@@ -38,8 +38,10 @@ template <class S> struct Streamer {
 
 }  // namespace detail
 
-// The head's outputs n × (dv + 1) by the streaming recurrence of its variant.
-template <class S> Dense<S> streaming_head(const FastHead<S>& h) {
+// The head's outputs n × (dv + 1) by the streaming recurrence of its variant
+// (paper_state: hla2's paper state (S, C, G) with the decay corrected, which
+// subtracts partial sums: num = (qᵀS + λqᵀ)C − qᵀG; the state-difference class).
+template <class S> Dense<S> streaming_head(const FastHead<S>& h, bool paper_state = false) {
   using St = detail::Streamer<S>;
   using T = typename St::T;
   const Idx n = h.n(), d = h.q.cols(), dv1 = h.v.cols();
@@ -62,6 +64,25 @@ template <class S> Dense<S> streaming_head(const FastHead<S>& h) {
         St::vecmat(q, P, out);
         break;
       case Variant::hla2:
+        if (paper_state) {
+          // G = γ²G + γk(kᵀC_{t−1}) (C before its update), then S, C; num = (qᵀS + λqᵀ)C − qᵀG.
+          if (h.masked) {
+            St::vecmat(k, C, w.data());
+            for (Idx i = 0; i < d; ++i) u[static_cast<size_t>(i)] = St::mul(g1, k[i]);
+            St::rank1(F, g2, u.data(), w.data());  // F holds G here
+          }
+          St::rank1(Sm, g1, k, k);
+          St::rank1(C, g1, q, v);
+          St::vecmat(q, Sm, u.data());
+          if (h.ridge)
+            for (Idx i = 0; i < d; ++i) u[static_cast<size_t>(i)] = St::add(u[static_cast<size_t>(i)], St::mul(lambda, q[i]));
+          St::vecmat(u.data(), C, out);
+          if (h.masked) {
+            St::vecmat(q, F, y.data());
+            for (Idx c = 0; c < dv1; ++c) out[c] = St::add(out[c], -y[static_cast<size_t>(c)]);
+          }
+          break;
+        }
         St::rank1(Sm, g1, k, k);
         St::rank1(C, g1, q, v);
         St::vecmat(q, Sm, u.data());  // qᵀS = (Sq)ᵀ: S is symmetric, exactly (its updates are)
