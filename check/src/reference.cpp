@@ -138,16 +138,6 @@ template <class F> void parallel_for(size_t count, int threads, F&& fn) {
   if (error) std::rethrow_exception(error);
 }
 
-bool head_finite(const BatchProblem& p, Index b, Index h, Index t0, Index t1) {
-  for (Index t = t0; t < t1; ++t) {
-    for (Index c = 0; c < p.d; ++c)
-      if (!std::isfinite(p.q[p.q_index(b, h, t, c)]) || !std::isfinite(p.k[p.k_index(b, h, t, c)])) return false;
-    for (Index c = 0; c < p.dv; ++c)
-      if (!std::isfinite(p.v[p.v_index(b, h, t, c)])) return false;
-  }
-  return true;
-}
-
 }  // namespace
 
 void fill_state_difference_magnitude(const BatchProblem& p, Reference& ref) {
@@ -172,7 +162,7 @@ void fill_state_difference_magnitude(const BatchProblem& p, Reference& ref) {
     // line's own roundings). Small heads keep the streaming form (as fixtures
     // of earlier versions store it): both are upper bounds of the same magnitude.
     if (fast::supports(p.opt.variant) && static_cast<double>(t1 - t0) * p.d * (p.d + p.dv) > 0x1p22 &&
-        head_finite(p, b, h, t0, t1)) {
+        p.head_finite(b, h, t0, t1)) {
       Options un = p.opt;
       un.masked = false, un.normalize = false, un.scale = abs(p.opt.scale);
       auto at = [&](const std::vector<double>& x, auto index) {

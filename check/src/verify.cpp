@@ -117,16 +117,6 @@ bool all_finite(const HeadValues& v) {
   return true;
 }
 
-bool head_inputs_finite(const BatchProblem& p, Index b, Index h, Index t0, Index t1) {
-  for (Index t = t0; t < t1; ++t) {
-    for (Index c = 0; c < p.d; ++c)
-      if (!std::isfinite(p.q[p.q_index(b, h, t, c)]) || !std::isfinite(p.k[p.k_index(b, h, t, c)])) return false;
-    for (Index c = 0; c < p.dv; ++c)
-      if (!std::isfinite(p.v[p.v_index(b, h, t, c)])) return false;
-  }
-  return true;
-}
-
 std::string num(double x) {
   char buf[40];
   std::snprintf(buf, sizeof buf, "%.17g", x);
@@ -198,7 +188,7 @@ void verify_fixture(const io::Fixture& f, const std::function<void(double, doubl
   auto one = [&](size_t task) {
     const auto [b, h, t0, t1] = tasks[task];
     Findings& bad = found[task];
-    const bool finite_inputs = head_inputs_finite(p, b, h, t0, t1);
+    const bool finite_inputs = p.head_finite(b, h, t0, t1);
     // The fast engine (GEMM-shaped, with its own running bound) where it
     // applies, else the streaming form; float64 may overflow where the exact
     // value does not: then binary128.

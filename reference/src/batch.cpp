@@ -20,6 +20,16 @@ bool BatchProblem::all_finite() const {
   return true;
 }
 
+bool BatchProblem::head_finite(Index b, Index h, Index t0, Index t1) const {
+  for (Index t = t0; t < t1; ++t) {
+    for (Index c = 0; c < d; ++c)
+      if (!std::isfinite(q[q_index(b, h, t, c)]) || !std::isfinite(k[k_index(b, h, t, c)])) return false;
+    for (Index c = 0; c < dv; ++c)
+      if (!std::isfinite(v[v_index(b, h, t, c)])) return false;
+  }
+  return true;
+}
+
 void BatchProblem::validate(bool allow_nonfinite) const {
   opt.validate();
   auto dim = [](const char* name, Index x, Index lo) {

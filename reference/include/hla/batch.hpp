@@ -54,6 +54,7 @@ struct BatchProblem {
     v.assign(static_cast<size_t>(batch * kv_heads * n * dv), 0);
   }
   bool all_finite() const;  // no NaN/Inf in q, k, v
+  bool head_finite(Index b, Index h, Index t0, Index t1) const;  // the same, for one head's tokens [t0, t1)
   // Calls f(b, h, t0, t1) for every batch entry, query head and sequence.
   template <class F> void for_each_sequence(F&& f) const {
     const auto seqs = sequences();

@@ -448,35 +448,29 @@ BMat<S> mm(const BMat<S>& A, bool ta, const BMat<S>& B, bool tb, bool a_lower = 
   return C;
 }
 
-// X ⊙ Y (same shape).
-template <class S> void had(BMat<S>& X, const BMat<S>& Y) {
-  detail::mul(X.val, Y.val);
+// X ← op(X, Y) on the values (and the magnitudes, where kept); X's bound
+// becomes that of the product of X and Y.
+template <class S, class Op> void multiply_in(BMat<S>& X, const BMat<S>& Y, Op op) {
+  op(X.val, Y.val);
   X.lo_zero = false;
-  if (X.has_mag) detail::mul(X.mag, Y.mag);
+  if (X.has_mag) op(X.mag, Y.mag);
   BMat<S> Z;
   Z.finite = X.finite, Z.tiny = X.tiny;
   bound_product(Z, X, Y);
   X.phi = Z.phi, X.alpha = Z.alpha, X.finite = Z.finite, X.tiny = Z.tiny, X.A = Z.A, X.minmag = Z.minmag;
 }
+
+// X ⊙ Y (same shape).
+template <class S> void had(BMat<S>& X, const BMat<S>& Y) {
+  multiply_in(X, Y, [](auto& x, const auto& y) { detail::mul(x, y); });
+}
 // Row i of X times r(i) (r: rows × 1).
 template <class S> void scale_rows(BMat<S>& X, const BMat<S>& r) {
-  detail::scale_rows(X.val, r.val);
-  X.lo_zero = false;
-  if (X.has_mag) detail::scale_rows(X.mag, r.mag);
-  BMat<S> Z;
-  Z.finite = X.finite, Z.tiny = X.tiny;
-  bound_product(Z, X, r);
-  X.phi = Z.phi, X.alpha = Z.alpha, X.finite = Z.finite, X.tiny = Z.tiny, X.A = Z.A, X.minmag = Z.minmag;
+  multiply_in(X, r, [](auto& x, const auto& y) { detail::scale_rows(x, y); });
 }
 // X times the 1 × 1 matrix s.
 template <class S> void scale(BMat<S>& X, const BMat<S>& s) {
-  detail::scale(X.val, s.val);
-  X.lo_zero = false;
-  if (X.has_mag) detail::scale(X.mag, s.mag);
-  BMat<S> Z;
-  Z.finite = X.finite, Z.tiny = X.tiny;
-  bound_product(Z, X, s);
-  X.phi = Z.phi, X.alpha = Z.alpha, X.finite = Z.finite, X.tiny = Z.tiny, X.A = Z.A, X.minmag = Z.minmag;
+  multiply_in(X, s, [](auto& x, const auto& y) { detail::scale(x, y); });
 }
 // X + Y (same shape).
 template <class S> void add(BMat<S>& X, const BMat<S>& Y) {
