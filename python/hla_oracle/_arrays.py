@@ -88,12 +88,12 @@ def _exactly(a, st, name):
         ok = (back == a64) | (np.isnan(a64) & np.isnan(back))
         if not ok.all():
             i = np.argwhere(~ok)[0]
-            raise ValueError(f"{name}[{', '.join(map(str, i))}] = {a64[tuple(i)]!r} is not a bf16 value")
+            raise ValueError(f"{name}[{', '.join(map(str, i))}] = {float(a64[tuple(i)])!r} is not a bf16 value")
         return b
     ok = (b.astype(np.float64) == a64) | (np.isnan(a64) & np.isnan(b.astype(np.float64)))
     if not ok.all():
         i = np.argwhere(~ok)[0]
-        raise ValueError(f"{name}[{', '.join(map(str, i))}] = {a64[tuple(i)]!r} is not a {st.lower()} value")
+        raise ValueError(f"{name}[{', '.join(map(str, i))}] = {float(a64[tuple(i)])!r} is not a {st.lower()} value")
     return b
 
 

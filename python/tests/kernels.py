@@ -68,6 +68,11 @@ def normalize(num, den, options):
 
 def kernel(q, k, v, options, bug=None):
     """fn(q, k, v, options) -> (out, den) for hla_oracle.fuzz: la1 and hla2, every option."""
+    with np.errstate(all="ignore"):  # NaN/Inf inputs (the causality probe) propagate as IEEE says
+        return _kernel(q, k, v, options, bug)
+
+
+def _kernel(q, k, v, options, bug):
     ct = _ct(q)
     q, k, v = (np.asarray(x, dtype=ct) for x in (q, k, v))
     q = q * ct(options.scale)
@@ -87,6 +92,11 @@ def kernel(q, k, v, options, bug=None):
 
 def la1_state_kernel(q, k, v, options, bug=None):
     """la1 with an opaque state (S [B,H,d,dv], z [B,H,d]): the state-continuation probe's candidate."""
+    with np.errstate(all="ignore"):
+        return _la1_state(q, k, v, options, bug)
+
+
+def _la1_state(q, k, v, options, bug):
     ct = _ct(q)
     q, k, v = (np.asarray(x, dtype=ct) for x in (q, k, v))
     g = ct(options.gamma)

@@ -9,7 +9,7 @@ from safetensors.numpy import load_file
 import hla_oracle
 from hla_oracle import Support
 
-GOLDEN_HLA2 = "golden-hla2-add-f32-gaussian-n37-d8-B1H2K1.safetensors"
+GOLDEN_HLA2 = "hla2-add-f32-gaussian-n37-d8-B1H2K1.safetensors"
 
 
 def test_golden_dir_holds_the_golden_set(repo):
@@ -21,7 +21,7 @@ def test_load_fixture_and_check_its_own_reference():
     f = hla_oracle.load_fixture(hla_oracle.golden_dir() / GOLDEN_HLA2)
     assert f.options["variant"] == "hla2" and f.options["normalize"] == "add" and f.dtype == "f32"
     assert f.q.dtype == np.float32 and f.q.shape == (1, 2, 37, 8) and f.k.shape == (1, 1, 37, 8)
-    assert f.shape == {"B": 1, "H": 2, "Hkv": 1, "n": 37, "d": 8, "dv": 8}
+    assert f.shape == {"B": 1, "H": 2, "Hkv": 1, "n": 37, "d": 8, "dv": 4}
     assert "normalize" in f.features and "gqa" in f.features
     # The reference rounded to f32 passes (one rounding); the reference shifted by 1% fails.
     r = f.check(f.ref_out.astype(np.float32), precision="f32")
