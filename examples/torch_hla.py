@@ -74,6 +74,13 @@ def _chunk_seq(q, k, v, gamma, state, chunk_size):
     T = q.shape[0]
     nums, dens = [], []
     for s in range(0, T, chunk_size):
+        if not all(torch.isfinite(x[s:s + chunk_size]).all() for x in (q, k, v)):
+            # The products below would carry a NaN/Inf of a later token into earlier rows
+            # (0·NaN = NaN): such a chunk goes token by token (hla_oracle.fuzz found this).
+            n_, d_, (S, F, f) = _recurrent_seq(q[s:s + chunk_size], k[s:s + chunk_size], v[s:s + chunk_size], gamma, (S, F, f))
+            nums.append(n_)
+            dens.append(d_)
+            continue
         Q, K, V = (x[s:s + chunk_size].transpose(0, 1) for x in (q, k, v))  # [H, C, ·]
         C = Q.shape[1]
         tau = torch.arange(C, dtype=Q.dtype)

@@ -59,10 +59,10 @@ def test_save_candidate_without_fixture_bf16_and_layout(tmp_path):
 
 
 def test_golden_fixtures_is_hla_select(hla_tool):
-    support = Support(variants=["hla2", "la1"], dtypes=["f32", "bf16"], features=["decay", "normalize"], d=[8], dv=[8])
+    support = Support(variants=["hla2", "la1"], dtypes=["f32", "bf16"], features=["decay", "normalize"], d=[8], dv=[4, 8])
     mine = hla_oracle.golden_fixtures(support)
     p = subprocess.run([hla_tool, "select", str(hla_oracle.golden_dir()), "--variants", "hla2,la1", "--dtypes", "f32,bf16",
-                        "--features", "decay,normalize", "--d", "8", "--dv", "8"], capture_output=True, text=True, check=True)
+                        "--features", "decay,normalize", "--d", "8", "--dv", "4,8"], capture_output=True, text=True, check=True)
     assert mine == p.stdout.split() and 0 < len(mine) < len(hla_oracle.golden_fixtures())
     dv_d = hla_oracle.golden_fixtures(Support(variants=["hla2"], dtypes=["f32"], features="all", dv="d", n_multiple=8))
     for path in dv_d:
