@@ -36,12 +36,25 @@ from pathlib import Path
 
 import numpy as np
 
-from . import _core
+try:
+    from . import _core
+except ImportError as _error:  # the pure-Python parts (exec_server.serve) work without the extension
+    class _MissingCore:
+        def __init__(self, error):
+            self._error = error
+
+        def __getattr__(self, name):
+            raise ImportError(f"hla_oracle._core, the compiled core, is not available ({self._error}); build it "
+                              "(scripts/setup.sh, or cmake with nanobind) and put <build>/python on the path, or "
+                              "pip install ./python")
+
+    _core = _MissingCore(_error)
+    InputError = ValueError
+else:
+    InputError = _core.InputError  # a ValueError: bad arrays, shapes or options (the message names the problem)
 from ._arrays import offsets_tensor, tensor, to_numpy
 from ._options import DEFAULT_EPS, option_text
 from .exec_server import serve
-
-InputError = _core.InputError  # a ValueError: bad arrays, shapes or options (the message names the problem)
 
 __all__ = ["reference", "Reference", "check", "Report", "load_fixture", "Fixture", "save_candidate", "golden_dir",
            "golden_fixtures", "fuzz", "FuzzResult", "Support", "serve", "InputError"]
