@@ -108,7 +108,7 @@ def _state_back(flat, how, framework):
 
 
 def fuzz(fn, support=None, *, max_cases=1000, seed=1, time=0, findings="hla-findings", layout="bhtd", framework="numpy",
-         shrink_attempts=300, stop_after=0, progress=True, shard=None):
+         shrink_attempts=300, stop_after=0, progress=True, shard=None, exact_max_n=48):
     """Fuzzes fn(q, k, v, options) -> out, (out, den) or (out, den, state)
     (den, state may be None) with `hla fuzz`'s campaign: cases inside
     `support` (a Support or a dict of its fields), each judged by the pass
@@ -118,7 +118,12 @@ def fuzz(fn, support=None, *, max_cases=1000, seed=1, time=0, findings="hla-find
     exception from fn is an `error` finding; KeyboardInterrupt stops the
     campaign. Same seed, same cases, same findings. Returns a FuzzResult.
     No crash or timeout isolation (fn runs in this process): use
-    `hla fuzz --exec-server` with hla_oracle.serve for that."""
+    `hla fuzz --exec-server` with hla_oracle.serve for that.
+    exact_max_n: heads up to this long (d, dv <= 16) are judged against an exact
+    rational reference, as `hla fuzz` does (default 48); 0 judges every case
+    against the certified double-double engine (the same f64 reference wherever
+    it certifies it), which is most of a small case's cost: about 2.5x the cases/s.
+    shard=(i, N): the i-th of N disjoint case streams."""
     if layout not in ("bhtd", "bthd"):
         raise ValueError(f"layout must be 'bhtd' or 'bthd', got {layout!r}")
     if framework not in ("numpy", "torch"):
@@ -185,7 +190,7 @@ def fuzz(fn, support=None, *, max_cases=1000, seed=1, time=0, findings="hla-find
 
     shards = (0, 1) if shard is None else tuple(shard)
     d = _core.fuzz(run_case, sup, int(seed), int(max_cases), float(time), str(findings), int(shrink_attempts),
-                   int(stop_after), bool(progress), int(shards[0]), int(shards[1]))
+                   int(stop_after), bool(progress), int(shards[0]), int(shards[1]), int(exact_max_n))
     name = getattr(fn, "__qualname__", repr(fn))
     header = (f"hla_oracle.fuzz({name}): seed {seed}, max_cases {max_cases}, layout {layout}, framework {framework}; "
               f"support {sup}\n")

@@ -159,11 +159,11 @@ namespace {
 
 nb::dict fuzz_callable(nb::callable run_case, const nb::dict& support, uint64_t seed, size_t max_cases, double seconds,
                        const std::string& findings, size_t shrink_attempts, size_t stop_after, bool progress, size_t shard,
-                       size_t shards) {
+                       size_t shards, Index exact_max_n) {
   const fuzz::Supports s = supports_of(support);
   fuzz::CampaignOptions o;
   o.seed = seed, o.max_cases = max_cases, o.max_seconds = seconds, o.findings_dir = findings, o.shrink_attempts = shrink_attempts,
-  o.stop_after = stop_after, o.progress = progress, o.shard = shard, o.shards = shards;
+  o.stop_after = stop_after, o.progress = progress, o.shard = shard, o.shards = shards, o.exact_max_n = exact_max_n;
   Stop stop;
   auto adapter = fuzz::make_function_adapter(
       s, [&](const BatchProblem& p, const std::vector<double>* state_in, bool want_state) {
@@ -193,7 +193,7 @@ std::vector<std::string> outside(const nb::dict& support, const std::vector<std:
 void add_fuzz(nb::module_& m) {
   m.def("fuzz", &fuzz_callable, nb::arg("run_case"), nb::arg("support"), nb::arg("seed"), nb::arg("max_cases"), nb::arg("seconds"),
         nb::arg("findings"), nb::arg("shrink_attempts"), nb::arg("stop_after"), nb::arg("progress"), nb::arg("shard") = 0,
-        nb::arg("shards") = 1);
+        nb::arg("shards") = 1, nb::arg("exact_max_n") = 48);
   m.def("outside", &outside, nb::arg("support"), nb::arg("paths"));
   m.def("validate_support", [](const nb::dict& d) { supports_of(d); });
   m.def("feature_names", [](const std::string& s) { return fuzz::feature_names(fuzz::parse_features(s)); });

@@ -171,6 +171,10 @@ void add_fuzz(CLI::App& app, Action& action) {
       ->check(CLI::IsMember({"persistent", "fork"}));
   c->add_option("--budget", a->budget, "--replay: seconds the reference may take (default 600)")->check(seconds_in(0, 1e7, true));
   c->add_option("--shrink-attempts", a->campaign.shrink_attempts, "shrinking budget per finding")->check(integer_in(0, 1000000000));
+  c->add_option("--exact-max-n", a->campaign.exact_max_n,
+                "heads up to this long (d, dv <= 16) are judged against exact rationals (default 48), longer ones against "
+                "the certified double-double engine; 0: the engine for all (faster on small cases)")
+      ->check(integer_in(0, 1 << 20));
   c->add_option("--replay", a->replay, "run the candidate on one fixture (e.g. a finding) and report")->check(non_empty);
   c->add_flag("--json", a->json, "print the summary as JSON");
   c->add_flag("!--no-progress", a->campaign.progress, "no progress display");
