@@ -17,6 +17,9 @@ with the whole report (`hla check`'s text); a report of a failing test is also
 printed in its "hla-oracle report" section, however the test asserted it.
 ``--hla-fixtures DIR`` selects another folder of fixtures (e.g. `hla gen --suite default`).
 """
+import tempfile
+from pathlib import Path
+
 import pytest
 
 import hla_oracle
@@ -51,8 +54,15 @@ class GoldenCase:
     def check(self, out, den=None, *, layout="bhtd", out_dtype=None, precision=None, form_class=None):
         declared = self.support or hla_oracle.Support(precision=None)  # no mark: the precision of out's dtype
         p = precision if precision is not None else declared.precision
-        r = self.fixture.check(out, den, precision=p, form_class=form_class or declared.form_class, layout=layout,
-                               out_dtype=out_dtype)
+        fc = form_class or declared.form_class
+        r = self.fixture.check(out, den, precision=p, form_class=fc, layout=layout, out_dtype=out_dtype)
+        if not r.passed:  # the outputs as a candidate file: `hla check` reproduces the verdict
+            folder = Path(tempfile.mkdtemp(prefix="hla-candidate-"))
+            cand = folder / (Path(self.fixture.path).name[:-len(".safetensors")] + ".candidate.safetensors")
+            hla_oracle.save_candidate(cand, out, den, fixture=self.fixture, layout=layout, out_dtype=out_dtype)
+            prec = hla_oracle._precision(p)
+            r.text += (f"  reproduce: hla check {self.fixture.path} {cand}" + (f" --precision {prec}" if prec else "") +
+                       ("" if fc == "masked" else f" --form-class {fc}") + "\n")
         self._reports.append(r)
         return r
 

@@ -1,5 +1,6 @@
 """The pytest plugin: hla_fixture parametrized over the golden fixtures inside
 a declared support; a failing kernel's report is printed."""
+import subprocess
 import textwrap
 from pathlib import Path
 
@@ -46,12 +47,17 @@ def test_correct_kernel_passes_every_selected_fixture(pytester):
     run(pytester, None).assert_outcomes(passed=n)
 
 
-def test_wrong_kernel_fails_with_the_report(pytester):
+def test_wrong_kernel_fails_with_the_report(pytester, hla_tool):
     res = run(pytester, "strict_mask")
     out = res.stdout.str()
     outcomes = res.parseoutcomes()
     assert outcomes.get("failed", 0) > 0 and outcomes.get("passed", 0) > 0  # la1 fixtures still pass
-    assert "FAIL" in out and "worst elements" in out and "hla check" in out
+    assert "FAIL" in out and "worst elements" in out
+    # The printed command reproduces the failure with the CLI.
+    line = next(x for x in out.splitlines() if "reproduce: hla check" in x)
+    args = line.split("reproduce: hla check", 1)[1].split()
+    p = subprocess.run([hla_tool, "check", *args], capture_output=True, text=True)
+    assert p.returncode == 1, p.stdout + p.stderr
 
 
 def test_report_section_even_with_a_plain_assert(pytester):

@@ -1,4 +1,4 @@
-// `hla select DIR --variants … --dtypes … --features … [--d 64,128] [--dv …]
+// `hla select DIR --variants … --dtypes … --features … [--d 64,128] [--dv …|d] [--n-multiple B]
 // [--max-n N] [--unit-gamma-only] [--equal-heads-only]`: lists the fixtures in
 // DIR that a kernel with that support can run (one path per line), so that a
 // kernel that supports, say, only γ = 1, H = Hkv and d = dv ∈ {64, 128} runs
