@@ -9,12 +9,26 @@ packages=(cmake g++ make python3 python3-venv libboost-dev libgmp-dev libmpfr-de
           librapidcheck-dev nlohmann-json3-dev libcli11-dev)
 bash scripts/apt_install.sh setup "${packages[@]}"
 
-# Python side (tests that read fixtures with the real third-party readers).
-if ! .venv/bin/python -c "import numpy, safetensors, pytest" 2>/dev/null; then
-  echo "setup: creating .venv with numpy, safetensors, pytest"
-  python3 -m venv .venv
-  .venv/bin/pip install -q --disable-pip-version-check numpy safetensors pytest
+# Python side: the test venv (numpy, safetensors, pytest), nanobind to build the
+# package hla_oracle (python/) into it, and CPU torch for the PyTorch example.
+if ! .venv/bin/python -c "import numpy, safetensors, pytest, nanobind" 2>/dev/null; then
+  echo "setup: creating .venv with numpy, safetensors, pytest, nanobind"
+  [ -x .venv/bin/python ] || python3 -m venv .venv
+  .venv/bin/pip install -q --disable-pip-version-check numpy safetensors pytest nanobind
+fi
+if ! .venv/bin/python -c "import torch" 2>/dev/null; then
+  echo "setup: installing torch (CPU) into .venv for examples/torch_hla.py"
+  .venv/bin/pip install -q --disable-pip-version-check torch --index-url https://download.pytorch.org/whl/cpu 2>/dev/null ||
+    .venv/bin/pip install -q --disable-pip-version-check torch
 fi
 
 cmake -S . -B build -DCMAKE_BUILD_TYPE=Release >/dev/null
 cmake --build build -j"$(nproc)"
+
+# hla_oracle in .venv: the build's package (build/python: the module and a copy
+# of python/hla_oracle, refreshed by every build) through a .pth file, with its
+# pytest11 entry point. Elsewhere: pip install ./python (README "From Python and pytest").
+if [ -d build/python/hla_oracle ]; then
+  site=$(.venv/bin/python -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
+  echo "$PWD/build/python" > "$site/hla_oracle_build.pth"
+fi

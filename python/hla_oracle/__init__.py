@@ -1,4 +1,306 @@
-"""hla-oracle from Python. For now: the server side of `hla fuzz --exec-server`."""
+"""hla-oracle from Python: the reference, the check and the fuzzer of hla-oracle's
+C++ core (hla_oracle._core), for kernels written and tested in Python.
+
+    import hla_oracle
+    r = hla_oracle.check(out, q, k, v, variant="hla2", gamma=Fraction(99, 100))
+    assert r.passed, r.text
+
+- ``reference(q, k, v, **options)``: the certified reference (out, den,
+  magnitudes, certification flags) of your own inputs;
+- ``check(out, q, k, v, **options, precision=..., form_class=..., den=None)``:
+  a ``Report`` by the pass rule of ``hla check`` (README "The pass rule");
+- ``load_fixture(path)``, ``save_candidate(path, out, den=None)``,
+  ``golden_dir()``, ``golden_fixtures(support)``: fixture files;
+- ``fuzz(fn, support=..., max_cases=..., seed=..., time=...)``: ``hla fuzz``'s
+  campaign (generator, probes, shrinker, findings) over a Python function
+  ``fn(q, k, v, options) -> out[, den][, state]``;
+- ``serve(handle)``: the server side of ``hla fuzz --exec-server``;
+- the pytest plugin (``hla_oracle.pytest_plugin``, loaded by the pytest11 entry
+  point): ``@pytest.mark.hla_golden(...)`` and the ``hla_fixture`` fixture.
+
+Options: ``variant`` ('la1', 'hla2', 'ahla', 'hla3', 'hla3_paper'), ``masked``,
+``gamma``, ``normalize`` (False/True or 'none'/'add'/'clamp'), ``eps_mode``
+('add', 'clamp'), ``eps``, ``lam`` (ridge λ), ``scale``. They are exact: a
+``Fraction``, an int, a string ('0.99' is 99/100, '7/8'), or a float (its exact
+binary value). Arrays: numpy, torch tensors (CUDA ones are copied to the host,
+bf16 included), anything with ``__array__`` or ``__dlpack__``; any float dtype,
+bf16 also as uint16 bit patterns with ``dtype='bf16'``. ``layout='bhtd'``
+([B,H,T,D], the default) or ``'bthd'`` (FLA's [B,T,H,D]); ``cu_seqlens``: packed
+sequences (B = 1).
+"""
+import json
+import os
+from dataclasses import dataclass, field
+from fractions import Fraction
+from pathlib import Path
+
+import numpy as np
+
+try:
+    from . import _core
+except ImportError as _error:  # the pure-Python parts (exec_server.serve) work without the extension
+    class _MissingCore:
+        def __init__(self, error):
+            self._error = error
+
+        def __getattr__(self, name):
+            raise ImportError(f"hla_oracle._core, the compiled core, is not available ({self._error}); build it "
+                              "(scripts/setup.sh, or cmake with nanobind) and put <build>/python on the path, or "
+                              "pip install ./python")
+
+    _core = _MissingCore(_error)
+    InputError = ValueError
+else:
+    InputError = _core.InputError  # a ValueError: bad arrays, shapes or options (the message names the problem)
+from ._arrays import offsets_tensor, tensor, to_numpy
+from ._options import DEFAULT_EPS, option_text
 from .exec_server import serve
 
-__all__ = ["serve"]
+__all__ = ["reference", "Reference", "check", "Report", "load_fixture", "Fixture", "save_candidate", "golden_dir",
+           "golden_fixtures", "fuzz", "FuzzResult", "Support", "serve", "InputError"]
+__version__ = "0.1.0"
+
+
+def _inputs(q, k, v, layout, cu_seqlens, dtype, initial_state):
+    if initial_state is not None:
+        raise NotImplementedError("initial_state: the reference starts every sequence from zero (an initial state is "
+                                  "not supported yet, as in `hla ref`); pass initial_state=None")
+    if layout not in ("bhtd", "bthd"):
+        raise ValueError(f"layout must be 'bhtd' ([B,H,T,D]) or 'bthd' (FLA's [B,T,H,D]), got {layout!r}")
+    t = {"q": tensor(q, "q", dtype), "k": tensor(k, "k", dtype), "v": tensor(v, "v", dtype)}
+    if cu_seqlens is not None:
+        t["offsets"] = offsets_tensor(cu_seqlens, "cu_seqlens")
+    return t
+
+
+def _to_layout(a, layout):
+    """[B,H,T,...] from the core as [B,T,H,...] for layout 'bthd'."""
+    return np.ascontiguousarray(np.swapaxes(a, 1, 2)) if layout == "bthd" else a
+
+
+@dataclass
+class Reference:
+    """The reference of a problem (arrays float64, in the call's layout).
+
+    out: [B,H,T,dv] the output (num, or num/(den ⊕ ε) when normalized), the
+    f64 rounding of the exact value; num: the numerator; den: [B,H,T];
+    mag_num, mag_den: SPEC §7 magnitudes (the scale errors are judged in);
+    mag_num_unmasked, mag_den_unmasked: the state-difference class's;
+    flags, den_flags: uint8, bit 1 = not certified to f64, bit 2 =
+    ill-conditioned (normalized); certified: flags & 1 == 0; bits: 0 exact
+    rationals, 113 binary128 or certified, 106 double-double."""
+    out: np.ndarray
+    den: np.ndarray
+    num: np.ndarray
+    mag_num: np.ndarray
+    mag_den: np.ndarray
+    mag_num_unmasked: np.ndarray
+    mag_den_unmasked: np.ndarray
+    flags: np.ndarray
+    den_flags: np.ndarray
+    bits: int
+    stats: dict = field(default_factory=dict)
+
+    @property
+    def certified(self):
+        return (self.flags & 1) == 0
+
+
+def reference(q, k, v, *, variant="hla2", masked=True, gamma=1, normalize=False, eps_mode="add", eps=DEFAULT_EPS, lam=0,
+              scale=1, layout="bhtd", cu_seqlens=None, initial_state=None, dtype=None, threads=0):
+    """The reference of your q, k, v (the same computation as `hla ref`):
+    exact rationals for small heads, else the double-double engine with
+    certification, binary128 where it cannot certify. Returns a Reference."""
+    opts = option_text(variant, masked, gamma, normalize, eps_mode, eps, lam, scale)
+    r = _core.reference(_inputs(q, k, v, layout, cu_seqlens, dtype, initial_state), opts, layout, int(threads))
+    arrays = {name: _to_layout(r[name], layout) for name in
+              ("out", "den", "num", "mag_num", "mag_den", "mag_num_unmasked", "mag_den_unmasked", "flags", "den_flags")}
+    return Reference(bits=int(r["bits"]), stats=dict(r["stats"]), **arrays)
+
+
+class Report:
+    """The verdict of the check (README "The pass rule").
+
+    passed: PASS; inconclusive: too little could be scored (not a pass);
+    verdict: 'PASS', 'FAIL' or 'INCONCLUSIVE'; text: the report as `hla check`
+    prints it; json(): every field (scores, bound, ratio, counts, worst
+    elements, histogram); worst: the worst elements (dicts with batch, head,
+    token, column ('den' for the denominator), candidate, reference,
+    magnitude, score); reasons: why it failed."""
+
+    def __init__(self, text, json_text):
+        self.text = text
+        self._json = json.loads(json_text)
+
+    passed = property(lambda self: bool(self._json["pass"]))
+    inconclusive = property(lambda self: bool(self._json["inconclusive"]))
+    verdict = property(lambda self: self._json["verdict"])
+    reasons = property(lambda self: list(self._json["reasons"]))
+    worst = property(lambda self: [dict(e) for e in self._json["worst"]])
+    max_score = property(lambda self: self._json["max_score"])
+
+    def json(self):
+        return json.loads(json.dumps(self._json))
+
+    def __str__(self):
+        return self.text
+
+    def __repr__(self):
+        reason = f": {self._json['reasons'][0]}" if self._json["reasons"] else ""
+        return f"<hla_oracle.Report {self.verdict}{reason}>"
+
+
+def _precision(precision):
+    """'f32', or per input dtype: 'bf16=f32,f32=f32' or {'bf16': 'f32', ...}; None: the output dtype's."""
+    if precision is None:
+        return ""
+    if isinstance(precision, dict):
+        return ",".join(f"{k}={v}" for k, v in precision.items())
+    return str(precision)
+
+
+def check(out, q, k, v, *, variant="hla2", masked=True, gamma=1, normalize=False, eps_mode="add", eps=DEFAULT_EPS, lam=0,
+          scale=1, precision=None, form_class="masked", den=None, layout="bhtd", cu_seqlens=None, initial_state=None,
+          dtype=None, out_dtype=None, exact_tier=False, worst=10, dump=None):
+    """Judges a kernel's `out` (and `den` when it exposes one) on q, k, v with
+    the pass rule of `hla check`: computes the reference, scores every element
+    in units of u·magnitude and compares with our own honest evaluation
+    orders. precision: the kernel's compute precision ('f32', 'bf16=f32,...';
+    default: out's dtype); form_class: 'masked' or 'state_difference'.
+    dump='PATH/STEM': on failure write STEM.safetensors and
+    STEM.candidate.safetensors, reproduced by `hla check` (the report says how)."""
+    opts = option_text(variant, masked, gamma, normalize, eps_mode, eps, lam, scale)
+    t = _inputs(q, k, v, layout, cu_seqlens, dtype, initial_state)
+    o = tensor(out, "out", out_dtype)
+    d = None if den is None else tensor(den, "den")
+    text, js = _core.check(t, opts, layout, o, d, _precision(precision), str(form_class), bool(exact_tier), int(worst),
+                           "" if dump is None else os.fspath(dump))
+    return Report(text, js)
+
+
+class Fixture:
+    """A fixture file (digest checked when read): the inputs, options and
+    reference of one case. q, k, v: numpy [B,H,T,D] in the input dtype (bf16
+    values as float32, exactly: see .dtype); options: exact text; kwargs: the
+    keyword options of reference()/check(); shape: B, H, Hkv, n, d, dv;
+    features: what a kernel must support to run it (as `hla select` names them)."""
+
+    def __init__(self, path):
+        self.path = os.fspath(path)
+        self._handle = _core.load_fixture(self.path)
+        info = _core.fixture_info(self._handle)
+        self.case = info["case"]
+        self.suite = info["suite"]
+        self.dtype = info["dtype"]
+        self.exact_tier = info["exact_tier"]
+        self.reference_bits = info["reference_bits"]
+        self.warnings = list(info["warnings"])
+        self.options = dict(info["options"])
+        self.shape = dict(info["shape"])
+        self.features = set() if info["features"] == "none" else set(info["features"].split(", "))
+        self._arrays = None
+
+    @property
+    def name(self):
+        return Path(self.path).name
+
+    @property
+    def kwargs(self):
+        o = self.options
+        return {"variant": o["variant"], "masked": o["masked"], "gamma": Fraction(o["gamma"]),
+                "normalize": o["normalize"] != "none", "eps_mode": "clamp" if o["normalize"] == "clamp" else "add",
+                "eps": Fraction(o["eps"]), "lam": Fraction(o["lambda"]), "scale": Fraction(o["scale"])}
+
+    def _get(self, name):
+        if self._arrays is None:
+            self._arrays = _core.fixture_arrays(self._handle)
+        return self._arrays[name]
+
+    def _input(self, name):
+        a = self._get(name)
+        return a.astype({"f64": np.float64, "f32": np.float32, "f16": np.float16, "bf16": np.float32}[self.dtype])
+
+    q = property(lambda self: self._input("q"))
+    k = property(lambda self: self._input("k"))
+    v = property(lambda self: self._input("v"))
+    cu_seqlens = property(lambda self: self._get("offsets"))
+    ref_out = property(lambda self: self._get("ref_out"))
+    ref_den = property(lambda self: self._get("ref_den"))
+    mag_num = property(lambda self: self._get("mag_num"))
+    mag_den = property(lambda self: self._get("mag_den"))
+
+    def inputs(self, layout="bhtd", framework="numpy"):
+        """(q, k, v) in `layout`, as numpy arrays or torch tensors (framework='torch': bf16 as torch.bfloat16)."""
+        qkv = [_to_layout(x, layout) for x in (self.q, self.k, self.v)]
+        if framework == "numpy":
+            return tuple(qkv)
+        if framework == "torch":
+            import torch
+            ts = [torch.from_numpy(np.ascontiguousarray(x)) for x in qkv]
+            return tuple(t.to(torch.bfloat16) if self.dtype == "bf16" else t for t in ts)
+        raise ValueError(f"framework must be 'numpy' or 'torch', got {framework!r}")
+
+    def check(self, out, den=None, *, precision=None, form_class="masked", layout="bhtd", out_dtype=None, worst=10):
+        """The Report of `out` (and `den`) against this fixture, as `hla check FIXTURE CANDIDATE` gives it
+        (the fixture's reference is proved to belong to its inputs first; its exact tier applies)."""
+        o = tensor(out, "out", out_dtype)
+        d = None if den is None else tensor(den, "den")
+        text, js = _core.check_fixture(self._handle, o, d, layout, _precision(precision), str(form_class), int(worst))
+        return Report(text, js)
+
+    def __repr__(self):
+        s = self.shape
+        return (f"<hla_oracle.Fixture {self.name}: {self.options['variant']} {self.dtype} "
+                f"B={s['B']} H={s['H']} Hkv={s['Hkv']} n={s['n']} d={s['d']} dv={s['dv']}>")
+
+
+def load_fixture(path):
+    """Reads a fixture file (`hla gen`, `hla ref`, the golden set, a fuzz finding)."""
+    return Fixture(path)
+
+
+def save_candidate(path, out, den=None, *, fixture=None, layout="bhtd", out_dtype=None):
+    """Writes a candidate file for `hla check FIXTURE CANDIDATE` (atomically):
+    `out` in its own dtype (bf16 included) and optionally `den`. With
+    `fixture` (a Fixture or a path), shapes are checked against it."""
+    fx = None
+    if fixture is not None:
+        fx = (fixture if isinstance(fixture, Fixture) else Fixture(fixture))._handle
+    o = tensor(out, "out", out_dtype)
+    d = None if den is None else tensor(den, "den")
+    _core.save_candidate(os.fspath(path), o, d, fx, layout)
+
+
+def golden_dir():
+    """The folder of the golden fixture set: $HLA_ORACLE_FIXTURES, else the
+    copy installed with the package, else the source tree's fixtures/ (build tree)."""
+    env = os.environ.get("HLA_ORACLE_FIXTURES")
+    if env:
+        return Path(env)
+    here = Path(__file__).resolve().parent / "fixtures"
+    if here.is_dir():
+        return here
+    try:
+        from ._paths import GOLDEN
+        if Path(GOLDEN).is_dir():
+            return Path(GOLDEN)
+    except ImportError:
+        pass
+    raise FileNotFoundError("the golden fixture set was not found: set HLA_ORACLE_FIXTURES to hla-oracle's fixtures/ folder")
+
+
+from ._support import Support, support_dict  # noqa: E402
+
+
+def golden_fixtures(support=None, folder=None):
+    """Paths of the golden fixtures (or of `folder`) inside a declared support
+    (a Support or a dict of its fields; None: all), sorted: what `hla select` lists."""
+    folder = Path(folder) if folder is not None else golden_dir()
+    paths = sorted(str(p) for p in folder.glob("*.safetensors") if not p.name.startswith("."))
+    if support is None:
+        return paths
+    why = _core.outside(support_dict(support), paths)
+    return [p for p, w in zip(paths, why) if not w]
+
+
+from ._fuzz import FuzzResult, fuzz  # noqa: E402

@@ -1,11 +1,13 @@
 // How a candidate implementation plugs into the fuzzer: a C ABI library
-// (include/hla_impl.h, called in a child process) or an exec command that
-// reads a fixture file and writes a candidate file.
+// (include/hla_impl.h, called in a child process), an exec command that
+// reads a fixture file and writes a candidate file, or a function called in
+// process (the Python package's hla_oracle.fuzz).
 #pragma once
 
 #include "hla/check/check.hpp"
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -23,7 +25,24 @@ struct Supports {
   Index max_n = 4096, max_d = 64, max_dv = 64;
   check::PrecisionMap precision{check::Precision::f32, {}};  // per input dtype
   check::FormClass form_class = check::FormClass::masked;
+  // Sizes a kernel may restrict itself to (every problem generated or shrunk
+  // stays inside): the head dimensions it takes (empty: any up to max_d,
+  // max_dv), dv = d only, and sequence lengths (each packed sequence, and a
+  // state split) a multiple of a block size.
+  std::vector<Index> d_values, dv_values;
+  bool dv_equals_d = false;
+  Index n_multiple = 1;
   bool has(uint32_t feature) const { return (features & feature) != 0; }
+  // Throws InputError naming a declaration that admits no problem or
+  // contradicts another (an empty list of variants or dtypes, n_multiple > max_n, …).
+  void validate() const;
+  // Whether p's sizes are inside d_values, dv_values, dv_equals_d and n_multiple.
+  bool admits_sizes(const BatchProblem& p) const;
+  std::string sizes_text() const;
+  // Why p lies outside this support ("" when inside): "variant la1", "dtype bf16",
+  // "needs decay", "d = 8", "dv = 4", "dv != d", "n = 300", "n not a multiple of 16"
+  // (hla select, the pytest plugin's golden fixtures). den and state are never needed.
+  std::string outside(const BatchProblem& p) const;  // "d in {64, 128}, dv = d, n multiple of 16" ("" when unrestricted)
   // The declared compute precision for inputs of dtype t (f32 when nothing is declared).
   check::Precision precision_for(DType t) const { return precision.of(t).value_or(check::Precision::f32); }
 };
@@ -61,5 +80,15 @@ std::unique_ptr<Adapter> make_cabi_adapter(const std::string& path, double timeo
 // "error <message>" (restarted after a crash, a timeout or an error).
 std::unique_ptr<Adapter> make_exec_adapter(const std::string& command, const Supports& supports, double timeout_s,
                                            bool server = false);
+
+// An implementation called in this process (the Python package's adapter,
+// a C++ test's kernel): `run` computes p's outputs (state_in / want_state only
+// with HLA_FEAT_STATE). A C++ exception it throws (InputError,
+// std::exception) becomes an `error` result with its message; anything the
+// caller must stop on (an interrupt) it throws as StopCampaign. No crash or
+// timeout isolation: the call is not in a child process.
+struct StopCampaign {};
+using RunFunction = std::function<RunResult(const BatchProblem& p, const std::vector<double>* state_in, bool want_state)>;
+std::unique_ptr<Adapter> make_function_adapter(const Supports& supports, RunFunction run);
 
 }  // namespace hla::fuzz

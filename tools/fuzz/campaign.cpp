@@ -152,8 +152,8 @@ void write_finding(Finding& f, const std::string& name, const io::Fixture& fx, c
 
 }  // namespace
 
-Verdict judge(Adapter& a, const FuzzCase& c, double reference_budget) {
-  const check::Reference ref = check::compute_reference(c.p, 48, reference_budget);
+Verdict judge(Adapter& a, const FuzzCase& c, double reference_budget, Index exact_max_n) {
+  const check::Reference ref = check::compute_reference(c.p, exact_max_n, reference_budget);
   Verdict v = run_and_check(a, c, ref);
   if (!v.kind.empty()) {
     // A packed batch that fails while its failing sequence alone passes leaks across sequences.
@@ -228,7 +228,7 @@ Summary run_campaign(Adapter& a, const CampaignOptions& o) {
     const FuzzCase c = make_case(a.supports(), gen::derive_seed(o.seed, i));
     ++s.cases;
     ++s.probes[to_string(c.probe)];
-    Verdict v = judge(a, c);
+    Verdict v = judge(a, c, 0, o.exact_max_n);
     if (v.inconclusive) ++s.inconclusive;
     if (!v.kind.empty()) {
       Finding f;
@@ -246,7 +246,7 @@ Summary run_campaign(Adapter& a, const CampaignOptions& o) {
         progressed = false;
         for (const FuzzCase& k : reductions(cur, a.supports())) {
           if (++attempts > budget) break;
-          Verdict w = judge(a, k);
+          Verdict w = judge(a, k, 0, o.exact_max_n);
           // The same failure for the same reason: same kind, same rules, and not
           // newly explained by the other evaluation class (cancellation).
           if (w.kind == v.kind && w.rules == v.rules && w.other_class_passes == v.other_class_passes) {

@@ -20,6 +20,13 @@ struct CampaignOptions {
   size_t shrink_attempts = 300;
   std::string findings_dir = "hla-findings";
   bool progress = true;
+  // Heads up to this long are judged against exact rationals, longer ones
+  // against the certified double-double engine (the same f64 values wherever
+  // it certifies them, which is nearly everywhere). The exact path costs most
+  // of a small case's time (README "From Python and pytest": measured); 0
+  // sends every head to the engine. A finding's fixture is always written
+  // with the default reference.
+  Index exact_max_n = 48;
 };
 
 struct Finding {
@@ -66,7 +73,9 @@ struct Verdict {
 };
 // reference_budget > 0: seconds the reference may take (InputError beyond;
 // --replay of a user's fixture), 0: unbounded (generated cases are small).
-Verdict judge(Adapter& a, const FuzzCase& c, double reference_budget = 0);
+// exact_max_n: heads up to this long (d, dv ≤ 16) get an exact rational
+// reference, longer ones the certified double-double engine (check::compute_reference).
+Verdict judge(Adapter& a, const FuzzCase& c, double reference_budget = 0, Index exact_max_n = 48);
 
 Summary run_campaign(Adapter& a, const CampaignOptions& o);
 

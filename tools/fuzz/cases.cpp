@@ -1,5 +1,6 @@
 #include "cases.hpp"
 
+#include "features.hpp"
 #include "hla_impl.h"
 #include "suite.hpp"
 
@@ -17,6 +18,54 @@ std::string to_string(Probe p) {
   return "?";
 }
 
+void Supports::validate() const {
+  if (variants.empty() || dtypes.empty()) throw InputError("a candidate must support at least one variant and one dtype");
+  if (n_multiple < 1) throw InputError("n_multiple must be at least 1, got " + std::to_string(n_multiple));
+  if (max_n < n_multiple)
+    throw InputError("max_n " + std::to_string(max_n) + " is below n_multiple " + std::to_string(n_multiple) + ": no sequence fits");
+  for (const auto* list : {&d_values, &dv_values})
+    for (Index x : *list)
+      if (x < 1 || x > kMaxDim) throw InputError("a head dimension must be in [1, " + std::to_string(kMaxDim) + "], got " + std::to_string(x));
+  if (dv_equals_d && !dv_values.empty()) throw InputError("declare either dv = d or a list of dv values, not both");
+}
+
+bool Supports::admits_sizes(const BatchProblem& p) const {
+  auto in = [](const std::vector<Index>& xs, Index x) { return xs.empty() || std::find(xs.begin(), xs.end(), x) != xs.end(); };
+  if (!in(d_values, p.d) || !in(dv_values, p.dv) || (dv_equals_d && p.dv != p.d)) return false;
+  if (n_multiple > 1)
+    for (const auto& [t0, t1] : p.sequences())
+      if ((t1 - t0) % n_multiple != 0) return false;
+  return true;
+}
+
+std::string Supports::outside(const BatchProblem& p) const {
+  auto in = [](const auto& xs, const auto& x) { return xs.empty() || std::find(xs.begin(), xs.end(), x) != xs.end(); };
+  if (std::find(variants.begin(), variants.end(), p.opt.variant) == variants.end()) return "variant " + to_string(p.opt.variant);
+  if (std::find(dtypes.begin(), dtypes.end(), p.dtype) == dtypes.end()) return "dtype " + to_string(p.dtype);
+  if (const uint32_t missing = required_features(p) & ~features) return "needs " + feature_names(missing);
+  if (!in(d_values, p.d) || (d_values.empty() && p.d > max_d)) return "d = " + std::to_string(p.d);
+  if (!in(dv_values, p.dv) || (dv_values.empty() && p.dv > max_dv)) return "dv = " + std::to_string(p.dv);
+  if (dv_equals_d && p.dv != p.d) return "dv != d";
+  if (p.n > max_n) return "n = " + std::to_string(p.n);
+  if (!admits_sizes(p)) return "n not a multiple of " + std::to_string(n_multiple);
+  return "";
+}
+
+std::string Supports::sizes_text() const {
+  auto list = [](const std::vector<Index>& xs) {
+    std::string t;
+    for (Index x : xs) t += (t.empty() ? "" : ", ") + std::to_string(x);
+    return "{" + t + "}";
+  };
+  std::string t;
+  auto add = [&](const std::string& x) { t += (t.empty() ? "" : ", ") + x; };
+  if (!d_values.empty()) add("d in " + list(d_values));
+  if (dv_equals_d) add("dv = d");
+  else if (!dv_values.empty()) add("dv in " + list(dv_values));
+  if (n_multiple > 1) add("n multiple of " + std::to_string(n_multiple));
+  return t;
+}
+
 std::string FuzzCase::describe() const {
   return p.opt.describe() + ", " + to_string(p.dtype) + " B=" + std::to_string(p.batch) + " H=" + std::to_string(p.heads) +
          " Hkv=" + std::to_string(p.kv_heads) + " n=" + std::to_string(p.n) + " d=" + std::to_string(p.d) +
@@ -30,6 +79,20 @@ namespace {
 template <class T> const T& pick(gen::Rng& r, const std::vector<T>& xs) { return xs[static_cast<size_t>(r.int_in(0, static_cast<int64_t>(xs.size()) - 1))]; }
 bool chance(gen::Rng& r, int one_in) { return r.int_in(1, one_in) == 1; }
 
+// n rounded down to a multiple of the declared block (at least one block, at most max_n).
+Index block_length(Index n, const Supports& s) {
+  const Index m = s.n_multiple;
+  return std::clamp<Index>(n / m * m, m, s.max_n / m * m);
+}
+
+// The smallest declared head dimension at most `cap` (else the smallest declared).
+Index declared_at_most(const std::vector<Index>& xs, Index cap) {
+  Index best = *std::min_element(xs.begin(), xs.end());
+  for (Index x : xs)
+    if (x <= cap) best = std::max(best, x);
+  return best;
+}
+
 Index pick_n(gen::Rng& r, const Supports& s) {
   Index n;
   const int64_t mode = r.int_in(0, 19);
@@ -37,7 +100,8 @@ Index pick_n(gen::Rng& r, const Supports& s) {
   else if (mode < 16) n = pick(r, std::vector<Index>{16, 32, 64, 128}) + r.int_in(-1, 1);        // chunk boundaries
   else if (mode < 19) n = r.int_in(41, 300);                                                    // medium
   else n = pick(r, std::vector<Index>{1024, 2048});                                             // long
-  return std::clamp<Index>(n, 1, s.max_n);
+  n = std::clamp<Index>(n, 1, s.max_n);
+  return s.n_multiple > 1 ? block_length(n, s) : n;
 }
 
 }  // namespace
@@ -70,19 +134,34 @@ FuzzCase make_case(const Supports& s, uint64_t seed) {
   if (s.has(HLA_FEAT_GQA) && p.heads > 1 && chance(r, 2)) p.kv_heads = p.heads / (chance(r, 2) ? p.heads : 2);
   p.d = std::min<Index>(s.max_d, pick(r, std::vector<Index>{1, 2, 3, 4, 8, 16}));
   p.dv = std::min<Index>(s.max_dv, pick(r, std::vector<Index>{1, 2, 4, 8, 16}));
+  // Declared head dimensions (drawn only when declared: the streams of
+  // candidates that declare none stay as they were).
+  if (!s.d_values.empty()) p.d = pick(r, s.d_values);
+  if (!s.dv_values.empty()) p.dv = pick(r, s.dv_values);
+  if (s.dv_equals_d) p.dv = p.d;
   p.n = pick_n(r, s);
-  if (p.n >= 1024) o.gamma = 1, p.d = std::min<Index>(p.d, 8), p.dv = std::min<Index>(p.dv, 8), p.batch = 1, p.heads = p.kv_heads = 1;
+  if (p.n >= 1024) {
+    o.gamma = 1, p.d = std::min<Index>(p.d, 8), p.dv = std::min<Index>(p.dv, 8), p.batch = 1, p.heads = p.kv_heads = 1;
+    if (!s.d_values.empty()) p.d = declared_at_most(s.d_values, 8);
+    if (!s.dv_values.empty()) p.dv = declared_at_most(s.dv_values, 8);
+    if (s.dv_equals_d) p.dv = p.d;
+  }
   c.dist = pick(r, std::vector<gen::Dist>{gen::Dist::gaussian, gen::Dist::gaussian, gen::Dist::gaussian, gen::Dist::uniform,
                                           gen::Dist::small_int, gen::Dist::dynamic_range, gen::Dist::cancellation,
                                           gen::Dist::near_zero_den, gen::Dist::repeated, gen::Dist::zero_vectors});
-  if (c.dist == gen::Dist::small_int) o.gamma = 1, o.normalize = false, o.scale = 1, p.n = std::min<Index>(p.n, 24);
+  if (c.dist == gen::Dist::small_int) {
+    o.gamma = 1, o.normalize = false, o.scale = 1, p.n = std::min<Index>(p.n, 24);
+    if (s.n_multiple > 1) p.n = block_length(p.n, s);
+  }
   if (c.dist == gen::Dist::near_zero_den && !modes.empty()) o.normalize = true, o.eps_mode = pick(r, modes);
-  if (s.has(HLA_FEAT_VARLEN) && p.n >= 4 && chance(r, 4)) {
+  // Sequences (and the state split below) in whole blocks of n_multiple tokens.
+  const Index m = s.n_multiple, blocks = p.n / m;
+  if (s.has(HLA_FEAT_VARLEN) && blocks >= 4 && chance(r, 4)) {
     p.batch = 1;
-    const int64_t seqs = r.int_in(2, std::min<int64_t>(4, p.n));
+    const int64_t seqs = r.int_in(2, std::min<int64_t>(4, blocks));
     std::vector<int64_t> cuts{0, p.n};
     while (static_cast<int64_t>(cuts.size()) < seqs + 1) {
-      const int64_t x = r.int_in(1, p.n - 1);
+      const int64_t x = r.int_in(1, blocks - 1) * m;
       if (std::find(cuts.begin(), cuts.end(), x) == cuts.end()) cuts.push_back(x);
     }
     std::sort(cuts.begin(), cuts.end());
@@ -93,9 +172,9 @@ FuzzCase make_case(const Supports& s, uint64_t seed) {
   const check::Precision prec = s.precision_for(p.dtype);
   c.exact_tier = c.dist == gen::Dist::small_int && (prec == check::Precision::f32 || prec == check::Precision::f64) &&
                  (p.dtype == DType::f32 || p.dtype == DType::f64) && gen::qualifies_exact_tier(p);
-  if (s.has(HLA_FEAT_STATE) && p.offsets.empty() && p.n >= 2 && chance(r, 5)) {
+  if (s.has(HLA_FEAT_STATE) && p.offsets.empty() && blocks >= 2 && chance(r, 5)) {
     c.probe = Probe::state_continuation;
-    c.split = r.int_in(1, p.n - 1);
+    c.split = r.int_in(1, blocks - 1) * m;
   } else if (chance(r, 5)) {
     c.probe = Probe::nan_causality;
     std::vector<double>* x = pick(r, std::vector<std::vector<double>*>{&p.q, &p.k, &p.v});
@@ -163,7 +242,8 @@ std::vector<FuzzCase> reductions(const FuzzCase& c, const Supports& s) {
     k.p = std::move(p);
     k.split -= dropped_prefix;
     if (c.probe == Probe::nan_causality && k.p.all_finite()) return;  // the probe needs its NaN
-    if (c.probe == Probe::state_continuation && (k.split < 1 || k.split >= k.p.n)) return;
+    if (c.probe == Probe::state_continuation && (k.split < 1 || k.split >= k.p.n || k.split % s.n_multiple != 0)) return;
+    if (!s.admits_sizes(k.p)) return;  // a kernel's declared sizes hold for shrunk cases too
     k.exact_tier = c.exact_tier && gen::qualifies_exact_tier(k.p);
     out.push_back(std::move(k));
   };
@@ -186,16 +266,41 @@ std::vector<FuzzCase> reductions(const FuzzCase& c, const Supports& s) {
     }
   // Fewer tokens: a prefix (outputs depend only on earlier tokens), then
   // without a leading part (the failure may not need it).
+  // With a declared block, whole blocks (rounded down; add() drops the rest).
+  const Index m = s.n_multiple;
+  auto blocks = [m](Index x) { return x / m * m; };
   if (p.offsets.empty()) {
     for (Index n2 : {p.n / 4, p.n / 2, (3 * p.n) / 4, p.n - 1})
-      if (n2 >= 1 && n2 < p.n) add(slice_tokens(p, 0, n2));
+      if (blocks(n2) >= 1 && blocks(n2) < p.n) add(slice_tokens(p, 0, blocks(n2)));
     for (Index t0 : {p.n / 2, p.n / 4, Index(1)})
-      if (t0 >= 1 && t0 < p.n) add(slice_tokens(p, t0, p.n), t0);
+      if (blocks(t0) >= 1 && blocks(t0) < p.n) add(slice_tokens(p, blocks(t0), p.n), blocks(t0));
   }
-  // Narrower heads.
-  for (auto [d2, dv2] : {std::pair{std::max<Index>(1, p.d / 2), p.dv}, std::pair{p.d, std::max<Index>(1, p.dv / 2)},
-                         std::pair{p.d - 1, p.dv}, std::pair{p.d, p.dv - 1}})
-    if (d2 >= 1 && dv2 >= 1 && (d2 < p.d || dv2 < p.dv)) add(narrow(p, d2, dv2));
+  // Narrower heads; with declared dimensions, the smaller declared ones (both
+  // at once with dv = d).
+  if (s.d_values.empty() && s.dv_values.empty() && !s.dv_equals_d) {
+    for (auto [d2, dv2] : {std::pair{std::max<Index>(1, p.d / 2), p.dv}, std::pair{p.d, std::max<Index>(1, p.dv / 2)},
+                           std::pair{p.d - 1, p.dv}, std::pair{p.d, p.dv - 1}})
+      if (d2 >= 1 && dv2 >= 1 && (d2 < p.d || dv2 < p.dv)) add(narrow(p, d2, dv2));
+  } else {
+    auto smaller = [](const std::vector<Index>& declared, Index x) {
+      std::vector<Index> out;
+      if (declared.empty()) {
+        for (Index y : {x / 2, x - 1})
+          if (y >= 1 && std::find(out.begin(), out.end(), y) == out.end()) out.push_back(y);
+      } else {
+        for (Index y : declared)
+          if (y < x) out.push_back(y);
+        std::sort(out.begin(), out.end());
+      }
+      return out;
+    };
+    if (s.dv_equals_d) {
+      for (Index d2 : smaller(s.d_values, p.d)) add(narrow(p, d2, d2));
+    } else {
+      for (Index d2 : smaller(s.d_values, p.d)) add(narrow(p, d2, p.dv));
+      for (Index dv2 : smaller(s.dv_values, p.dv)) add(narrow(p, p.d, dv2));
+    }
+  }
   // Simpler options.
   auto with = [&](auto&& edit) {
     BatchProblem q = p;

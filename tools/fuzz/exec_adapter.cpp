@@ -1,7 +1,10 @@
 // The exec adapter: writes the problem as a fixture file, runs the user's
 // command with {in} and {out} replaced, reads the candidate file it wrote. In
 // server mode the command starts once and gets one request line per case:
-// "run<TAB>{in}<TAB>{out}", answered by "ok" or "error <message>".
+// "run<TAB>{in}<TAB>{out}", answered by "ok" or "error <message>". A candidate
+// that declares state gets two more: {state_in} (a state file to start from,
+// or "-") and {state_out} (where to write its final state, or "-"), also as
+// the request's 4th and 5th fields.
 #include "adapter.hpp"
 #include "hla_impl.h"
 #include "process.hpp"
@@ -9,6 +12,7 @@
 #include "hla/check/fixture.hpp"
 #include "hla/io/atomic_file.hpp"
 #include "hla/io/printable.hpp"
+#include "hla/io/safetensors.hpp"
 
 #include <fcntl.h>
 #include <stdlib.h>
@@ -53,7 +57,10 @@ class ExecAdapter final : public Adapter {
     if (!server && (cmd_.find("{in}") == std::string::npos || cmd_.find("{out}") == std::string::npos))
       throw InputError("--exec command must contain {in} and {out}, got: " + io::printable(cmd_));
     if (cmd_.empty()) throw InputError("--exec-server needs a command");
-    s_.features &= ~HLA_FEAT_STATE;  // files carry no state
+    // State travels in files (README "Exec adapter": {state_in}, {state_out}).
+    if (!server && s_.has(HLA_FEAT_STATE) &&
+        (cmd_.find("{state_in}") == std::string::npos || cmd_.find("{state_out}") == std::string::npos))
+      throw InputError("--features state: the --exec command must contain {state_in} and {state_out}, got: " + io::printable(cmd_));
     // Its own temporary folder, removed afterwards: the command's files never
     // mix with findings, and a findings folder that fails cannot stop a run.
     std::error_code ec;
@@ -71,11 +78,20 @@ class ExecAdapter final : public Adapter {
   }
   const Supports& supports() const override { return s_; }
 
-  RunResult run(const BatchProblem& p, const check::Reference* ref, const std::vector<double>*, bool) override {
+  RunResult run(const BatchProblem& p, const check::Reference* ref, const std::vector<double>* state_in, bool want_state) override {
     const fs::path in = dir_ / "problem.safetensors", out = dir_ / "candidate.safetensors", log = dir_ / "candidate.log";
+    const fs::path sin = dir_ / "state_in.safetensors", sout = dir_ / "state_out.safetensors";
     const io::Fixture f = check::make_fixture(p, ref ? *ref : check::compute_reference(p), {"fuzz", "case", 0, false});
     io::write_fixture(in, f);
     fs::remove(out);
+    fs::remove(sout);
+    // The state files' paths, "-" for none (no initial state, no final state wanted).
+    std::string state_in_arg = "-", state_out_arg = "-";
+    if (state_in) {
+      write_state(sin, *state_in);
+      state_in_arg = sin.string();
+    }
+    if (want_state) state_out_arg = sout.string();
     RunResult r;
     auto fail = [&](RunResult::Status s, const std::string& m) {
       r.status = s;
@@ -87,7 +103,9 @@ class ExecAdapter final : public Adapter {
     ChildOutcome o;
     if (server_) {
       std::string answer;
-      if (server_->call("run\t" + in.string() + "\t" + out.string(), answer, timeout_, o)) {
+      std::string request = "run\t" + in.string() + "\t" + out.string();
+      if (s_.has(HLA_FEAT_STATE)) request += "\t" + state_in_arg + "\t" + state_out_arg;
+      if (server_->call(request, answer, timeout_, o)) {
         if (answer.rfind("error", 0) == 0) {
           server_->stop();  // a fresh process for the next case, as after a crash
           return fail(RunResult::Status::error, "server answered: " + io::printable(answer.substr(0, 300)));
@@ -101,7 +119,8 @@ class ExecAdapter final : public Adapter {
         return fail(RunResult::Status::crash, "server ended without answering (" + o.describe() + ")");
       }
     } else {
-      const std::string cmd = replace_all(replace_all(cmd_, "{in}", shell_quote(in.string())), "{out}", shell_quote(out.string()));
+      std::string cmd = replace_all(replace_all(cmd_, "{in}", shell_quote(in.string())), "{out}", shell_quote(out.string()));
+      cmd = replace_all(replace_all(cmd, "{state_in}", shell_quote(state_in_arg)), "{state_out}", shell_quote(state_out_arg));
       o = run_in_child([&] {
         const int fd = open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
         if (fd >= 0) dup2(fd, 1), dup2(fd, 2);
@@ -118,11 +137,50 @@ class ExecAdapter final : public Adapter {
     } catch (const InputError& e) {
       return fail(RunResult::Status::bad_output, e.what());
     }
+    if (want_state) {
+      if (!fs::exists(sout)) return fail(RunResult::Status::bad_output, "the final state was asked for but no " + sout.string() + " was written");
+      try {
+        r.state_out = read_state(sout);
+      } catch (const InputError& e) {
+        return fail(RunResult::Status::bad_output, e.what());
+      }
+    }
     return r;
   }
 
  private:
+  // A state file is a safetensors file of float tensors, opaque to us: read
+  // in name order into one vector, written back (as F64) with the names and
+  // shapes of the last one read.
+  std::vector<double> read_state(const fs::path& file) {
+    const io::SafetensorsFile sf = io::read_safetensors(file);
+    std::vector<double> all;
+    state_layout_.clear();
+    for (const auto& [name, t] : sf.tensors) {
+      const std::vector<double> x = io::float_values(t, "state tensor '" + io::printable(name) + "'");
+      all.insert(all.end(), x.begin(), x.end());
+      state_layout_.emplace_back(name, t.shape);
+    }
+    return all;
+  }
+  void write_state(const fs::path& file, const std::vector<double>& state) {
+    io::SafetensorsFile sf;
+    size_t at = 0, total = 0;
+    for (const auto& [name, shape] : state_layout_) total += static_cast<size_t>(io::Tensor{io::StDType::F64, shape, {}}.elements());
+    if (total != state.size()) {  // not one we read: one flat tensor
+      sf.tensors["state"] = io::float_tensor(DType::f64, {static_cast<int64_t>(state.size())}, state, "state");
+    } else {
+      for (const auto& [name, shape] : state_layout_) {
+        const size_t n = static_cast<size_t>(io::Tensor{io::StDType::F64, shape, {}}.elements());
+        sf.tensors[name] = io::float_tensor(DType::f64, shape, std::vector<double>(state.begin() + at, state.begin() + at + n), name);
+        at += n;
+      }
+    }
+    io::write_safetensors(file, sf);
+  }
+
   std::string cmd_;
+  std::vector<std::pair<std::string, std::vector<int64_t>>> state_layout_;
   Supports s_;
   fs::path dir_;
   double timeout_;

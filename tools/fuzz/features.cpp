@@ -32,12 +32,12 @@ uint32_t parse_features(const std::string& s) {
   for (const auto& x : split_list(s)) {
     if (x == "all") {
       for (const auto& [n, b] : names())
-        if (b != HLA_FEAT_STATE) f |= b;  // exec candidates carry no state
+        if (b != HLA_FEAT_STATE) f |= b;  // state only when named: it changes the exec protocol
       continue;
     }
     auto it = std::find_if(names().begin(), names().end(), [&](const auto& p) { return p.first == x; });
-    if (it == names().end() || it->second == HLA_FEAT_STATE)
-      throw InputError("unknown feature '" + x + "' (expected unmasked, normalize, clamp, decay, ridge, scale, gqa, varlen, den or all)");
+    if (it == names().end())
+      throw InputError("unknown feature '" + x + "' (expected unmasked, normalize, clamp, decay, ridge, scale, gqa, varlen, den, state or all)");
     f |= it->second;
   }
   return f;

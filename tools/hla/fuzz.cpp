@@ -10,6 +10,7 @@
 #include "hla/io/fixture.hpp"
 #include "hla/io/printable.hpp"
 
+#include <algorithm>
 #include <filesystem>
 #include <iostream>
 #include <sstream>
@@ -19,7 +20,8 @@ namespace {
 
 struct FuzzArgs {
   std::string lib, exec, exec_server, variants = variant_csv(false), dtypes = "f32", features, precision = "f32", form_class = "masked", shard = "0/1", replay;
-  Index max_n = 4096;
+  std::string d_values, dv_values;
+  Index max_n = 4096, n_multiple = 1;
   double timeout = 10, budget = 600;
   std::string worker = "persistent";
   fuzz::CampaignOptions campaign;
@@ -60,6 +62,23 @@ std::unique_ptr<fuzz::Adapter> make_adapter(const FuzzArgs& a) {
   if (s.precision.empty()) throw InputError("--precision must name a precision (e.g. f32, or bf16=f32,f32=f32)");
   s.max_n = a.max_n;
   s.form_class = check::parse_form_class(a.form_class);
+  // Head dimensions: "64,128" (d; dv also takes "d": dv = d only).
+  auto dims = [](const std::string& option, const std::string& text) {
+    std::vector<Index> out;
+    for (const auto& x : fuzz::split_list(text)) {
+      if (x.empty() || x.size() > 6 || x.find_first_not_of("0123456789") != std::string::npos || std::stol(x) < 1)
+        throw InputError(option + " must list positive head dimensions (e.g. 64,128), got '" + io::printable(text) + "'");
+      out.push_back(std::stol(x));
+    }
+    return out;
+  };
+  s.d_values = dims("--d", a.d_values);
+  if (a.dv_values == "d") s.dv_equals_d = true;
+  else s.dv_values = dims("--dv", a.dv_values);
+  if (!s.d_values.empty()) s.max_d = *std::max_element(s.d_values.begin(), s.d_values.end());
+  if (!s.dv_values.empty()) s.max_dv = *std::max_element(s.dv_values.begin(), s.dv_values.end());
+  s.n_multiple = a.n_multiple;
+  s.validate();
   return fuzz::make_exec_adapter(s.name, s, a.timeout, !a.exec_server.empty());
 }
 
@@ -85,7 +104,7 @@ int run_fuzz(FuzzArgs a) {
     return v.kind.empty() ? 0 : 1;
   }
   std::cerr << "hla fuzz: candidate '" << io::printable(s.name, 1000) << "' (precision " << s.precision.str() << ", form class "
-            << check::to_string(s.form_class) << "), seed "
+            << check::to_string(s.form_class) << (s.sizes_text().empty() ? "" : "; " + s.sizes_text()) << "), seed "
             << a.campaign.seed << ", shard " << a.shard << ", up to " << a.campaign.max_cases << " cases"
             << (a.campaign.max_seconds > 0 ? " or " + std::to_string(a.campaign.max_seconds) + " s" : "") << "\n";
   const fuzz::Summary sum = fuzz::run_campaign(*adapter, a.campaign);
@@ -123,7 +142,8 @@ void add_fuzz(CLI::App& app, Action& action) {
       ->check(non_empty);
   exec_only.push_back(c->add_option("--variants", a->variants, "exec: variants it supports (comma list)")->check(comma_list));
   exec_only.push_back(c->add_option("--dtypes", a->dtypes, "exec: input dtypes it supports (f64,f32,bf16,f16)")->check(comma_list));
-  exec_only.push_back(c->add_option("--features", a->features, "exec: unmasked,normalize,clamp,decay,ridge,scale,gqa,varlen,den, all or none (default none)")
+  exec_only.push_back(c->add_option("--features", a->features, "exec: unmasked,normalize,clamp,decay,ridge,scale,gqa,varlen,den,state, all (all but state) or none (default none); "
+                                    "state: the command takes {state_in} and writes {state_out} (README: exec adapter)")
                           ->check(comma_list));
   exec_only.push_back(c->add_option("--precision", a->precision,
                                     "exec: declared compute precision, one (f32) or per input dtype (bf16=f32,f16=f32,f32=f32,f64=f64)")
@@ -131,6 +151,13 @@ void add_fuzz(CLI::App& app, Action& action) {
   exec_only.push_back(c->add_option("--form-class", a->form_class, "exec: masked (default) or state_difference (subtracts unmasked partial sums)")
                           ->check(non_empty));
   exec_only.push_back(c->add_option("--max-n", a->max_n, "exec: longest sequence it takes")->check(integer_in(1, 1 << 20)));
+  exec_only.push_back(c->add_option("--d", a->d_values, "exec: the head dimensions d it takes (e.g. 64,128; default: any up to 64)")
+                          ->check(comma_list));
+  exec_only.push_back(c->add_option("--dv", a->dv_values, "exec: the value dimensions dv it takes (e.g. 64,128), or d: dv = d only")
+                          ->check(comma_list));
+  exec_only.push_back(c->add_option("--n-multiple", a->n_multiple,
+                                    "exec: every sequence length (and state split) a multiple of this block size")
+                          ->check(integer_in(1, 1 << 20)));
   c->add_option("--seed", a->campaign.seed, "seed of the case stream")->check(integer_in(0, kAnyU64));
   c->add_option("--max-cases", a->campaign.max_cases, "cases to run (this shard)")->check(integer_in(1, 1000000000000));
   c->add_option("--time", a->campaign.max_seconds, "stop after this many seconds (0: no limit)")->check(seconds_in(0, 1e7, false));
@@ -144,6 +171,10 @@ void add_fuzz(CLI::App& app, Action& action) {
       ->check(CLI::IsMember({"persistent", "fork"}));
   c->add_option("--budget", a->budget, "--replay: seconds the reference may take (default 600)")->check(seconds_in(0, 1e7, true));
   c->add_option("--shrink-attempts", a->campaign.shrink_attempts, "shrinking budget per finding")->check(integer_in(0, 1000000000));
+  c->add_option("--exact-max-n", a->campaign.exact_max_n,
+                "heads up to this long (d, dv <= 16) are judged against exact rationals (default 48), longer ones against "
+                "the certified double-double engine; 0: the engine for all (faster on small cases)")
+      ->check(integer_in(0, 1 << 20));
   c->add_option("--replay", a->replay, "run the candidate on one fixture (e.g. a finding) and report")->check(non_empty);
   c->add_flag("--json", a->json, "print the summary as JSON");
   c->add_flag("!--no-progress", a->campaign.progress, "no progress display");

@@ -1,10 +1,11 @@
-// `hla select DIR --variants … --dtypes … --features … [--d 64,128] [--dv …]
+// `hla select DIR --variants … --dtypes … --features … [--d 64,128] [--dv …|d] [--n-multiple B]
 // [--max-n N] [--unit-gamma-only] [--equal-heads-only]`: lists the fixtures in
 // DIR that a kernel with that support can run (one path per line), so that a
 // kernel that supports, say, only γ = 1, H = Hkv and d = dv ∈ {64, 128} runs
 // exactly the golden fixtures inside its support. Exit 0, or 2 on bad input.
 #include "commands.hpp"
 
+#include "adapter.hpp"
 #include "features.hpp"
 
 #include "hla/io/fixture.hpp"
@@ -19,7 +20,7 @@ namespace {
 
 struct SelectArgs {
   std::string dir, variants = variant_csv(), dtypes = dtype_csv(), features = "all", d, dv;
-  Index max_n = 0;
+  Index max_n = 0, n_multiple = 1;
   bool verbose = false;
 };
 
@@ -45,7 +46,13 @@ int run_select(const SelectArgs& a) {
   std::vector<DType> dtypes;
   for (const auto& t : fuzz::split_list(a.dtypes)) dtypes.push_back(parse_dtype(t));
   const uint32_t features = a.features == "none" ? 0 : fuzz::parse_features(a.features);
-  const auto ds = dims(a.d, "--d"), dvs = dims(a.dv, "--dv");
+  fuzz::Supports s;
+  s.variants = variants, s.dtypes = dtypes, s.features = features;
+  s.max_n = a.max_n > 0 ? a.max_n : kMaxTokens, s.max_d = s.max_dv = kMaxDim;
+  s.d_values = dims(a.d, "--d");
+  if (a.dv == "d") s.dv_equals_d = true;
+  else s.dv_values = dims(a.dv, "--dv");
+  s.n_multiple = a.n_multiple;
   std::vector<std::filesystem::path> files;
   for (const auto& e : std::filesystem::directory_iterator(a.dir))
     if (e.path().extension() == ".safetensors" && e.path().filename().string()[0] != '.') files.push_back(e.path());
@@ -61,15 +68,7 @@ int run_select(const SelectArgs& a) {
       continue;
     }
     const io::Fixture f = io::read_fixture(path);
-    const BatchProblem& p = f.problem;
-    std::string why;
-    auto in = [](const auto& xs, const auto& x) { return xs.empty() || std::find(xs.begin(), xs.end(), x) != xs.end(); };
-    if (std::find(variants.begin(), variants.end(), p.opt.variant) == variants.end()) why = "variant " + to_string(p.opt.variant);
-    else if (std::find(dtypes.begin(), dtypes.end(), p.dtype) == dtypes.end()) why = "dtype " + to_string(p.dtype);
-    else if (const uint32_t missing = fuzz::required_features(p) & ~features) why = "needs " + fuzz::feature_names(missing);
-    else if (!in(ds, p.d)) why = "d = " + std::to_string(p.d);
-    else if (!in(dvs, p.dv)) why = "dv = " + std::to_string(p.dv);
-    else if (a.max_n > 0 && p.n > a.max_n) why = "n = " + std::to_string(p.n);
+    const std::string why = s.outside(f.problem);
     if (why.empty()) {
       ++inside;
       std::cout << path.string() << "\n";
@@ -95,7 +94,8 @@ void add_select(CLI::App& app, Action& action) {
                 "unmasked,normalize,clamp,decay,ridge,scale,gqa,varlen,den, all or none (decay: γ < 1; gqa: H > Hkv)")
       ->check(comma_list);
   c->add_option("--d", a->d, "head sizes d it supports (comma list; default any)")->check(comma_list);
-  c->add_option("--dv", a->dv, "value sizes dv it supports (comma list; default any)")->check(comma_list);
+  c->add_option("--dv", a->dv, "value sizes dv it supports (comma list, or d: dv = d only; default any)")->check(comma_list);
+  c->add_option("--n-multiple", a->n_multiple, "sequence lengths must be a multiple of this block size")->check(integer_in(1, 1 << 20));
   c->add_option("--max-n", a->max_n, "longest sequence it takes (default any)")->check(integer_in(1, 1u << 30));
   c->add_flag("--verbose", a->verbose, "say on stderr why each other fixture is outside");
   c->callback([a, &action] { action = [a] { return run_select(*a); }; });

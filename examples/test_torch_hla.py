@@ -1,0 +1,78 @@
+"""The PyTorch example (torch_hla.py) tested as a kernel's own tests would:
+with the pytest plugin on the golden fixtures inside its support, and fuzzed
+with hla_oracle.fuzz (FLA layout, torch tensors, state handed over, packed
+sequences). Run by ctest `example_torch_hla` (needs torch in .venv: scripts/setup.sh).
+
+    PYTHONPATH=build/python .venv/bin/python -m pytest examples/test_torch_hla.py
+"""
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+try:
+    import torch
+except ImportError:  # ctest sets HLA_REQUIRE_TORCH: there a missing torch fails, it is not skipped
+    if os.environ.get("HLA_REQUIRE_TORCH"):
+        raise ImportError("the PyTorch example needs torch in .venv: run scripts/setup.sh") from None
+    pytest.skip("the PyTorch example needs torch (scripts/setup.sh installs it)", allow_module_level=True)
+
+import hla_oracle  # noqa: E402
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from torch_hla import chunk_hla2, fused_recurrent_hla2  # noqa: E402
+
+REPO = Path(__file__).resolve().parents[1]
+FORMS = {"recurrent": fused_recurrent_hla2, "chunk": chunk_hla2}
+PRECISION = {"bf16": "f32", "f16": "f32", "f32": "f32", "f64": "f64"}
+FEATURES = ["decay", "normalize", "clamp", "scale", "gqa", "varlen", "den"]
+
+
+def run(form, q, k, v, o):
+    """fn(q, k, v, options) for hla_oracle.fuzz and the golden fixtures: (out, den, final state)."""
+    return FORMS[form](q, k, v, gamma=o.gamma, scale=o.scale, initial_state=getattr(o, "initial_state", None),
+                       output_final_state=getattr(o, "want_state", False), cu_seqlens=o.cu_seqlens, normalize=o.normalize,
+                       eps=o.eps, eps_mode=o.eps_mode, return_den=True)
+
+
+class FixtureOptions:
+    """A golden fixture's options as the fuzzer's CaseOptions carry them."""
+    def __init__(self, fx):
+        kw = fx.kwargs
+        self.gamma, self.scale, self.eps = float(kw["gamma"]), float(kw["scale"]), float(kw["eps"])
+        self.normalize, self.eps_mode = kw["normalize"], kw["eps_mode"]
+        self.cu_seqlens = None if fx.cu_seqlens is None else torch.from_numpy(fx.cu_seqlens)
+
+
+@pytest.mark.parametrize("form", FORMS)
+@pytest.mark.hla_golden(variants=["hla2"], dtypes=["f64", "f32", "bf16", "f16"], features=FEATURES, precision=PRECISION)
+def test_golden(form, hla_fixture):
+    q, k, v = hla_fixture.inputs(layout="bthd", framework="torch")
+    out, den, _ = run(form, q, k, v, FixtureOptions(hla_fixture))
+    hla_fixture.assert_passes(out, den, layout="bthd")
+
+
+@pytest.mark.parametrize("form", FORMS)
+def test_fuzz(form, tmp_path):
+    support = hla_oracle.Support(variants=["hla2"], dtypes=["f64", "f32", "bf16", "f16"], features=FEATURES + ["state"],
+                                 max_n=64, precision=PRECISION)
+    findings = Path(os.environ.get("HLA_EXAMPLE_FINDINGS", tmp_path)) / form
+    r = hla_oracle.fuzz(lambda q, k, v, o: run(form, q, k, v, o), support, max_cases=150, seed=1, layout="bthd",
+                        framework="torch", findings=findings, progress=False)
+    print(r.text)
+    assert r.ok, r.text
+    assert r.probes.get("state_continuation", 0) > 0 and r.probes.get("nan_causality", 0) > 0
+
+
+def test_readme_example_runs_as_written():
+    """The three lines of README "From Python and pytest", run from the repository root."""
+    readme = (REPO / "README.md").read_text()
+    section = readme[readme.index("### From Python and pytest"):]
+    code = re.search(r"```python\n(.*?)```", section, re.S).group(1)
+    assert len(code.strip().splitlines()) == 3, code
+    env = dict(os.environ)
+    p = subprocess.run([sys.executable, "-c", code], cwd=REPO, env=env, capture_output=True, text=True, timeout=300)
+    assert p.returncode == 0, p.stdout + p.stderr

@@ -1,0 +1,51 @@
+// A problem from a user's own tensors and option text: what `hla ref`, `hla
+// gen --case` and the Python package (hla_oracle.reference / check) take.
+// Tensors are safetensors-shaped (io::Tensor: dtype, shape, little-endian
+// bytes), so every float dtype (F64, F32, BF16, F16) is read exactly, and the
+// layout is [B,H,T,D] or FLA's [B,T,H,D].
+#pragma once
+
+#include "hla/batch.hpp"
+#include "hla/io/safetensors.hpp"
+
+#include <map>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace hla::io {
+
+// The operator options as text: exact rationals or decimals ("99/100",
+// "0.99"); options() parses and validates them (InputError names the option).
+struct OptionText {
+  std::string variant = "hla2";
+  bool unmasked = false;
+  std::string gamma = "1", normalize = "none", eps = "1/1000000", lambda = "0", scale = "1";
+
+  // Sets one option by name (variant, masked, unmasked, gamma, normalize, eps,
+  // lambda, scale); false when the name is none of them. masked/unmasked take
+  // "true" or "false" (else InputError).
+  bool set(const std::string& key, const std::string& value);
+  Options options() const;
+};
+
+enum class Layout { bhtd, bthd };  // [B,H,T,D], or FLA's [B,T,H,D]
+Layout parse_layout(std::string_view s);  // "bhtd" | "bthd"; InputError otherwise
+
+// The problem of tensors q, k, v (one float dtype; 4 dimensions in `layout`;
+// k and v with Hkv heads, H a multiple of Hkv) and optionally offsets or
+// cu_seqlens (I64 or I32, [m+1], B = 1): packed sequences. Any other tensor
+// is an InputError naming it and `source` (one holding "state" or named h0:
+// an initial state, not supported). Validated, non-finite values allowed.
+BatchProblem problem_from_tensors(const std::map<std::string, Tensor>& tensors, const Options& opt, Layout layout,
+                                  const std::string& source);
+
+// A candidate's output `name` in `layout` as the [B,H,n,dv] values check()
+// takes (den: [B,H,n], or [B,n,H] in bthd), read exactly; InputError when its
+// shape does not match p or its dtype is not a float.
+std::vector<double> output_values(const Tensor& t, const std::string& name, const BatchProblem& p, Layout layout, bool den);
+
+// The packed-sequence offsets of an I64 or I32 tensor [m+1] (not yet validated).
+std::vector<int64_t> offsets_of(const Tensor& t, const std::string& name);
+
+}  // namespace hla::io

@@ -1,0 +1,151 @@
+#include "hla/io/inputs.hpp"
+
+#include "hla/io/printable.hpp"
+
+#include <array>
+#include <cstring>
+#include <tuple>
+
+namespace hla::io {
+
+bool OptionText::set(const std::string& key, const std::string& value) {
+  if (key == "variant") variant = value;
+  else if (key == "masked" || key == "unmasked") {
+    if (value != "true" && value != "false") throw InputError(key + "=" + printable(value) + ": expected true or false");
+    unmasked = (value == "true") == (key == "unmasked");
+  } else if (key == "gamma") gamma = value;
+  else if (key == "normalize") normalize = value;
+  else if (key == "eps") eps = value;
+  else if (key == "lambda") lambda = value;
+  else if (key == "scale") scale = value;
+  else return false;
+  return true;
+}
+
+Options OptionText::options() const {
+  Options o;
+  auto number = [](const char* name, const std::string& text) {
+    try {
+      return parse_rational(text);
+    } catch (const InputError& e) {
+      throw InputError(std::string(name) + ": " + e.what());
+    }
+  };
+  o.variant = parse_variant(variant);
+  o.masked = !unmasked;
+  o.gamma = number("gamma", gamma);
+  o.eps = number("eps", eps);
+  o.lambda = number("lambda", lambda);
+  o.scale = number("scale", scale);
+  if (normalize == "none") o.normalize = false;
+  else if (normalize == "add" || normalize == "clamp") o.normalize = true, o.eps_mode = parse_eps_mode(normalize);
+  else throw InputError("normalize: '" + printable(normalize) + "' is not none, add or clamp");
+  o.validate();
+  return o;
+}
+
+Layout parse_layout(std::string_view s) {
+  if (s == "bhtd") return Layout::bhtd;
+  if (s == "bthd") return Layout::bthd;
+  throw InputError("--layout '" + printable(std::string(s)) + "' is not bhtd ([B,H,T,D]) or bthd (FLA's [B,T,H,D])");
+}
+
+std::vector<int64_t> offsets_of(const Tensor& t, const std::string& name) {
+  if (t.shape.size() != 1) throw InputError(name + " has shape " + shape_string(t.shape) + "; expected one dimension [m+1]");
+  if (t.dtype == StDType::I64) return i64_values(t, name);
+  if (t.dtype == StDType::I32) {
+    std::vector<int64_t> out(t.bytes.size() / 4);
+    for (size_t i = 0; i < out.size(); ++i) {
+      uint32_t u = 0;
+      for (int b = 3; b >= 0; --b) u = (u << 8) | static_cast<unsigned char>(t.bytes[4 * i + static_cast<size_t>(b)]);
+      out[i] = static_cast<int32_t>(u);
+    }
+    return out;
+  }
+  throw InputError(name + " has dtype " + to_string(t.dtype) + "; expected I64 or I32");
+}
+
+namespace {
+
+// [B, H, T, W] values of a [B, T, H, W] array (rows of W moved whole).
+std::vector<double> bthd_to_bhtd(const std::vector<double>& x, Index batch, Index n, Index heads, Index width) {
+  std::vector<double> y(x.size());
+  for (Index b = 0; b < batch; ++b)
+    for (Index tt = 0; tt < n; ++tt)
+      for (Index h = 0; h < heads; ++h)
+        if (width > 0)
+          std::memcpy(&y[static_cast<size_t>(((b * heads + h) * n + tt) * width)],
+                      &x[static_cast<size_t>(((b * n + tt) * heads + h) * width)], static_cast<size_t>(width) * sizeof(double));
+  return y;
+}
+
+}  // namespace
+
+BatchProblem problem_from_tensors(const std::map<std::string, Tensor>& tensors, const Options& opt, Layout layout,
+                                  const std::string& source) {
+  const bool fla = layout == Layout::bthd;
+  const std::string src = "'" + printable(source) + "'";
+  for (const auto& [name, t] : tensors) {
+    if (name == "q" || name == "k" || name == "v" || name == "offsets" || name == "cu_seqlens") continue;
+    if (name.find("state") != std::string::npos || name == "h0")
+      throw InputError(src + " holds '" + printable(name) + "': an initial state is not supported yet (the reference starts every sequence from zero)");
+    throw InputError(src + " holds a tensor '" + printable(name) + "'; expected q, k, v and optionally offsets or cu_seqlens");
+  }
+  for (const char* name : {"q", "k", "v"})
+    if (!tensors.count(name)) throw InputError(src + " has no tensor '" + std::string(name) + "' (it needs q, k and v)");
+  if (tensors.count("offsets") && tensors.count("cu_seqlens")) throw InputError(src + " holds both offsets and cu_seqlens; give one");
+  const Tensor &q = tensors.at("q"), &k = tensors.at("k"), &v = tensors.at("v");
+  const auto dq = float_dtype(q.dtype), dk = float_dtype(k.dtype), dv = float_dtype(v.dtype);
+  for (const auto& [name, t, d] : {std::tuple{"q", &q, dq}, std::tuple{"k", &k, dk}, std::tuple{"v", &v, dv}}) {
+    if (!d) throw InputError(std::string(name) + " has dtype " + to_string(t->dtype) + "; expected F64, F32, BF16 or F16");
+    if (t->shape.size() != 4)
+      throw InputError(std::string(name) + " has shape " + shape_string(t->shape) + "; expected 4 dimensions " +
+                       (fla ? "[B,T,H,D] (--layout bthd)" : "[B,H,T,D] (or FLA's [B,T,H,D] with --layout bthd)"));
+  }
+  if (*dq != *dk || *dq != *dv)
+    throw InputError("q, k and v must have one dtype; got " + to_string(q.dtype) + ", " + to_string(k.dtype) + ", " + to_string(v.dtype));
+  // [B, H, T, D] dims of each, whatever the layout.
+  auto dims = [&](const Tensor& t) {
+    return fla ? std::array<int64_t, 4>{t.shape[0], t.shape[2], t.shape[1], t.shape[3]}
+               : std::array<int64_t, 4>{t.shape[0], t.shape[1], t.shape[2], t.shape[3]};
+  };
+  const auto sq = dims(q), sk = dims(k), sv = dims(v);
+  const std::string lay = fla ? "[B,T,H,D]" : "[B,H,T,D]";
+  if (sk[0] != sq[0] || sv[0] != sq[0]) throw InputError("q, k, v disagree on the batch size B (layout " + lay + ")");
+  if (sk[2] != sq[2] || sv[2] != sq[2]) throw InputError("q, k, v disagree on the number of tokens T (layout " + lay + ")");
+  if (sk[3] != sq[3]) throw InputError("q and k disagree on the head dimension D (layout " + lay + ")");
+  if (sk[1] != sv[1]) throw InputError("k and v disagree on the number of K/V heads (layout " + lay + ")");
+  BatchProblem p;
+  p.opt = opt;
+  p.dtype = *dq;
+  p.batch = sq[0], p.heads = sq[1], p.kv_heads = sk[1], p.n = sq[2], p.d = sq[3], p.dv = sv[3];
+  if (p.heads < 1 || p.kv_heads < 1 || p.heads % p.kv_heads != 0)
+    throw InputError("q has " + std::to_string(p.heads) + " heads and k, v " + std::to_string(p.kv_heads) +
+                     ": the query heads must be a positive multiple of the K/V heads");
+  auto load = [&](const Tensor& t, const char* name, Index heads, Index width) {
+    std::vector<double> x = float_values(t, name);
+    return fla ? bthd_to_bhtd(x, p.batch, p.n, heads, width) : x;
+  };
+  p.q = load(q, "q", p.heads, p.d);
+  p.k = load(k, "k", p.kv_heads, p.d);
+  p.v = load(v, "v", p.kv_heads, p.dv);
+  for (const char* name : {"offsets", "cu_seqlens"})
+    if (tensors.count(name)) p.offsets = offsets_of(tensors.at(name), name);
+  p.validate(/*allow_nonfinite=*/true);
+  return p;
+}
+
+std::vector<double> output_values(const Tensor& t, const std::string& name, const BatchProblem& p, Layout layout, bool den) {
+  const bool fla = layout == Layout::bthd;
+  std::vector<int64_t> want = den ? (fla ? std::vector<int64_t>{p.batch, p.n, p.heads} : std::vector<int64_t>{p.batch, p.heads, p.n})
+                                  : (fla ? std::vector<int64_t>{p.batch, p.n, p.heads, p.dv}
+                                         : std::vector<int64_t>{p.batch, p.heads, p.n, p.dv});
+  if (!float_dtype(t.dtype)) throw InputError(name + " has dtype " + to_string(t.dtype) + "; expected F64, F32, BF16 or F16");
+  if (t.shape != want)
+    throw InputError(name + " has shape " + shape_string(t.shape) + "; expected " + shape_string(want) + " (" +
+                     (den ? (fla ? "[B,T,H]" : "[B,H,T]") : (fla ? "[B,T,H,dv]" : "[B,H,T,dv]")) + ")");
+  std::vector<double> x = float_values(t, name);
+  return fla ? bthd_to_bhtd(x, p.batch, p.n, p.heads, den ? 1 : p.dv) : x;
+}
+
+}  // namespace hla::io

@@ -1,0 +1,197 @@
+"""hla_oracle.fuzz: `hla fuzz`'s campaign over a Python function, in process.
+
+The generator, the probes (NaN/Inf causality, state continuation, varlen
+isolation), the check, the shrinker and the findings are the C++ fuzzer's
+(tools/fuzz, through fuzz::make_function_adapter); this file only converts
+each case's arrays for `fn` and its results back.
+"""
+import traceback
+from dataclasses import dataclass
+from fractions import Fraction
+
+import numpy as np
+
+from . import _core
+from ._arrays import tensor, to_numpy
+from ._support import support_dict
+
+_NUMPY_INPUT = {"f64": np.float64, "f32": np.float32, "f16": np.float16, "bf16": np.float32}
+
+
+@dataclass(frozen=True)
+class CaseOptions:
+    """The options of one case, handed to fn(q, k, v, options).
+
+    Floats (what a kernel computes with): gamma, eps, lam, scale; exact values
+    as Fractions: gamma_exact, eps_exact, lam_exact, scale_exact. dtype: of q,
+    k, v ('bf16' inputs arrive as float32 arrays holding bf16 values with
+    framework='numpy', as torch.bfloat16 with framework='torch'); layout;
+    cu_seqlens: int64 offsets of packed sequences (B = 1) or None;
+    initial_state: the state your function returned for the previous part of
+    the sequence (as it returned it: an array or a tuple of arrays), or None;
+    want_state: return the final state (third element of the result)."""
+    variant: str
+    masked: bool
+    normalize: bool
+    eps_mode: str
+    gamma: float
+    eps: float
+    lam: float
+    scale: float
+    gamma_exact: Fraction
+    eps_exact: Fraction
+    lam_exact: Fraction
+    scale_exact: Fraction
+    dtype: str
+    layout: str
+    cu_seqlens: object
+    initial_state: object
+    want_state: bool
+
+    @property
+    def kwargs(self):
+        """The keyword options of hla_oracle.reference / check for this case."""
+        return {"variant": self.variant, "masked": self.masked, "normalize": self.normalize, "eps_mode": self.eps_mode,
+                "gamma": self.gamma_exact, "eps": self.eps_exact, "lam": self.lam_exact, "scale": self.scale_exact}
+
+
+class FuzzResult:
+    """The campaign's summary: cases, seconds, findings (dicts: kind, message,
+    shrunk, needs, fixture, candidate, precision, form_class, …), by_kind,
+    probes, inconclusive, ok (no findings), text (as `hla fuzz` prints it, with
+    how to reproduce each finding)."""
+
+    def __init__(self, d, header):
+        self.cases = d["cases"]
+        self.seconds = d["seconds"]
+        self.inconclusive = d["inconclusive"]
+        self.by_kind = dict(d["by_kind"])
+        self.probes = dict(d["probes"])
+        self.findings = [dict(f) for f in d["findings"]]
+        self.text = header + d["text"]
+
+    @property
+    def ok(self):
+        return not self.findings
+
+    @property
+    def cases_per_second(self):
+        return self.cases / self.seconds if self.seconds > 0 else float("inf")
+
+    def __str__(self):
+        return self.text
+
+    def __repr__(self):
+        return f"<hla_oracle.FuzzResult {self.cases} cases, {len(self.findings)} finding(s)>"
+
+
+def _state_flat(state):
+    """(float64 bytes, how to rebuild it) of an array or a tuple of arrays."""
+    parts = list(state) if isinstance(state, (tuple, list)) else [state]
+    arrays = [np.asarray(to_numpy(p, "state")[0], dtype=np.float64) for p in parts]
+    shapes = [a.shape for a in arrays]
+    flat = np.concatenate([a.ravel() for a in arrays]) if arrays else np.zeros(0)
+    return flat.tobytes(), (isinstance(state, (tuple, list)), shapes)
+
+
+def _state_back(flat, how, framework):
+    is_tuple, shapes = how
+    parts, at = [], 0
+    for s in shapes:
+        size = int(np.prod(s, dtype=np.int64))
+        parts.append(flat[at:at + size].reshape(s))
+        at += size
+    if framework == "torch":
+        import torch
+        parts = [torch.from_numpy(np.ascontiguousarray(p)) for p in parts]
+    return tuple(parts) if is_tuple else parts[0]
+
+
+def fuzz(fn, support=None, *, max_cases=1000, seed=1, time=0, findings="hla-findings", layout="bhtd", framework="numpy",
+         shrink_attempts=300, stop_after=0, progress=True, shard=None, exact_max_n=48):
+    """Fuzzes fn(q, k, v, options) -> out, (out, den) or (out, den, state)
+    (den, state may be None) with `hla fuzz`'s campaign: cases inside
+    `support` (a Support or a dict of its fields), each judged by the pass
+    rule, each failure shrunk and written to `findings` as a fixture plus your
+    outputs (`hla check` reproduces it). q, k, v: numpy arrays (framework=
+    'torch': CPU torch tensors) in `layout`; options: CaseOptions. An
+    exception from fn is an `error` finding; KeyboardInterrupt stops the
+    campaign. Same seed, same cases, same findings. Returns a FuzzResult.
+    No crash or timeout isolation (fn runs in this process): use
+    `hla fuzz --exec-server` with hla_oracle.serve for that.
+    exact_max_n: heads up to this long (d, dv <= 16) are judged against an exact
+    rational reference, as `hla fuzz` does (default 48); 0 judges every case
+    against the certified double-double engine (the same f64 reference wherever
+    it certifies it), which is most of a small case's cost: about 2.5x the cases/s.
+    shard=(i, N): the i-th of N disjoint case streams."""
+    if layout not in ("bhtd", "bthd"):
+        raise ValueError(f"layout must be 'bhtd' or 'bthd', got {layout!r}")
+    if framework not in ("numpy", "torch"):
+        raise ValueError(f"framework must be 'numpy' or 'torch', got {framework!r}")
+    sup = support_dict(support)
+    torch = None
+    if framework == "torch":
+        import torch
+    states = {}  # how the last returned state is rebuilt (shapes), by its flat size
+
+    def convert_input(a, dtype):
+        a = a.astype(_NUMPY_INPUT[dtype], copy=False)
+        if layout == "bthd":
+            a = np.ascontiguousarray(np.swapaxes(a, 1, 2))
+        if torch is not None:
+            t = torch.from_numpy(a)
+            return t.to(torch.bfloat16) if dtype == "bf16" else t
+        return a
+
+    def convert_output(x, name):
+        a, carried = to_numpy(x, name)
+        if layout == "bthd":
+            a = np.swapaxes(a, 1, 2) if a.ndim >= 3 else a
+        return tensor(a, name, carried)
+
+    def run_case(q, k, v, info, offsets, state_in, want_state):
+        dtype = info["dtype"]
+        initial = None
+        if state_in is not None:
+            how = states.get(state_in.size)
+            initial = _state_back(state_in, how, framework) if how else state_in
+        if offsets is not None and torch is not None:
+            offsets = torch.from_numpy(offsets)
+        g, e, l, s = (Fraction(info[x]) for x in ("gamma", "eps", "lambda", "scale"))
+        opts = CaseOptions(variant=info["variant"], masked=info["masked"], normalize=info["normalize"],
+                           eps_mode=info["eps_mode"], gamma=float(g), eps=float(e), lam=float(l), scale=float(s),
+                           gamma_exact=g, eps_exact=e, lam_exact=l, scale_exact=s, dtype=dtype, layout=layout,
+                           cu_seqlens=offsets, initial_state=initial, want_state=bool(want_state))
+        try:
+            res = fn(convert_input(q, dtype), convert_input(k, dtype), convert_input(v, dtype), opts)
+        except Exception as ex:
+            where = traceback.extract_tb(ex.__traceback__)[-1]
+            return ("error", f"{type(ex).__name__}: {ex} (at {where.filename}:{where.lineno})")
+        if isinstance(res, (tuple, list)):
+            if not 1 <= len(res) <= 3:
+                return ("bad_output", f"fn returned {len(res)} values; expected out, (out, den) or (out, den, state)")
+            out, den, state = (list(res) + [None, None])[:3]
+        else:
+            out, den, state = res, None, None
+        if out is None:
+            return ("bad_output", "fn returned no out")
+        try:
+            o = convert_output(out, "out")
+            d = None if den is None else convert_output(den, "den")
+            flat = None
+            if want_state:
+                if state is None:
+                    return ("bad_output", "options.want_state was set but fn returned no state (the third value)")
+                flat, how = _state_flat(state)
+                states[len(flat) // 8] = how
+        except (ValueError, TypeError) as ex:
+            return ("bad_output", str(ex))
+        return ("ok", o, d, flat)
+
+    shards = (0, 1) if shard is None else tuple(shard)
+    d = _core.fuzz(run_case, sup, int(seed), int(max_cases), float(time), str(findings), int(shrink_attempts),
+                   int(stop_after), bool(progress), int(shards[0]), int(shards[1]), int(exact_max_n))
+    name = getattr(fn, "__qualname__", repr(fn))
+    header = (f"hla_oracle.fuzz({name}): seed {seed}, max_cases {max_cases}, layout {layout}, framework {framework}; "
+              f"support {sup}\n")
+    return FuzzResult(d, header)

@@ -1,0 +1,112 @@
+"""pytest plugin of hla_oracle (entry point pytest11, so installed = loaded;
+or ``pytest -p hla_oracle.pytest_plugin``).
+
+A test that takes the ``hla_fixture`` fixture runs once per golden fixture
+inside the support declared by its ``hla_golden`` mark (hla_oracle.Support
+fields; no mark: every golden fixture):
+
+    @pytest.mark.hla_golden(variants=["hla2"], dtypes=["f32", "bf16"], features=["decay", "normalize"],
+                            d=[8], precision={"bf16": "f32", "f32": "f32"})
+    def test_kernel(hla_fixture):
+        q, k, v = hla_fixture.inputs(layout="bthd", framework="torch")
+        out = my_kernel(q, k, v, **hla_fixture.kwargs)
+        hla_fixture.assert_passes(out, layout="bthd")
+
+``assert_passes`` judges with the declared precision and form class and fails
+with the whole report (`hla check`'s text); a report of a failing test is also
+printed in its "hla-oracle report" section, however the test asserted it.
+``--hla-fixtures DIR`` selects another folder of fixtures (e.g. `hla gen --suite default`).
+"""
+import tempfile
+from pathlib import Path
+
+import pytest
+
+import hla_oracle
+from hla_oracle._support import as_support
+
+_REPORTS = pytest.StashKey[list]() if hasattr(pytest, "StashKey") else None
+
+
+def pytest_addoption(parser):
+    parser.addoption("--hla-fixtures", default=None,
+                     help="folder of hla-oracle fixtures for tests using hla_fixture (default: the golden set)")
+
+
+def pytest_configure(config):
+    config.addinivalue_line("markers", "hla_golden(**support): run the test's hla_fixture over the golden fixtures "
+                                       "inside this support (hla_oracle.Support fields)")
+
+
+class GoldenCase:
+    """A golden fixture for one parametrized test: the hla_oracle.Fixture's
+    attributes (inputs(), q, k, v, kwargs, options, dtype, shape, …) plus
+    check() and assert_passes() with the declared precision and form class."""
+
+    def __init__(self, fixture, support, reports):
+        self.fixture = fixture
+        self.support = support
+        self._reports = reports
+
+    def __getattr__(self, name):
+        return getattr(self.fixture, name)
+
+    def check(self, out, den=None, *, layout="bhtd", out_dtype=None, precision=None, form_class=None):
+        declared = self.support or hla_oracle.Support(precision=None)  # no mark: the precision of out's dtype
+        p = precision if precision is not None else declared.precision
+        fc = form_class or declared.form_class
+        r = self.fixture.check(out, den, precision=p, form_class=fc, layout=layout, out_dtype=out_dtype)
+        if not r.passed:  # the outputs as a candidate file: `hla check` reproduces the verdict
+            folder = Path(tempfile.mkdtemp(prefix="hla-candidate-"))
+            cand = folder / (Path(self.fixture.path).name[:-len(".safetensors")] + ".candidate.safetensors")
+            hla_oracle.save_candidate(cand, out, den, fixture=self.fixture, layout=layout, out_dtype=out_dtype)
+            prec = hla_oracle._precision(p)
+            r.text += (f"  reproduce: hla check {self.fixture.path} {cand}" + (f" --precision {prec}" if prec else "") +
+                       ("" if fc == "masked" else f" --form-class {fc}") + "\n")
+        self._reports.append(r)
+        return r
+
+    def assert_passes(self, out, den=None, **kw):
+        r = self.check(out, den, **kw)
+        if not r.passed:
+            raise AssertionError(f"{self.fixture.name}: {r.verdict}\n{r.text}")
+        return r
+
+    def __repr__(self):
+        return f"<hla_fixture {self.fixture!r}>"
+
+
+def pytest_generate_tests(metafunc):
+    if "hla_fixture" not in metafunc.fixturenames:
+        return
+    mark = metafunc.definition.get_closest_marker("hla_golden")
+    support = as_support(dict(mark.kwargs)) if mark else None
+    folder = metafunc.config.getoption("--hla-fixtures")
+    paths = hla_oracle.golden_fixtures(support, folder)
+    if not paths:
+        raise pytest.UsageError(f"{metafunc.definition.nodeid}: no fixture of "
+                                f"{folder or hla_oracle.golden_dir()} lies inside the declared support {support}")
+    import os
+    metafunc.parametrize("hla_fixture", [(p, support) for p in paths], ids=[os.path.basename(p)[:-12] for p in paths],
+                         indirect=True)
+
+
+@pytest.fixture
+def hla_fixture(request):
+    path, support = request.param
+    reports = []
+    if _REPORTS is not None:
+        request.node.stash[_REPORTS] = reports
+    return GoldenCase(hla_oracle.load_fixture(path), support, reports)
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    outcome = yield
+    rep = outcome.get_result()
+    if _REPORTS is None or rep.when != "call" or not rep.failed:
+        return
+    reports = item.stash.get(_REPORTS, [])
+    failing = [r for r in reports if not r.passed]
+    if failing:
+        rep.sections.append(("hla-oracle report", "\n".join(r.text for r in failing)))

@@ -1,0 +1,202 @@
+// hla_oracle.fuzz: the fuzzer's campaign (tools/fuzz: generator, probes,
+// shrinker, findings) over a Python callable, through the in-process adapter
+// fuzz::make_function_adapter. The Python side (hla_oracle/_fuzz.py) wraps the
+// user's fn(q, k, v, options) into `run_case`, which this file calls per case:
+//   run_case(q, k, v, info, offsets, state_in, want_state)
+//     q, k, v: float64 numpy [B,H,n,·] (values of the case's dtype, exactly);
+//     info: dict of the case's options and dtype; offsets: int64 numpy or None;
+//     state_in: float64 numpy (flat) or None
+//   -> ("ok", out, den or None, state or None)   out, den as tensors (dtype, shape, bytes)
+//    | ("error", message) | ("bad_output", message)
+// An exception that is not an Exception (KeyboardInterrupt) ends the campaign
+// and reaches the caller.
+#include "core.hpp"
+
+#include "campaign.hpp"
+#include "hla_impl.h"
+#include "hla/io/fixture.hpp"
+#include "hla/io/inputs.hpp"
+
+#include <nanobind/stl/map.h>
+#include <nanobind/stl/optional.h>
+#include <nanobind/stl/string.h>
+#include <nanobind/stl/tuple.h>
+#include <nanobind/stl/vector.h>
+
+#include <algorithm>
+#include <cstring>
+#include <optional>
+
+namespace hla::python {
+namespace {
+
+nb::dict case_info(const BatchProblem& p, bool want_state) {
+  const Options& o = p.opt;
+  nb::dict d;
+  d["variant"] = std::string(to_string(o.variant));
+  d["masked"] = o.masked;
+  d["normalize"] = o.normalize;
+  d["eps_mode"] = std::string(o.eps_mode == EpsMode::add ? "add" : "clamp");
+  d["gamma"] = hla::to_string(o.gamma);
+  d["eps"] = hla::to_string(o.eps);
+  d["lambda"] = hla::to_string(o.lambda);
+  d["scale"] = hla::to_string(o.scale);
+  d["dtype"] = std::string(to_string(p.dtype));
+  d["want_state"] = want_state;
+  return d;
+}
+
+struct Stop {
+  std::optional<nb::python_error> error;  // the BaseException that ended the campaign
+};
+
+fuzz::RunResult call(nb::callable& run_case, const BatchProblem& p, const std::vector<double>* state_in, bool want_state,
+                     Stop& stop) {
+  nb::gil_scoped_acquire locked;
+  fuzz::RunResult r;
+  try {
+    nb::object q = numpy_f64(std::vector<double>(p.q), {size_t(p.batch), size_t(p.heads), size_t(p.n), size_t(p.d)});
+    nb::object k = numpy_f64(std::vector<double>(p.k), {size_t(p.batch), size_t(p.kv_heads), size_t(p.n), size_t(p.d)});
+    nb::object v = numpy_f64(std::vector<double>(p.v), {size_t(p.batch), size_t(p.kv_heads), size_t(p.n), size_t(p.dv)});
+    nb::object offsets = p.offsets.empty() ? nb::none() : numpy_i64(std::vector<int64_t>(p.offsets));
+    nb::object state = state_in ? numpy_f64(std::vector<double>(*state_in), {state_in->size()}) : nb::none();
+    nb::tuple res = nb::cast<nb::tuple>(run_case(q, k, v, case_info(p, want_state), offsets, state, want_state));
+    const std::string status = nb::cast<std::string>(res[0]);
+    if (status != "ok") {
+      r.status = status == "bad_output" ? fuzz::RunResult::Status::bad_output : fuzz::RunResult::Status::error;
+      r.message = nb::cast<std::string>(res[1]);
+      return r;
+    }
+    const io::Tensor out = tensor_of(nb::cast<TensorArg>(res[1]), "out");
+    try {
+      r.out.out = io::output_values(out, "out", p, io::Layout::bhtd, false);
+      r.out.out_dtype = *io::float_dtype(out.dtype);
+      if (!res[2].is_none()) {
+        const io::Tensor den = tensor_of(nb::cast<TensorArg>(res[2]), "den");
+        r.out.den = io::output_values(den, "den", p, io::Layout::bhtd, true);
+        r.out.den_dtype = *io::float_dtype(den.dtype);
+      }
+    } catch (const InputError& e) {
+      r = fuzz::RunResult{};
+      r.status = fuzz::RunResult::Status::bad_output;
+      r.message = e.what();
+      return r;
+    }
+    if (!res[3].is_none()) {
+      const nb::bytes s = nb::cast<nb::bytes>(res[3]);
+      r.state_out.resize(s.size() / sizeof(double));
+      if (!r.state_out.empty()) std::memcpy(r.state_out.data(), s.c_str(), r.state_out.size() * sizeof(double));
+    }
+    return r;
+  } catch (nb::python_error& e) {
+    if (e.matches(PyExc_Exception)) {  // a bug of the wrapper's conversions: reported, not fatal
+      r = fuzz::RunResult{};
+      r.status = fuzz::RunResult::Status::error;
+      r.message = e.what();
+      return r;
+    }
+    stop.error.emplace(std::move(e));
+    throw fuzz::StopCampaign{};
+  }
+}
+
+nb::dict summary_dict(const fuzz::Summary& s) {
+  nb::dict d;
+  d["cases"] = s.cases;
+  d["inconclusive"] = s.inconclusive;
+  d["seconds"] = s.seconds;
+  d["by_kind"] = s.by_kind;
+  d["probes"] = s.probes;
+  d["text"] = s.text();
+  d["findings_error"] = s.findings_error;
+  d["fallback_dir"] = s.fallback_dir;
+  nb::list findings;
+  for (const auto& f : s.findings) {
+    nb::dict x;
+    x["kind"] = f.kind, x["message"] = f.message, x["case_index"] = f.case_index, x["cases_run"] = f.cases_run,
+    x["seconds"] = f.seconds, x["original"] = f.original, x["shrunk"] = f.shrunk, x["shrink_steps"] = f.shrink_steps,
+    x["fixture"] = f.fixture, x["candidate"] = f.candidate, x["precision"] = f.precision, x["form_class"] = f.form_class,
+    x["needs"] = f.needs, x["write_error"] = f.write_error;
+    findings.append(x);
+  }
+  d["findings"] = findings;
+  return d;
+}
+
+}  // namespace
+
+// A support declaration as hla_oracle/_support.py normalizes it: variants,
+// dtypes (lists of names), features ("decay,normalize" or ""), max_n, max_d,
+// max_dv, d, dv (lists of ints, empty: any), dv_equals_d, n_multiple,
+// precision ("f32" or "bf16=f32,…"), form_class, name.
+fuzz::Supports supports_of(const nb::dict& d) {
+  auto get = [&](const char* key) -> nb::handle {
+    if (!d.contains(key)) throw InputError(std::string("support lacks '") + key + "'");
+    return d[key];
+  };
+  fuzz::Supports s;
+  s.name = nb::cast<std::string>(get("name"));
+  for (const auto& v : nb::cast<std::vector<std::string>>(get("variants"))) s.variants.push_back(parse_variant(v));
+  for (const auto& t : nb::cast<std::vector<std::string>>(get("dtypes"))) s.dtypes.push_back(parse_dtype(t));
+  const auto features = nb::cast<std::string>(get("features"));
+  s.features = features.empty() || features == "none" ? 0 : fuzz::parse_features(features);
+  if (d.contains("state") && nb::cast<bool>(d["state"])) s.features |= HLA_FEAT_STATE;  // in-process: the state is handed over
+  s.max_n = nb::cast<Index>(get("max_n")), s.max_d = nb::cast<Index>(get("max_d")), s.max_dv = nb::cast<Index>(get("max_dv"));
+  s.d_values = nb::cast<std::vector<Index>>(get("d"));
+  s.dv_values = nb::cast<std::vector<Index>>(get("dv"));
+  s.dv_equals_d = nb::cast<bool>(get("dv_equals_d"));
+  s.n_multiple = nb::cast<Index>(get("n_multiple"));
+  if (!s.d_values.empty()) s.max_d = *std::max_element(s.d_values.begin(), s.d_values.end());
+  if (!s.dv_values.empty()) s.max_dv = *std::max_element(s.dv_values.begin(), s.dv_values.end());
+  s.precision = check::parse_precision_map(nb::cast<std::string>(get("precision")));
+  if (s.precision.empty()) throw InputError("precision must name a compute precision (e.g. f32, or bf16=f32,f32=f32)");
+  s.form_class = check::parse_form_class(nb::cast<std::string>(get("form_class")));
+  s.validate();
+  return s;
+}
+
+namespace {
+
+nb::dict fuzz_callable(nb::callable run_case, const nb::dict& support, uint64_t seed, size_t max_cases, double seconds,
+                       const std::string& findings, size_t shrink_attempts, size_t stop_after, bool progress, size_t shard,
+                       size_t shards, Index exact_max_n) {
+  const fuzz::Supports s = supports_of(support);
+  fuzz::CampaignOptions o;
+  o.seed = seed, o.max_cases = max_cases, o.max_seconds = seconds, o.findings_dir = findings, o.shrink_attempts = shrink_attempts,
+  o.stop_after = stop_after, o.progress = progress, o.shard = shard, o.shards = shards, o.exact_max_n = exact_max_n;
+  Stop stop;
+  auto adapter = fuzz::make_function_adapter(
+      s, [&](const BatchProblem& p, const std::vector<double>* state_in, bool want_state) {
+        return call(run_case, p, state_in, want_state, stop);
+      });
+  fuzz::Summary sum;
+  try {
+    nb::gil_scoped_release unlocked;  // the reference and the check run without the GIL; call() takes it back
+    sum = fuzz::run_campaign(*adapter, o);
+  } catch (const fuzz::StopCampaign&) {
+    if (stop.error) throw std::move(*stop.error);
+    throw;
+  }
+  return summary_dict(sum);
+}
+
+// Why the problem of each fixture lies outside the support ("" inside).
+std::vector<std::string> outside(const nb::dict& support, const std::vector<std::string>& paths) {
+  const fuzz::Supports s = supports_of(support);
+  std::vector<std::string> why;
+  for (const auto& path : paths) why.push_back(s.outside(io::read_fixture(path).problem));
+  return why;
+}
+
+}  // namespace
+
+void add_fuzz(nb::module_& m) {
+  m.def("fuzz", &fuzz_callable, nb::arg("run_case"), nb::arg("support"), nb::arg("seed"), nb::arg("max_cases"), nb::arg("seconds"),
+        nb::arg("findings"), nb::arg("shrink_attempts"), nb::arg("stop_after"), nb::arg("progress"), nb::arg("shard") = 0,
+        nb::arg("shards") = 1, nb::arg("exact_max_n") = 48);
+  m.def("outside", &outside, nb::arg("support"), nb::arg("paths"));
+  m.def("validate_support", [](const nb::dict& d) { supports_of(d); });
+  m.def("feature_names", [](const std::string& s) { return fuzz::feature_names(fuzz::parse_features(s)); });
+}
+
+}  // namespace hla::python

@@ -1,0 +1,99 @@
+"""hla_oracle.check: the pass rule of `hla check` on arrays, with reports on
+correct and wrong kernels."""
+import json
+import subprocess
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+
+import hla_oracle
+from kernels import kernel
+
+OPTS = dict(variant="hla2", gamma="15/16")
+
+
+def options(**kw):
+    base = dict(variant="hla2", gamma=15 / 16, scale=1.0, normalize=False, eps_mode="add", eps=1e-6, cu_seqlens=None)
+    base.update(kw)
+    return SimpleNamespace(**base)
+
+
+def inputs(seed=0, B=1, H=2, n=40, d=8, dv=4, dtype=np.float32):
+    rng = np.random.default_rng(seed)
+    return tuple(rng.standard_normal(s).astype(dtype) for s in [(B, H, n, d), (B, H, n, d), (B, H, n, dv)])
+
+
+def test_correct_kernel_passes_with_den():
+    q, k, v = inputs()
+    out, den = kernel(q, k, v, options())
+    r = hla_oracle.check(out, q, k, v, **OPTS, precision="f32", den=den)
+    assert r.passed, r.text
+    assert r.verdict == "PASS" and not r.inconclusive and r.reasons == []
+    assert r.json()["scored"] == out.size + den.size
+    assert "hla_oracle.check: hla2" in r.text and "PASS" in r.text
+
+
+@pytest.mark.parametrize("bug", ["strict_mask", "decay_once"])
+def test_wrong_kernel_fails_with_a_report(bug, tmp_path, hla_tool):
+    q, k, v = inputs(1)
+    out, _ = kernel(q, k, v, options(), bug=bug)
+    r = hla_oracle.check(out, q, k, v, **OPTS, precision="f32", dump=tmp_path / "failing")
+    assert not r.passed and r.verdict == "FAIL"
+    assert r.reasons and "worst elements" in r.text
+    w = r.worst[0]
+    assert set(w) >= {"batch", "head", "token", "column", "candidate", "reference", "score"}
+    assert w["score"] > r.json()["bound"]
+    # The dump reproduces with the CLI: same verdict (exit 1).
+    assert "failing case written: hla check" in r.text
+    fixture, candidate = tmp_path / "failing.safetensors", tmp_path / "failing.candidate.safetensors"
+    p = subprocess.run([hla_tool, "check", str(fixture), str(candidate), "--precision", "f32"], capture_output=True, text=True)
+    assert p.returncode == 1, p.stdout + p.stderr
+
+
+def test_declared_precision_decides():
+    # An f32 computation stored in float64: passes declared f32, fails declared f64
+    # (f32 rounding errors are far beyond the f64 bound; out's dtype allows only f64 rounding).
+    q, k, v = inputs(2, dtype=np.float32)
+    out, _ = kernel(q, k, v, options())
+    out64 = out.astype(np.float64)
+    assert hla_oracle.check(out64, q, k, v, **OPTS, precision="f32").passed
+    r = hla_oracle.check(out64, q, k, v, **OPTS, precision="f64")
+    assert not r.passed and r.json()["over_bound"] > 0, r.text
+    # Per input dtype: the f32 entry applies to these f32 inputs.
+    assert hla_oracle.check(out64, q, k, v, **OPTS, precision={"bf16": "f64", "f32": "f32"}).passed
+
+
+def test_torch_tensors_and_layout(repo):
+    torch = pytest.importorskip("torch")
+    q, k, v = inputs(3)
+    out, _ = kernel(q, k, v, options())
+    t = lambda x: torch.from_numpy(np.ascontiguousarray(np.swapaxes(x, 1, 2)))
+    r = hla_oracle.check(t(out), t(q), t(k), t(v), **OPTS, precision="f32", layout="bthd")
+    assert r.passed, r.text
+    r = hla_oracle.check(t(out).to(torch.bfloat16), t(q).to(torch.bfloat16), t(k).to(torch.bfloat16),
+                         t(v).to(torch.bfloat16), **OPTS, precision="f32", layout="bthd")
+    assert not r.passed  # the inputs were rounded to bf16 after the kernel ran on f32 ones
+
+
+def test_shape_errors_name_the_problem():
+    q, k, v = inputs(4)
+    out, _ = kernel(q, k, v, options())
+    with pytest.raises(hla_oracle.InputError, match=r"out has shape \[1, 2, 39, 4\]; expected \[1, 2, 40, 4\]"):
+        hla_oracle.check(out[:, :, 1:], q, k, v, **OPTS)
+    with pytest.raises(hla_oracle.InputError, match="form class|form_class|masked"):
+        hla_oracle.check(out, q, k, v, **OPTS, form_class="sideways")
+    with pytest.raises(hla_oracle.InputError, match="precision"):
+        hla_oracle.check(out, q, k, v, **OPTS, precision="f24")
+
+
+def test_report_json_is_the_cli_json(tmp_path, hla_tool):
+    q, k, v = inputs(5)
+    out, _ = kernel(q, k, v, options(), bug="decay_once")
+    r = hla_oracle.check(out, q, k, v, **OPTS, precision="f32", dump=tmp_path / "c")
+    p = subprocess.run([hla_tool, "check", str(tmp_path / "c.safetensors"), str(tmp_path / "c.candidate.safetensors"),
+                        "--precision", "f32", "--json"], capture_output=True, text=True)
+    cli = json.loads(p.stdout)
+    mine = r.json()
+    for key in ("pass", "max_score", "bound", "baseline_max_score", "scored", "over_bound", "worst"):
+        assert mine[key] == cli[key], key

@@ -1,0 +1,124 @@
+"""hla_oracle.fuzz: hla fuzz's campaign over Python functions in process."""
+import subprocess
+import time
+
+import numpy as np
+import pytest
+
+import hla_oracle
+from hla_oracle import Support
+from kernels import PRECISION, kernel, la1_state_kernel
+
+FULL = Support(variants=["la1", "hla2"], dtypes=["f32", "f64", "bf16", "f16"],
+               features=["decay", "normalize", "clamp", "scale", "gqa", "varlen", "den"], max_n=64, precision=PRECISION)
+
+
+def test_correct_kernel_runs_clean_and_fast(tmp_path):
+    t = time.perf_counter()
+    r = hla_oracle.fuzz(kernel, FULL, max_cases=300, seed=7, findings=tmp_path / "f", progress=False)
+    wall = time.perf_counter() - t
+    print(f"\n[in-process adapter] {r.cases} cases in {wall:.2f} s: {r.cases / wall:.0f} cases/s (numpy hla2/la1, n <= 64)")
+    assert r.ok, r.text
+    assert r.cases == 300 and r.probes.get("nan_causality", 0) > 0
+    assert "hla fuzz: 300 cases" in r.text
+
+
+def test_wrong_kernel_is_found_shrunk_and_reproducible(tmp_path, hla_tool):
+    bug = lambda q, k, v, o: kernel(q, k, v, o, bug="strict_mask")
+    r = hla_oracle.fuzz(bug, FULL, max_cases=50, seed=3, findings=tmp_path / "f", stop_after=1, progress=False)
+    assert not r.ok and r.findings[0]["kind"] == "numerics", r.text
+    f = r.findings[0]
+    assert "hla2" in f["shrunk"] and f["shrink_steps"] > 0
+    p = subprocess.run([hla_tool, "check", f["fixture"], f["candidate"], "--precision", f["precision"]],
+                       capture_output=True, text=True)
+    assert p.returncode == 1, p.stdout
+    # The finding's fixture, checked from Python: the same failure.
+    fx = hla_oracle.load_fixture(f["fixture"])
+    out, den = bug(fx.q, fx.k, fx.v, _case_options(fx))
+    assert not fx.check(out, den, precision=f["precision"]).passed
+
+
+def _case_options(fx):
+    from types import SimpleNamespace
+    kw = fx.kwargs
+    return SimpleNamespace(variant=kw["variant"], gamma=float(kw["gamma"]), scale=float(kw["scale"]),
+                           normalize=kw["normalize"], eps_mode=kw["eps_mode"], eps=float(kw["eps"]),
+                           cu_seqlens=fx.cu_seqlens)
+
+
+def test_same_seed_same_findings(tmp_path):
+    bug = lambda q, k, v, o: kernel(q, k, v, o, bug="decay_once")
+    s = Support(variants=["hla2"], features=["decay"], max_n=32, precision="f32")
+    a = hla_oracle.fuzz(bug, s, max_cases=20, seed=11, findings=tmp_path / "a", progress=False)
+    b = hla_oracle.fuzz(bug, s, max_cases=20, seed=11, findings=tmp_path / "b", progress=False)
+    key = lambda r: [(f["kind"], f["case_index"], f["shrunk"], f["message"]) for f in r.findings]
+    assert a.findings and key(a) == key(b)
+    assert all("decay" in f["needs"] for f in a.findings)
+    fa = (tmp_path / "a").glob("*.safetensors")
+    for path in sorted(fa):
+        assert path.read_bytes() == (tmp_path / "b" / path.name).read_bytes()
+
+
+def test_exceptions_are_error_findings_and_interrupts_stop(tmp_path):
+    def broken(q, k, v, o):
+        if q.shape[2] > 20:
+            raise RuntimeError("kernel does not take long sequences")
+        return kernel(q, k, v, o)
+    r = hla_oracle.fuzz(broken, Support(variants=["la1"], max_n=64, precision="f32"), max_cases=30, seed=1,
+                        findings=tmp_path / "f", stop_after=1, progress=False)
+    assert r.findings and r.findings[0]["kind"] == "error"
+    assert "RuntimeError: kernel does not take long sequences" in r.findings[0]["message"]
+
+    def interrupted(q, k, v, o):
+        raise KeyboardInterrupt
+    with pytest.raises(KeyboardInterrupt):
+        hla_oracle.fuzz(interrupted, Support(variants=["la1"]), max_cases=5, findings=tmp_path / "g", progress=False)
+
+
+def test_bad_outputs_are_findings(tmp_path):
+    r = hla_oracle.fuzz(lambda q, k, v, o: kernel(q, k, v, o)[0][:, :, :-1], Support(variants=["la1"], precision="f32"),
+                        max_cases=5, findings=tmp_path / "f", stop_after=1, progress=False)
+    assert r.findings[0]["kind"] == "bad_output" and "shape" in r.findings[0]["message"]
+
+
+def test_state_continuation_probe(tmp_path):
+    s = Support(variants=["la1"], dtypes=["f32", "f64"], features=["decay", "den", "state"], max_n=64,
+                precision="f32=f32,f64=f64")
+    good = hla_oracle.fuzz(la1_state_kernel, s, max_cases=60, seed=5, findings=tmp_path / "good", progress=False)
+    assert good.ok, good.text
+    assert good.probes.get("state_continuation", 0) > 0
+    bad = hla_oracle.fuzz(lambda q, k, v, o: la1_state_kernel(q, k, v, o, bug="no_state"), s, max_cases=60, seed=5,
+                          findings=tmp_path / "bad", stop_after=1, progress=False)
+    assert bad.findings and bad.findings[0]["kind"] == "state_continuation", bad.text
+
+
+def test_support_declarations_hold_for_every_case(tmp_path):
+    seen = set()
+
+    def picky(q, k, v, o):
+        n, d, dv = q.shape[2], q.shape[3], v.shape[3]
+        assert d in (4, 8) and dv == d and n % 4 == 0 and n <= 48, (n, d, dv)
+        if o.cu_seqlens is not None:
+            assert all(int(x) % 4 == 0 for x in o.cu_seqlens)
+        seen.add((d, n))
+        return kernel(q, k, v, o)
+
+    s = Support(variants=["la1", "hla2"], features=["decay", "varlen"], d=[4, 8], dv="d", n_multiple=4, max_n=48,
+                precision="f32")
+    r = hla_oracle.fuzz(picky, s, max_cases=120, seed=2, findings=tmp_path / "f", progress=False)
+    assert r.ok, r.text
+    assert {d for d, _ in seen} == {4, 8}
+    # ... also for shrunk cases: a bug found under the declaration is shrunk inside it.
+    r = hla_oracle.fuzz(lambda q, k, v, o: picky(q, k, v, o) if o.variant == "la1" else kernel(q, k, v, o, bug="strict_mask"),
+                        s, max_cases=40, seed=2, findings=tmp_path / "g", stop_after=1, progress=False)
+    assert r.findings and r.findings[0]["kind"] == "numerics", r.text
+    assert "n=4 d=4 dv=4" in r.findings[0]["shrunk"] or "d=4 dv=4" in r.findings[0]["shrunk"]
+
+
+def test_bad_support_is_refused():
+    with pytest.raises(hla_oracle.InputError, match="n_multiple"):
+        hla_oracle.fuzz(kernel, Support(max_n=8, n_multiple=16), max_cases=1, progress=False)
+    with pytest.raises(ValueError, match="unknown support field"):
+        hla_oracle.fuzz(kernel, {"variant": ["la1"]}, max_cases=1, progress=False)
+    with pytest.raises(hla_oracle.InputError, match="unknown feature"):
+        hla_oracle.fuzz(kernel, Support(features=["teleport"]), max_cases=1, progress=False)

@@ -1,0 +1,83 @@
+"""The pytest plugin: hla_fixture parametrized over the golden fixtures inside
+a declared support; a failing kernel's report is printed."""
+import subprocess
+import textwrap
+from pathlib import Path
+
+import hla_oracle
+from hla_oracle import Support
+
+HERE = Path(__file__).resolve().parent
+
+TEST = '''
+import sys
+sys.path.insert(0, {here!r})
+import pytest
+from kernels import kernel
+
+class Opts:
+    def __init__(self, fx):
+        kw = fx.kwargs
+        self.variant, self.normalize, self.eps_mode = kw["variant"], kw["normalize"], kw["eps_mode"]
+        self.gamma, self.eps, self.scale = float(kw["gamma"]), float(kw["eps"]), float(kw["scale"])
+        self.cu_seqlens = fx.cu_seqlens
+
+@pytest.mark.hla_golden(variants=["hla2", "la1"], dtypes=["f32", "f64", "bf16"],
+                        features=["decay", "normalize", "clamp", "scale", "gqa", "varlen"],
+                        precision={{"bf16": "f32", "f32": "f32", "f64": "f64"}})
+def test_kernel(hla_fixture):
+    out, den = kernel(hla_fixture.q, hla_fixture.k, hla_fixture.v, Opts(hla_fixture), bug={bug!r})
+    {assertion}
+'''
+
+
+def run(pytester, bug, assertion="hla_fixture.assert_passes(out, den)"):
+    pytester.makepyfile(TEST.format(here=str(HERE), bug=bug, assertion=assertion))
+    return pytester.runpytest("-q", "-p", "no:cacheprovider")
+
+
+def expected_count():
+    return len(hla_oracle.golden_fixtures(Support(variants=["hla2", "la1"], dtypes=["f32", "f64", "bf16"],
+                                                  features=["decay", "normalize", "clamp", "scale", "gqa", "varlen"])))
+
+
+def test_correct_kernel_passes_every_selected_fixture(pytester):
+    n = expected_count()
+    assert n >= 10
+    run(pytester, None).assert_outcomes(passed=n)
+
+
+def test_wrong_kernel_fails_with_the_report(pytester, hla_tool):
+    res = run(pytester, "strict_mask")
+    out = res.stdout.str()
+    outcomes = res.parseoutcomes()
+    assert outcomes.get("failed", 0) > 0 and outcomes.get("passed", 0) > 0  # la1 fixtures still pass
+    assert "FAIL" in out and "worst elements" in out
+    # The printed command reproduces the failure with the CLI.
+    line = next(x for x in out.splitlines() if "reproduce: hla check" in x)
+    args = line.split("reproduce: hla check", 1)[1].split()
+    p = subprocess.run([hla_tool, "check", *args], capture_output=True, text=True)
+    assert p.returncode == 1, p.stdout + p.stderr
+
+
+def test_report_section_even_with_a_plain_assert(pytester):
+    res = run(pytester, "decay_once", "assert hla_fixture.check(out, den).passed")
+    assert res.parseoutcomes().get("failed", 0) > 0
+    assert "hla-oracle report" in res.stdout.str() and "worst elements" in res.stdout.str()
+
+
+def test_empty_support_is_a_usage_error(pytester):
+    pytester.makepyfile(textwrap.dedent('''
+        import pytest
+        @pytest.mark.hla_golden(variants=["hla3"], dtypes=["f64"], d=[999])
+        def test_nothing(hla_fixture):
+            pass
+    '''))
+    res = pytester.runpytest("-q", "-p", "no:cacheprovider")
+    assert res.ret != 0 and "no fixture of" in (res.stdout.str() + res.stderr.str())
+
+
+def test_plugin_is_an_installed_entry_point():
+    from importlib.metadata import entry_points
+    eps = entry_points(group="pytest11")
+    assert any(ep.value == "hla_oracle.pytest_plugin" for ep in eps)
