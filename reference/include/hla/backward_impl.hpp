@@ -1,0 +1,96 @@
+// Definitions behind backward.hpp; included by reference/src/backward_*.cpp
+// (and by tests that evaluate the backward forms in their own scalars).
+#pragma once
+
+#include "hla/backward.hpp"
+#include "hla/backward/ahla.hpp"
+#include "hla/backward/hla2.hpp"
+#include "hla/backward/hla3.hpp"
+#include "hla/backward/la1.hpp"
+#include "hla/backward/reverse.hpp"
+#include "hla/evaluate_impl.hpp"
+
+#include <stdexcept>
+#include <tuple>
+
+namespace hla {
+
+using Backwards = std::tuple<la1_backward, hla2_backward, ahla_backward, hla3_backward>;
+
+// Calls f(B{}) for the backward type B of variant v; throws InputError when none.
+template <class F> auto with_backward(Variant v, F&& f) {
+  return std::apply(
+      [&](auto... b) {
+        using R = decltype(f(std::get<0>(Backwards{})));
+        R r;
+        if (!((b.variant == v ? (r = f(b), true) : false) || ...))
+          throw InputError("variant " + to_string(v) + " has no backward form");
+        return r;
+      },
+      Backwards{});
+}
+
+// Backward form f of head h for the upstream ∂L/∂Y (output_adjoint).
+template <class T>
+HeadGrad<T> head_backward(Variant v, const Head<T>& h, const Mat<T>& dY, BackwardForm f, Index chunk = 1) {
+  return with_backward(v, [&]<class B>(B) {
+    if (f == BackwardForm::naive) return B::naive(h, dY);
+    return reverse_chunked<B>(h, dY, f == BackwardForm::streaming ? std::max<Index>(h.n(), 1) : chunk).grad;
+  });
+}
+
+template <class S> void check_backward_args(const Problem<S>& p, const Mat<S>& dout, const Vec<S>& dden, Index chunk = 1) {
+  check_form_args(p, chunk);
+  if (dout.rows() != p.n() || dout.cols() != p.dv() || dden.size() != p.n())
+    throw InputError("upstream gradients must be n x dv and n (" + std::to_string(p.n()) + " x " +
+                     std::to_string(p.dv()) + ", " + std::to_string(p.n()) + "), got " + std::to_string(dout.rows()) +
+                     " x " + std::to_string(dout.cols()) + ", " + std::to_string(dden.size()));
+  if (!has_backward(p.opt.variant)) throw InputError("variant " + to_string(p.opt.variant) + " has no backward form");
+}
+
+template <class S>
+Gradient<S> backward(const Problem<S>& p, const Mat<S>& dout, const Vec<S>& dden, BackwardForm f, Index chunk) {
+  check_backward_args(p, dout, dden, chunk);
+  // The outputs that normalization divides by, from the matching forward form.
+  const Output<S> o = evaluate(p, f == BackwardForm::naive ? Form::naive : Form::streaming);
+  Mat<S> Y(p.n(), p.dv() + 1);
+  Y.leftCols(p.dv()) = o.num;
+  Y.col(p.dv()) = o.den;
+  const Head<S> h = make_head(p);
+  const HeadGrad<S> g = head_backward(p.opt.variant, h, output_adjoint(p.opt, Y, dout, dden, from_rational<S>(p.opt.eps)), f, chunk);
+  // q enters the head as scale·q.
+  return {from_rational<S>(p.opt.scale) * g.dq, g.dk, g.dv.leftCols(p.dv())};
+}
+
+template <class S> Gradient<S> backward_magnitude(const Problem<S>& p, const Mat<S>& dout, const Vec<S>& dden) {
+  using std::abs;
+  check_backward_args(p, dout, dden);
+  const auto absm = [](const auto& m) { return Mat<S>(m.unaryExpr([](const S& x) { return S(abs(x)); })); };
+  // |∂L/∂Y| term by term (output_adjoint), num's terms by their magnitude.
+  Mat<S> Yb(p.n(), p.dv() + 1);
+  Yb.leftCols(p.dv()) = absm(dout);
+  Yb.col(p.dv()) = absm(dden);
+  if (p.opt.normalize) {
+    const Output<S> o = evaluate(p, Form::streaming), m = magnitude(p);
+    const S eps = from_rational<S>(p.opt.eps);
+    for (Index t = 0; t < p.n(); ++t) {
+      const S D = abs(normalizer(o.den(t), eps, p.opt.eps_mode));
+      Yb.row(t).head(p.dv()) /= D;
+      if (!normalizer_flat(o.den(t), eps, p.opt.eps_mode))
+        Yb(t, p.dv()) += Yb.row(t).head(p.dv()).dot(m.num.row(t)) / D;
+    }
+  }
+  Problem<S> a{p.opt, absm(p.q), absm(p.k), absm(p.v)};
+  a.opt.scale = abs(p.opt.scale);
+  const HeadGrad<S> g = head_backward(p.opt.variant, make_head(a), Yb, BackwardForm::streaming);
+  return {from_rational<S>(a.opt.scale) * g.dq, g.dk, g.dv.leftCols(p.dv())};
+}
+
+}  // namespace hla
+
+#define HLA_BACKWARD_INSTANTIATIONS(ext, S) \
+  ext template hla::Gradient<S> hla::backward<S>(const hla::Problem<S>&, const hla::Mat<S>&, const hla::Vec<S>&, hla::BackwardForm, \
+                                                hla::Index);                                                       \
+  ext template hla::Gradient<S> hla::backward_magnitude<S>(const hla::Problem<S>&, const hla::Mat<S>&, const hla::Vec<S>&);
+HLA_BACKWARD_INSTANTIATIONS(extern, hla::Rational)
+HLA_BACKWARD_INSTANTIATIONS(extern, hla::f113)

@@ -1,0 +1,100 @@
+// The adjoint identity (SPEC §9), which needs no hand-derived algebra: for a
+// random direction h = (h_q, h_k, h_v),
+//   ⟨dq, h_q⟩ + ⟨dk, h_k⟩ + ⟨dv, h_v⟩ = d/dε L(x + εh) at ε = 0,
+// the right side computed exactly by the existing forward forms (naive and
+// streaming) evaluated in dual numbers over rationals, through the loss with
+// the forward's own normalizer. Every option: masked/unmasked, γ, λ, scale,
+// normalize off/add/clamp.
+#include "hla/backward.hpp"
+
+#include "backward_gen.hpp"
+#include "dual.hpp"
+#include "harness.hpp"
+#include "per_backward.hpp"
+
+using namespace hla;
+using namespace hla::test;
+
+namespace {
+
+using D = Dual<Rational>;
+
+Mat<D> lift(const Mat<Rational>& x, const Mat<Rational>& dx) {
+  Mat<D> m(x.rows(), x.cols());
+  for (Index i = 0; i < x.rows(); ++i)
+    for (Index j = 0; j < x.cols(); ++j) m(i, j) = D(x(i, j), dx(i, j));
+  return m;
+}
+Mat<D> lift(const Mat<Rational>& x) { return lift(x, Mat<Rational>::Zero(x.rows(), x.cols())); }
+
+// The head of p moved to x + εh (h_q before scale, as the problem's q).
+Head<D> dual_head(const Problem<Rational>& p, const Mat<Rational>& hq, const Mat<Rational>& hk, const Mat<Rational>& hv) {
+  const Head<Rational> r = make_head(p);
+  Mat<Rational> hv1 = Mat<Rational>::Zero(p.n(), p.dv() + 1);
+  hv1.leftCols(p.dv()) = hv;
+  Head<D> h{lift(r.q, p.opt.scale * hq), lift(r.k, hk), lift(r.v, hv1), D(r.gamma), D(r.lambda), r.masked, {}};
+  for (const Rational& g : r.gpow) h.gpow.emplace_back(g);
+  return h;
+}
+
+struct Direction {
+  Mat<Rational> q, k, v;
+};
+Direction direction_gen(const Problem<Rational>& p) {
+  return {full_matrix(p.n(), p.d()), full_matrix(p.n(), p.d()), full_matrix(p.n(), p.dv())};
+}
+
+// ⟨∇L, h⟩ from a gradient.
+Rational pairing(const Gradient<Rational>& g, const Direction& h) {
+  return inner(g.dq, h.q) + inner(g.dk, h.k) + inner(g.dv, h.v);
+}
+
+// d/dε L(x + εh) by operator V's forward form f in dual numbers.
+template <class V> Rational dual_derivative(const Problem<Rational>& p, const Upstream& up, const Direction& dir, Form f) {
+  const Head<D> h = dual_head(p, dir.q, dir.k, dir.v);
+  const Mat<D> Y = f == Form::naive ? V::naive(h) : V::streaming(h);
+  const Mat<D> dden = lift(Mat<Rational>(up.dden));
+  return loss(p.opt, Y, lift(up.dout), Vec<D>(dden.col(0)), D(p.opt.eps)).tan;
+}
+
+template <class V> struct AdjointIdentity {
+  static void run() {
+    prop(to_string(V::variant) + ": ⟨∇L, h⟩ = d/dε L(x + εh) through the dual-number forward (naive, streaming)", [] {
+      const auto p = backward_problem(V::variant);
+      const auto up = upstream_gen(p);
+      const auto dir = direction_gen(p);
+      const Rational want = pairing(backward(p, up.dout, up.dden, BackwardForm::naive), dir);
+      RC_ASSERT(dual_derivative<V>(p, up, dir, Form::naive) == want);
+      RC_ASSERT(dual_derivative<V>(p, up, dir, Form::streaming) == want);
+      RC_CLASSIFY(want != 0, "derivative nonzero");
+      RC_TAG(p.opt.normalize ? to_string(p.opt.eps_mode) : std::string("unnormalized"));
+    });
+  }
+};
+
+[[maybe_unused]] const bool registered = per_backward<AdjointIdentity>("adjoint identity through dual numbers");
+
+}  // namespace
+
+// The identity tells a wrong gradient apart: the gradients of slightly
+// different problems (no normalization, no decay) must fail it.
+TEST_CASE("the adjoint identity is not vacuous", "[backward]") {
+  prop_falsified("hla2: the gradient without normalization passes the identity of the normalized loss", [] {
+    auto p = backward_problem(Variant::hla2);
+    p.opt.normalize = true;
+    const auto up = upstream_gen(p);
+    const auto dir = direction_gen(p);
+    auto unnormalized = p;
+    unnormalized.opt.normalize = false;
+    RC_ASSERT(dual_derivative<hla2>(p, up, dir, Form::streaming) ==
+              pairing(backward(unnormalized, up.dout, up.dden), dir));
+  });
+  prop_falsified("ahla: the gradient without decay passes the identity of the decayed loss", [] {
+    const auto p = backward_problem({.variant = Variant::ahla, .max_n = 7, .max_d = 3, .force_decay = true});
+    const auto up = upstream_gen(p);
+    const auto dir = direction_gen(p);
+    auto undecayed = p;
+    undecayed.opt.gamma = 1;
+    RC_ASSERT(dual_derivative<ahla>(p, up, dir, Form::streaming) == pairing(backward(undecayed, up.dout, up.dden), dir));
+  });
+}
