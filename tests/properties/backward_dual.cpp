@@ -6,6 +6,7 @@
 // the forward's own normalizer. Every option: masked/unmasked, γ, λ, scale,
 // normalize off/add/clamp.
 #include "hla/backward.hpp"
+#include "hla/evaluate.hpp"
 
 #include "backward_gen.hpp"
 #include "dual.hpp"
@@ -68,6 +69,11 @@ template <class V> struct AdjointIdentity {
       RC_ASSERT(dual_derivative<V>(p, up, dir, Form::streaming) == want);
       RC_CLASSIFY(want != 0, "derivative nonzero");
       RC_TAG(p.opt.normalize ? to_string(p.opt.eps_mode) : std::string("unnormalized"));
+      if (p.opt.normalize && p.opt.eps_mode == EpsMode::clamp) {
+        const Vec<Rational> den = evaluate(p, Form::naive).den.cwiseAbs();
+        RC_CLASSIFY((den.array() < p.opt.eps).any(), "clamp: a row with |den| < eps");
+        RC_CLASSIFY((den.array() == p.opt.eps).any(), "clamp: a row at the kink |den| = eps");
+      }
     });
   }
 };
@@ -75,6 +81,24 @@ template <class V> struct AdjointIdentity {
 [[maybe_unused]] const bool registered = per_backward<AdjointIdentity>("adjoint identity through dual numbers");
 
 }  // namespace
+
+// At the clamp's kink |den_t| = ε the forward takes D = den (SPEC §9): the
+// gradient must follow that branch (D' = 1), as the dual evaluation does.
+TEST_CASE("clamp at the kink |den| = eps", "[backward]") {
+  prop("hla2: the adjoint identity holds with eps = |den_t| of some row t (clamp)", [] {
+    auto p = backward_problem(Variant::hla2);
+    p.opt.normalize = true;
+    p.opt.eps_mode = EpsMode::clamp;
+    const Vec<Rational> den = evaluate(p, Form::naive).den.cwiseAbs();
+    RC_PRE((den.array() != 0).any());
+    Index t = *rc::gen::inRange<Index>(0, p.n());
+    while (den(t) == 0) t = (t + 1) % p.n();
+    p.opt.eps = den(t);
+    const auto up = upstream_gen(p);
+    const auto dir = direction_gen(p);
+    RC_ASSERT(dual_derivative<hla2>(p, up, dir, Form::streaming) == pairing(backward(p, up.dout, up.dden), dir));
+  });
+}
 
 // The identity tells a wrong gradient apart: the gradients of slightly
 // different problems (no normalization, no decay) must fail it.

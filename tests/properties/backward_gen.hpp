@@ -18,8 +18,16 @@ struct Upstream {
 template <class T> T draw_full(rc::Gen<T> g) { return *rc::gen::resize(rc::kNominalSize, std::move(g)); }
 
 inline Spec backward_spec(Variant v) { return {.variant = v, .max_n = 7, .max_d = 3, .random_scale = true}; }
-inline Problem<Rational> backward_problem(Variant v) { return draw_full(problem_gen(backward_spec(v))); }
-inline Problem<Rational> backward_problem(const Spec& s) { return draw_full(problem_gen(s)); }
+// Clamp mode takes ε ∈ {1/4, …, 4} half the time, so that rows with |den| < ε
+// (D held at ±ε: D' = 0) and |den| = ε (the kink) occur; add mode keeps
+// property_eps(), which den + ε never cancels.
+inline Problem<Rational> backward_problem(const Spec& s) {
+  auto p = draw_full(problem_gen(s));
+  if (p.opt.normalize && p.opt.eps_mode == EpsMode::clamp && *rc::gen::arbitrary<bool>())
+    p.opt.eps = Rational(*rc::gen::inRange(1, 17), 4);
+  return p;
+}
+inline Problem<Rational> backward_problem(Variant v) { return backward_problem(backward_spec(v)); }
 inline Mat<Rational> full_matrix(Index rows, Index cols) { return draw_full(rational_matrix(rows, cols)); }
 
 inline Upstream upstream_gen(const Problem<Rational>& p) {
