@@ -123,7 +123,27 @@ template <class V> struct F113WithinBound {
   }
 };
 
-[[maybe_unused]] const bool registered = per_backward<FormsEqualNaive>("backward forms == naive backward") &&
+// The magnitude is the gradient's own sum over absolute values: on inputs where
+// every factor is ≥ 0 (q, k, v, do, dden, scale; unnormalized) it is the gradient.
+template <class V> struct MagnitudeOnNonnegative {
+  static void run() {
+    prop(to_string(V::variant) + ": on nonnegative inputs the magnitude equals the gradient", [] {
+      auto p = backward_problem(V::variant);
+      const auto abs_m = [](const Mat<Rational>& m) { return Mat<Rational>(m.cwiseAbs()); };
+      p.q = abs_m(p.q), p.k = abs_m(p.k), p.v = abs_m(p.v);
+      p.opt.scale = abs_r(p.opt.scale);
+      p.opt.normalize = false;
+      const auto up = upstream_gen(p);
+      const Mat<Rational> dout = abs_m(up.dout);
+      const Vec<Rational> dden = up.dden.cwiseAbs();
+      const std::string diff = first_difference(backward_magnitude(p, dout, dden), backward(p, dout, dden));
+      if (!diff.empty()) RC_FAIL("magnitude vs gradient: " + diff);
+    });
+  }
+};
+
+[[maybe_unused]] const bool registered = per_backward<MagnitudeOnNonnegative>("magnitude of nonnegative inputs") &&
+                                         per_backward<FormsEqualNaive>("backward forms == naive backward") &&
                                          per_backward<Causal>("gradients are causal") &&
                                          per_backward<F113WithinBound>("binary128 gradients within the magnitude bound");
 
