@@ -82,6 +82,67 @@ template <class V> struct AdjointIdentity {
 
 }  // namespace
 
+namespace {
+
+// Initial states (SPEC §8, §9): B's forward recurrence from a state, and the
+// gradient of that state that the reverse recurrence hands back.
+template <class B> StateOf<B, Rational> random_state(const Head<Rational>& h) {
+  auto X = B::zero_state(h);
+  std::apply([](auto&... m) { ((m = full_matrix(m.rows(), m.cols())), ...); }, X.members());
+  return X;
+}
+
+// f(member I of each state).
+template <size_t I, class F, class Tied> void call_on_member(F& f, const Tied& tied) {
+  std::apply([&](const auto&... m) { f(std::get<I>(m)...); }, tied);
+}
+// f(member of a, member of b, ...) for each member, in order.
+template <class F, class... St> void zip_members(F&& f, St&... states) {
+  const auto tied = std::make_tuple(states.members()...);
+  constexpr size_t k = std::tuple_size_v<std::remove_cvref_t<decltype(std::get<0>(tied))>>;
+  [&]<size_t... I>(std::index_sequence<I...>) { (call_on_member<I>(f, tied), ...); }(std::make_index_sequence<k>{});
+}
+
+template <class V> struct StateGradient {
+  using B = BackwardOf<V::variant>;
+  static void run() {
+    prop(to_string(V::variant) + ": the forward from a state continues the sequence (zero state: the streaming form)", [] {
+      const auto p = backward_problem(V::variant);
+      const Head<Rational> h = make_head(p);
+      const Mat<Rational> Y = forward_from<B>(h, B::zero_state(h));
+      RC_ASSERT(Y == V::streaming(h));
+      const Index m = *rc::gen::inRange<Index>(0, p.n() + 1);
+      auto X = B::zero_state(h);
+      for (Index t = 0; t < m; ++t) B::advance(h, X, t);
+      const Index rest = p.n() - m;
+      const Problem<Rational> suffix{p.opt, p.q.bottomRows(rest), p.k.bottomRows(rest), p.v.bottomRows(rest)};
+      RC_ASSERT(forward_from<B>(make_head(suffix), X) == Y.bottomRows(rest));
+    });
+    prop(to_string(V::variant) + ": ⟨∇L, h⟩ + ⟨dX0, H⟩ = d/dε L(x + εh; X0 + εH) from a random initial state X0 (any chunk width)", [] {
+      const auto p = backward_problem(V::variant);
+      const auto up = upstream_gen(p);
+      const auto dir = direction_gen(p);
+      const Head<Rational> h = make_head(p);
+      const auto X0 = random_state<B>(h), H = random_state<B>(h);
+      const Index w = *rc::gen::inRange<Index>(1, p.n() + 2);
+      const Rational eps = p.opt.eps;
+      const auto r = reverse_chunked<B>(h, output_adjoint(p.opt, forward_from<B>(h, X0), up.dout, up.dden, eps), w, X0);
+      Rational want = pairing(problem_gradient(p.opt, r.grad), dir);
+      zip_members([&](const Mat<Rational>& g, const Mat<Rational>& d) { want += inner(g, d); }, r.dX0, H);
+      const Head<D> hd = dual_head(p, dir.q, dir.k, dir.v);
+      auto Xd = B::zero_state(hd);
+      zip_members([](Mat<D>& x, const Mat<Rational>& v, const Mat<Rational>& t) { x = lift(v, t); }, Xd, X0, H);
+      const Mat<D> dden = lift(Mat<Rational>(up.dden));
+      RC_ASSERT(loss(p.opt, forward_from<B>(hd, Xd), lift(up.dout), Vec<D>(dden.col(0)), D(eps)).tan == want);
+      RC_CLASSIFY(w < p.n(), "several chunks");
+    });
+  }
+};
+
+[[maybe_unused]] const bool state_registered = per_backward<StateGradient>("initial state: forward and gradient");
+
+}  // namespace
+
 // At the clamp's kink |den_t| = ε the forward takes D = den (SPEC §9): the
 // gradient must follow that branch (D' = 1), as the dual evaluation does.
 TEST_CASE("clamp at the kink |den| = eps", "[backward]") {

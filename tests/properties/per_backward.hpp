@@ -1,5 +1,6 @@
 // per_backward<T>: one Catch2 test case per variant with backward forms
-// (hla::Backwards), running T<V>::run() with V the variant's operator type,
+// (hla::Backwards), running T<V>::run() with V the variant's operator type
+// (its backward type: BackwardOf<V::variant>),
 // named "<variant>: <title>" and tagged [backward][<variant>].
 #pragma once
 

@@ -12,10 +12,16 @@
 
 #include <stdexcept>
 #include <tuple>
+#include <utility>
 
 namespace hla {
 
+// In variant order from the first: the backward type of variant v is element v.
 using Backwards = std::tuple<la1_backward, hla2_backward, ahla_backward, hla3_backward>;
+static_assert([]<std::size_t... I>(std::index_sequence<I...>) {
+  return ((static_cast<std::size_t>(std::tuple_element_t<I, Backwards>::variant) == I) && ...);
+}(std::make_index_sequence<std::tuple_size_v<Backwards>>{}), "Backwards must follow enum Variant");
+template <Variant v> using BackwardOf = std::tuple_element_t<static_cast<std::size_t>(v), Backwards>;
 
 // Calls f(B{}) for the backward type B of variant v; throws InputError when none.
 template <class F> auto with_backward(Variant v, F&& f) {
@@ -39,6 +45,12 @@ HeadGrad<T> head_backward(Variant v, const Head<T>& h, const Mat<T>& dY, Backwar
   });
 }
 
+// From the head's coordinates to the problem's: q enters as scale·q; the ones
+// column of v is no input.
+template <class S> Gradient<S> problem_gradient(const Options& opt, const HeadGrad<S>& g) {
+  return {from_rational<S>(opt.scale) * g.dq, g.dk, g.dv.leftCols(g.dv.cols() - 1)};
+}
+
 template <class S> void check_backward_args(const Problem<S>& p, const Mat<S>& dout, const Vec<S>& dden, Index chunk = 1) {
   check_form_args(p, chunk);
   if (dout.rows() != p.n() || dout.cols() != p.dv() || dden.size() != p.n())
@@ -57,9 +69,8 @@ Gradient<S> backward(const Problem<S>& p, const Mat<S>& dout, const Vec<S>& dden
   Y.leftCols(p.dv()) = o.num;
   Y.col(p.dv()) = o.den;
   const Head<S> h = make_head(p);
-  const HeadGrad<S> g = head_backward(p.opt.variant, h, output_adjoint(p.opt, Y, dout, dden, from_rational<S>(p.opt.eps)), f, chunk);
-  // q enters the head as scale·q.
-  return {from_rational<S>(p.opt.scale) * g.dq, g.dk, g.dv.leftCols(p.dv())};
+  return problem_gradient(
+      p.opt, head_backward(p.opt.variant, h, output_adjoint(p.opt, Y, dout, dden, from_rational<S>(p.opt.eps)), f, chunk));
 }
 
 template <class S> Gradient<S> backward_magnitude(const Problem<S>& p, const Mat<S>& dout, const Vec<S>& dden) {
@@ -82,8 +93,7 @@ template <class S> Gradient<S> backward_magnitude(const Problem<S>& p, const Mat
   }
   Problem<S> a{p.opt, absm(p.q), absm(p.k), absm(p.v)};
   a.opt.scale = abs(p.opt.scale);
-  const HeadGrad<S> g = head_backward(p.opt.variant, make_head(a), Yb, BackwardForm::streaming);
-  return {from_rational<S>(a.opt.scale) * g.dq, g.dk, g.dv.leftCols(p.dv())};
+  return problem_gradient(a.opt, head_backward(p.opt.variant, make_head(a), Yb, BackwardForm::streaming));
 }
 
 }  // namespace hla

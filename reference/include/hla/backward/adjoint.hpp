@@ -6,6 +6,8 @@
 #include "hla/bounds.hpp"
 #include "hla/head.hpp"
 
+#include <tuple>
+
 namespace hla {
 
 // Gradient with respect to a Head's q (already scaled), k and v; dv has the

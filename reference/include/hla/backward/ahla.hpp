@@ -35,6 +35,8 @@ struct ahla_backward {
   //   dq_t = E_t gᵀ + P_tĒ_tᵀk_t,   dk_t = Ē_tP_tᵀq_t + P̄_t v_t,   dv_t = P̄_tᵀk_t
   template <class T> struct State {
     Mat<T> P, E;
+    auto members() { return std::tie(P, E); }
+    auto members() const { return std::tie(P, E); }
   };
   template <class T> static State<T> zero_state(const Head<T>& h) {
     return {Mat<T>::Zero(h.d(), h.dv1()), Mat<T>::Zero(h.d(), h.dv1())};
@@ -43,6 +45,9 @@ struct ahla_backward {
     const Vec<T> k = h.k.row(t).transpose();
     X.P = h.gamma * X.P + k * h.v.row(t);
     X.E = h.gamma * X.E + k * (h.q.row(t) * X.P);
+  }
+  template <class T> static RowVec<T> readout(const Head<T>& h, const State<T>& X, Index t) {
+    return h.q.row(t) * X.E;
   }
   // X: the state after token t. Xb: ∂L/∂X_t from later tokens in, ∂L/∂X_{t-1} out.
   template <class T>

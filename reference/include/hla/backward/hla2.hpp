@@ -34,12 +34,14 @@ struct hla2_backward {
   // S_t = γS + kkᵀ, C_t = γC + qvᵀ, F_t = γ²F + (S_tq_t)v_tᵀ, y_t = q_tᵀF_t + λq_tᵀC_t
   // (unmasked: y_t = q_tᵀS_tC_t + λq_tᵀC_t). Adjoint states, g = dY_t:
   //   F̄_t = γ²F̄_{t+1} + q_t g
-  //   C̄_t = γC̄_{t+1} + λq_t g                 (unmasked: + S_tq_t g)
+  //   C̄_t = γC̄_{t+1} + λq_t g                 (unmasked: + S_tᵀq_t g)
   //   S̄_t = γS̄_{t+1} + (F̄_t v_t)q_tᵀ          (unmasked: q_t g C_tᵀ)
-  //   dq_t = F_t gᵀ + S_t F̄_t v_t + λC_t gᵀ + C̄_t v_t   (unmasked: S_tC_t gᵀ + λC_t gᵀ + C̄_t v_t)
+  //   dq_t = F_t gᵀ + S_tᵀF̄_t v_t + λC_t gᵀ + C̄_t v_t   (unmasked: S_tC_t gᵀ + λC_t gᵀ + C̄_t v_t)
   //   dk_t = (S̄_t + S̄_tᵀ)k_t,   dv_t = F̄_tᵀS_tq_t + C̄_tᵀq_t   (unmasked: C̄_tᵀq_t)
   template <class T> struct State {
-    Mat<T> S, C, F;  // F stays zero unmasked
+    Mat<T> S, C, F;  // F is not read unmasked
+    auto members() { return std::tie(S, C, F); }
+    auto members() const { return std::tie(S, C, F); }
   };
   template <class T> static State<T> zero_state(const Head<T>& h) {
     return {Mat<T>::Zero(h.d(), h.d()), Mat<T>::Zero(h.d(), h.dv1()), Mat<T>::Zero(h.d(), h.dv1())};
@@ -49,6 +51,10 @@ struct hla2_backward {
     X.S = h.gamma * X.S + k * k.transpose();
     X.C = h.gamma * X.C + q * h.v.row(t);
     if (h.masked) X.F = h.g(2) * X.F + (X.S * q) * h.v.row(t);
+  }
+  template <class T> static RowVec<T> readout(const Head<T>& h, const State<T>& X, Index t) {
+    const RowVec<T> q = h.q.row(t);
+    return (h.masked ? RowVec<T>(q * X.F) : RowVec<T>((q * X.S) * X.C)) + h.lambda * (q * X.C);
   }
   // X: the state after token t. Xb: ∂L/∂X_t from later tokens in, ∂L/∂X_{t-1} out.
   template <class T>
@@ -62,10 +68,10 @@ struct hla2_backward {
       Xb.F += q * gt;
       const Vec<T> Fbv = Xb.F * v;
       Xb.S += Fbv * q.transpose();
-      dq += X.F * gt.transpose() + X.S * Fbv;
+      dq += X.F * gt.transpose() + X.S.transpose() * Fbv;
       g.dv.row(t) = (X.S * q).transpose() * Xb.F;
     } else {
-      Xb.C += (X.S * q) * gt;
+      Xb.C += (X.S.transpose() * q) * gt;
       Xb.S += q * Cg.transpose();
       dq += X.S * Cg;
     }

@@ -34,13 +34,15 @@ struct hla3_backward {
   // P_t = γP + kvᵀ, F_t = γ³F + a_t b_t (a_t = S_tq_t, b_t = q_tᵀP_t), y_t = q_tᵀF_t.
   // Adjoint states, g = dY_t:
   //   F̄_t = γ³F̄_{t+1} + q_t g,  S̄_t = γS̄_{t+1} + (F̄_t b_tᵀ)q_tᵀ,  P̄_t = γP̄_{t+1} + q_t(a_tᵀF̄_t)
-  //   dq_t = F_t gᵀ + S_tF̄_t b_tᵀ + P_tF̄_tᵀa_t
+  //   dq_t = F_t gᵀ + S_tᵀF̄_t b_tᵀ + P_tF̄_tᵀa_t
   // Unmasked, y_t = α_t SQ_t P_t with α_t = q_tᵀS_t, β_t = α_t SQ_t (SQ_t = γSQ + qqᵀ):
   //   P̄_t = γP̄_{t+1} + β_tᵀg,  SQ̄_t = γSQ̄_{t+1} + α_tᵀ(P_t gᵀ)ᵀ,  S̄_t = γS̄_{t+1} + q_t(SQ_tP_t gᵀ)ᵀ
   //   dq_t = S_tSQ_tP_t gᵀ + (SQ̄_t + SQ̄_tᵀ)q_t
   // Both: dk_t = (S̄_t + S̄_tᵀ)k_t + P̄_t v_t,  dv_t = P̄_tᵀk_t.
   template <class T> struct State {
     Mat<T> S, P, X;  // X: F masked (d × dv1), SQ unmasked (d × d)
+    auto members() { return std::tie(S, P, X); }
+    auto members() const { return std::tie(S, P, X); }
   };
   template <class T> static State<T> zero_state(const Head<T>& h) {
     return {Mat<T>::Zero(h.d(), h.d()), Mat<T>::Zero(h.d(), h.dv1()), Mat<T>::Zero(h.d(), h.masked ? h.dv1() : h.d())};
@@ -54,6 +56,10 @@ struct hla3_backward {
     else
       X.X = h.gamma * X.X + q * q.transpose();
   }
+  template <class T> static RowVec<T> readout(const Head<T>& h, const State<T>& X, Index t) {
+    const RowVec<T> q = h.q.row(t);
+    return h.masked ? RowVec<T>(q * X.X) : RowVec<T>(((q * X.S) * X.X) * X.P);
+  }
   // X: the state after token t. Xb: ∂L/∂X_t from later tokens in, ∂L/∂X_{t-1} out.
   template <class T>
   static void reverse_step(const Head<T>& h, const Mat<T>& dY, const State<T>& X, State<T>& Xb, Index t, HeadGrad<T>& g) {
@@ -66,7 +72,7 @@ struct hla3_backward {
       const RowVec<T> aF = a.transpose() * Xb.X;
       Xb.S += Fbb * q.transpose();
       Xb.P += q * aF;
-      g.dq.row(t) = (X.X * gt.transpose() + X.S * Fbb + X.P * aF.transpose()).transpose();
+      g.dq.row(t) = (X.X * gt.transpose() + X.S.transpose() * Fbb + X.P * aF.transpose()).transpose();
     } else {
       const RowVec<T> alpha = q.transpose() * X.S, beta = alpha * X.X;
       const Vec<T> Pg = X.P * gt.transpose(), SQPg = X.X * Pg;

@@ -26,10 +26,15 @@ struct la1_backward {
   // P̄_t = γP̄_{t+1} + q_t dY_t; dq_t = P_t dY_tᵀ, dk_t = P̄_t v_t, dv_t = P̄_tᵀ k_t.
   template <class T> struct State {
     Mat<T> P;
+    auto members() { return std::tie(P); }
+    auto members() const { return std::tie(P); }
   };
   template <class T> static State<T> zero_state(const Head<T>& h) { return {Mat<T>::Zero(h.d(), h.dv1())}; }
   template <class T> static void advance(const Head<T>& h, State<T>& X, Index t) {
     X.P = h.gamma * X.P + h.k.row(t).transpose() * h.v.row(t);
+  }
+  template <class T> static RowVec<T> readout(const Head<T>& h, const State<T>& X, Index t) {
+    return h.q.row(t) * X.P;
   }
   // X: the state after token t. Xb: ∂L/∂X_t from later tokens in, ∂L/∂X_{t-1} out.
   template <class T>

@@ -1,7 +1,8 @@
 // The reverse-time recurrence driver shared by every variant's backward
 // (SPEC §9; derivations in backward.md). A variant type B provides its forward
 // state State<T> (the SPEC §3 recurrence; its adjoint has the same shape),
-// zero_state, advance (one token forward) and reverse_step (one token back).
+// zero_state, advance (one token forward), readout (y_t of the state after
+// token t) and reverse_step (one token back); State::members() ties its matrices.
 #pragma once
 
 #include "hla/backward/adjoint.hpp"
@@ -18,14 +19,26 @@ template <class T, class State> struct ReverseResult {
   State dX0;  // ∂L/∂(the state before token 0): the gradient of an initial state
 };
 
+// The forward recurrence from the state X before token 0 (a continued
+// sequence, SPEC §8): the rows Y = [num | den].
+template <class B, class T> Mat<T> forward_from(const Head<T>& h, StateOf<B, T> X) {
+  Mat<T> Y(h.n(), h.dv1());
+  for (Index t = 0; t < h.n(); ++t) {
+    B::advance(h, X, t);
+    Y.row(t) = B::readout(h, X, t);
+  }
+  return Y;
+}
+
 // Chunks of width w, last chunk first: the states are recomputed from the
 // chunk's starting state (a forward pass keeps only those, as a chunked kernel
 // does), and the adjoint runs back through them; what leaves a chunk at its
 // first token is the adjoint of the state the previous chunk hands over.
-// w ≥ n is the streaming form (one chunk).
-template <class B, class T> ReverseResult<T, StateOf<B, T>> reverse_chunked(const Head<T>& h, const Mat<T>& dY, Index w) {
+// w ≥ n is the streaming form (one chunk). X0: the state before token 0.
+template <class B, class T>
+ReverseResult<T, StateOf<B, T>> reverse_chunked(const Head<T>& h, const Mat<T>& dY, Index w, StateOf<B, T> X0) {
   std::vector<StateOf<B, T>> starts;
-  StateOf<B, T> X = B::zero_state(h);
+  StateOf<B, T> X = std::move(X0);
   for_each_chunk(h.n(), w, [&](Index c0, Index L) {
     starts.push_back(X);
     for (Index t = c0; t < c0 + L; ++t) B::advance(h, X, t);
@@ -42,6 +55,9 @@ template <class B, class T> ReverseResult<T, StateOf<B, T>> reverse_chunked(cons
     for (Index t = c0 + L - 1; t >= c0; --t) B::reverse_step(h, dY, tape[static_cast<size_t>(t - c0)], r.dX0, t, r.grad);
   }
   return r;
+}
+template <class B, class T> ReverseResult<T, StateOf<B, T>> reverse_chunked(const Head<T>& h, const Mat<T>& dY, Index w) {
+  return reverse_chunked<B>(h, dY, w, B::zero_state(h));
 }
 
 }  // namespace hla
