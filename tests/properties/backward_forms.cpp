@@ -69,8 +69,9 @@ template <class V> struct Causal {
 // only adds terms of the magnitude's sum, a term's path has far fewer than 2^13
 // roundings at these sizes). κ = 1 without normalize; with it, ∂L/∂Y divides by
 // D = den ⊕ ε, computed with relative error ≲ K·u·M_den/|D|, and ⟨do, num⟩/D² by
-// D twice: κ = 1 + 3·max_t M_den,t/|D_t|. Problems near a pole (κ > 2^20) or
-// with |den| within the bound of the clamp's kink are skipped and counted.
+// D twice: κ = 1 + 3·max_t M_den,t/|D_t|. Problems near a pole (κ > 2^20) or,
+// clamped, with |den| within the bound of 0 (the sign of D) or of ε (the kink)
+// are skipped and counted.
 const Rational kTol = Rational(1) / Rational(mp::mpz_int(1) << 100);
 
 Rational abs_r(const Rational& x) { return x < 0 ? Rational(-x) : x; }
@@ -82,7 +83,9 @@ std::optional<Rational> conditioning(const Problem<Rational>& p) {
   Rational kappa(1);
   for (Index t = 0; t < p.n(); ++t) {
     const Rational D = abs_r(normalizer(o.den(t), p.opt.eps, p.opt.eps_mode));
-    if (p.opt.eps_mode == EpsMode::clamp && abs_r(abs_r(o.den(t)) - p.opt.eps) <= kTol * m.den(t)) return std::nullopt;
+    // Clamp: D's sign (at den ≈ 0) and its branch (at |den| ≈ ε) must be the exact one's.
+    const bool near_jump = abs_r(o.den(t)) <= kTol * m.den(t) || abs_r(abs_r(o.den(t)) - p.opt.eps) <= kTol * m.den(t);
+    if (p.opt.eps_mode == EpsMode::clamp && near_jump) return std::nullopt;
     kappa = std::max(kappa, Rational(1 + 3 * m.den(t) / D));
   }
   if (kappa > Rational(1 << 20)) return std::nullopt;
@@ -118,7 +121,7 @@ template <class V> struct F113WithinBound {
       const auto p = backward_problem(V::variant);
       const auto up = upstream_gen(p);
       const auto kappa = conditioning(p);
-      RC_CLASSIFY(!kappa, "near a pole or the clamp's kink (skipped)");
+      RC_CLASSIFY(!kappa, "near a pole or a jump of the clamp (skipped)");
       if (!kappa) return;
       // The magnitude bounds the exact gradient (it sums the same terms' absolute values).
       const auto exact = backward(p, up.dout, up.dden, BackwardForm::naive);
