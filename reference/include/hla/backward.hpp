@@ -16,9 +16,12 @@ enum class BackwardForm {
   streaming,  // reverse-time recurrence over adjoint states, one pass
   chunked,    // the same over chunks of width w, last first, each handing the previous one
               // the gradient of its starting state (what a chunked kernel's backward does)
+  chunked_matmul,  // the same, each chunk in matrix products (the backward of the SPEC §5
+                   // form); la1 and hla2 only so far
 };
 std::string to_string(BackwardForm f);
-inline constexpr BackwardForm kBackwardForms[] = {BackwardForm::naive, BackwardForm::streaming, BackwardForm::chunked};
+inline constexpr BackwardForm kBackwardForms[] = {BackwardForm::naive, BackwardForm::streaming, BackwardForm::chunked,
+                                                  BackwardForm::chunked_matmul};
 
 // Gradients with respect to the problem's q (before `scale`), k, v.
 template <class S> struct Gradient {
@@ -28,10 +31,12 @@ template <class S> struct Gradient {
 
 // Whether variant v has backward forms (hla3_paper, the paper's erratum E4, has none).
 bool has_backward(Variant v);
+// Whether variant v has backward form f.
+bool has_backward_form(Variant v, BackwardForm f);
 
 // Upstream gradients: dout n × dv (∂L/∂o), dden n (∂L/∂den; zeros where den is
 // not an output). Throws InputError for an invalid problem, mismatched
-// upstream shapes, chunk < 1 or a variant without backward; exact scalars:
+// upstream shapes, chunk < 1 or a variant without that backward form; exact scalars:
 // std::domain_error when a normalized output divides by exactly zero.
 template <class S>
 Gradient<S> backward(const Problem<S>& p, const Mat<S>& dout, const Vec<S>& dden,

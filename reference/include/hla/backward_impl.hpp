@@ -40,8 +40,15 @@ template <class F> auto with_backward(Variant v, F&& f) {
 template <class T>
 HeadGrad<T> head_backward(Variant v, const Head<T>& h, const Mat<T>& dY, BackwardForm f, Index chunk = 1) {
   return with_backward(v, [&]<class B>(B) {
-    if (f == BackwardForm::naive) return B::naive(h, dY);
-    return reverse_chunked<B>(h, dY, f == BackwardForm::streaming ? std::max<Index>(h.n(), 1) : chunk).grad;
+    switch (f) {
+      case BackwardForm::naive: return B::naive(h, dY);
+      case BackwardForm::streaming: return reverse_chunked<B>(h, dY, std::max<Index>(h.n(), 1)).grad;
+      case BackwardForm::chunked: return reverse_chunked<B>(h, dY, chunk).grad;
+      case BackwardForm::chunked_matmul:
+        if constexpr (has_chunk_backward<B>) return reverse_matmul<B>(h, dY, chunk).grad;
+        break;
+    }
+    throw InputError("variant " + to_string(v) + " has no backward form " + to_string(f));
   });
 }
 

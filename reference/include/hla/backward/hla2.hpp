@@ -83,6 +83,86 @@ struct hla2_backward {
     Xb.C *= h.gamma;
     Xb.F *= h.g(2);
   }
+
+  // Chunked matmul form: the backward of the forward's chunk (ops/hla2.hpp:
+  // chunk_terms, advance), product by product (for Z = AB: Ā += Z̄Bᵀ, B̄ += AᵀZ̄;
+  // for Z = X ⊙ M, M a constant mask: X̄ = Z̄ ⊙ M). Carry A = (S_A, C_A, F_A),
+  // QK = QKᵀ, W_d = QK ⊙ D, W_m = QK ⊙ L, G = dY of the chunk, Gρ = diag(ρ)G:
+  //   carry  diag(ρ²)QF_A (unmasked diag(ρ²)QS_AC_A)
+  //   cross  diag(ρ)((QS_AQᵀ) ⊙ D)V (unmasked + diag(ρ)W_dKC_A)
+  //   intra  ((W_dW_mᵀ) ⊙ D)V (unmasked ((W_dQKᵀ) ⊙ D)V)
+  //   ridge  λ(diag(ρ)QC_A + ((QQᵀ) ⊙ D)V)
+  //   carry update  C_B = Qᵀdiag(e)V, F' = ρ_B²F_A + ρ_BS_AC_B + (W_dK)ᵀdiag(e²)V (masked),
+  //                 S' = ρ_BS_A + Kᵀdiag(e)K, C' = ρ_BC_A + C_B.
+  template <class T>
+  static void chunk_backward(const Head<T>& h, const Mat<T>& dY, Index c0, Index L, const State<T>& A, State<T>& Xb,
+                             HeadGrad<T>& g) {
+    const auto Q = h.q.middleRows(c0, L);
+    const auto K = h.k.middleRows(c0, L);
+    const auto V = h.v.middleRows(c0, L);
+    const auto G = dY.middleRows(c0, L);
+    const Mat<T> D = decay_mask(h, L), Lm = causal_mask<T>(L), QK = Q * K.transpose(), Wd = QK.cwiseProduct(D);
+    const Vec<T> rho = decay_from_carry(h, L), rho2 = decay_from_carry(h, L, 2), e = decay_to_end(h, L);
+    const T& rB = h.g(L);
+    const Mat<T> Grho = rho.asDiagonal() * G, GV = (G * V.transpose()).cwiseProduct(D);
+    Mat<T> dQ = Mat<T>::Zero(L, h.d()), dK = dQ, dV = Mat<T>::Zero(L, h.dv1()), dQK = Mat<T>::Zero(L, L), dWd = dQK;
+    State<T> dA = zero_state(h);
+    // carry
+    const Mat<T> R2 = rho2.asDiagonal() * G;
+    if (h.masked) {
+      dQ += R2 * A.F.transpose();
+      dA.F += Q.transpose() * R2;
+    } else {
+      dQ += R2 * A.C.transpose() * A.S.transpose();
+      dA.S += Q.transpose() * R2 * A.C.transpose();
+      dA.C += A.S.transpose() * Q.transpose() * R2;
+    }
+    // cross
+    const Mat<T> N = (Grho * V.transpose()).cwiseProduct(D);
+    dV += (Q * A.S * Q.transpose()).cwiseProduct(D).transpose() * Grho;
+    dQ += N * Q * A.S.transpose() + N.transpose() * Q * A.S;
+    dA.S += Q.transpose() * N * Q;
+    if (!h.masked) {
+      dWd += Grho * A.C.transpose() * K.transpose();
+      dK += Wd.transpose() * Grho * A.C.transpose();
+      dA.C += K.transpose() * Wd.transpose() * Grho;
+    }
+    // intra
+    const Mat<T> Wr = h.masked ? Mat<T>(QK.cwiseProduct(Lm)) : QK;  // the right factor: W_m or QK
+    dV += (Wd * Wr.transpose()).cwiseProduct(D).transpose() * G;
+    dWd += GV * Wr;
+    dQK += h.masked ? Mat<T>((GV.transpose() * Wd).cwiseProduct(Lm)) : Mat<T>(GV.transpose() * Wd);
+    // ridge
+    dQ += h.lambda * (Grho * A.C.transpose());
+    dA.C += h.lambda * (Q.transpose() * Grho);
+    dV += h.lambda * ((Q * Q.transpose()).cwiseProduct(D).transpose() * G);
+    dQ += h.lambda * ((GV + GV.transpose()) * Q);
+    // carry update
+    Mat<T> dCB = Xb.C;
+    if (h.masked) {
+      const Vec<T> e2 = decay_to_end(h, L, 2);
+      const Mat<T> U = Wd * K, dU = e2.asDiagonal() * V * Xb.F.transpose();
+      dA.F += (rB * rB) * Xb.F;
+      dA.S += rB * (Xb.F * (Q.transpose() * e.asDiagonal() * V).transpose());
+      dCB += rB * (A.S.transpose() * Xb.F);
+      dV += e2.asDiagonal() * U * Xb.F;
+      dWd += dU * K.transpose();
+      dK += Wd.transpose() * dU;
+    }
+    dA.S += rB * Xb.S;
+    dK += e.asDiagonal() * K * (Xb.S + Xb.S.transpose());
+    dA.C += rB * Xb.C;
+    dQ += e.asDiagonal() * V * dCB.transpose();
+    dV += e.asDiagonal() * Q * dCB;
+    // the scores
+    dQK += dWd.cwiseProduct(D);
+    dQ += dQK * K;
+    dK += dQK.transpose() * Q;
+    g.dq.middleRows(c0, L) = dQ;
+    g.dk.middleRows(c0, L) = dK;
+    g.dv.middleRows(c0, L) = dV;
+    Xb = std::move(dA);
+  }
 };
 
 }  // namespace hla

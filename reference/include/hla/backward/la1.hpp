@@ -45,6 +45,26 @@ struct la1_backward {
     g.dv.row(t) = h.k.row(t) * Xb.P;
     Xb.P *= h.gamma;
   }
+
+  // Chunked matmul form: the backward of the forward's chunk (ops/la1.hpp),
+  //   Y = diag(ρ) Q P_A + ((QKᵀ) ⊙ D) V,   P' = γ^L P_A + Kᵀdiag(e)V,
+  // with G = dY of the chunk, P̄' the adjoint of P' and M = (GVᵀ) ⊙ D:
+  //   dQ = diag(ρ) G P_Aᵀ + MK,   dK = MᵀQ + diag(e) V P̄'ᵀ,   dV = ((QKᵀ) ⊙ D)ᵀG + diag(e) K P̄',
+  //   P̄_A = Qᵀdiag(ρ)G + γ^L P̄'.
+  template <class T>
+  static void chunk_backward(const Head<T>& h, const Mat<T>& dY, Index c0, Index L, const State<T>& A, State<T>& Xb,
+                             HeadGrad<T>& g) {
+    const auto Q = h.q.middleRows(c0, L);
+    const auto K = h.k.middleRows(c0, L);
+    const auto V = h.v.middleRows(c0, L);
+    const auto G = dY.middleRows(c0, L);
+    const Mat<T> D = decay_mask(h, L), M = (G * V.transpose()).cwiseProduct(D);
+    const Vec<T> rho = decay_from_carry(h, L), e = decay_to_end(h, L);
+    g.dq.middleRows(c0, L) = rho.asDiagonal() * G * A.P.transpose() + M * K;
+    g.dk.middleRows(c0, L) = M.transpose() * Q + e.asDiagonal() * V * Xb.P.transpose();
+    g.dv.middleRows(c0, L) = (Q * K.transpose()).cwiseProduct(D).transpose() * G + e.asDiagonal() * K * Xb.P;
+    Xb.P = Q.transpose() * rho.asDiagonal() * G + h.g(L) * Xb.P;
+  }
 };
 
 }  // namespace hla
