@@ -182,7 +182,7 @@ TEST_CASE("backward refuses what it cannot differentiate", "[backward]") {
   CHECK_THROWS_AS(backward(p, Mat<Rational>(Mat<Rational>::Ones(3, 2)), dden), InputError);
   CHECK_THROWS_AS(backward(p, dout, Vec<Rational>(Vec<Rational>::Zero(2))), InputError);
   CHECK_THROWS_AS(backward(p, dout, dden, BackwardForm::chunked, 0), InputError);
-  CHECK(has_backward_form(Variant::hla2, BackwardForm::chunked_matmul));
+  CHECK(has_backward_form(Variant::ahla, BackwardForm::chunked_matmul));
   p.opt.variant = Variant::hla3;
   CHECK_FALSE(has_backward_form(Variant::hla3, BackwardForm::chunked_matmul));
   CHECK_THROWS_AS(backward(p, dout, dden, BackwardForm::chunked_matmul), InputError);

@@ -17,7 +17,7 @@ enum class BackwardForm {
   chunked,    // the same over chunks of width w, last first, each handing the previous one
               // the gradient of its starting state (what a chunked kernel's backward does)
   chunked_matmul,  // the same, each chunk in matrix products (the backward of the SPEC §5
-                   // form); la1 and hla2 only so far
+                   // form); la1, hla2, ahla (not hla3 yet)
 };
 std::string to_string(BackwardForm f);
 inline constexpr BackwardForm kBackwardForms[] = {BackwardForm::naive, BackwardForm::streaming, BackwardForm::chunked,

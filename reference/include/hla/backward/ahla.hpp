@@ -62,6 +62,49 @@ struct ahla_backward {
     Xb.P *= h.gamma;
     Xb.E *= h.gamma;
   }
+
+  // Chunked matmul form: the backward of the forward's chunk (ops/ahla.hpp),
+  // product by product as in hla2_backward. Carry A = (P_A, E_A), QK = QKᵀ,
+  // W_m = QK ⊙ L, W_d = QK ⊙ D, G = dY of the chunk, Gρ = diag(ρ)G:
+  //   Y  = diag(ρ)QE_A + diag(ρ)W_mQP_A + ((W_mW_m) ⊙ D)V
+  //   E' = ρ_BE_A + Kᵀdiag(e)W_dV + ρ_BKᵀQP_A,   P' = ρ_BP_A + Kᵀdiag(e)V.
+  template <class T>
+  static void chunk_backward(const Head<T>& h, const Mat<T>& dY, Index c0, Index L, const State<T>& A, State<T>& Xb,
+                             HeadGrad<T>& g) {
+    const auto Q = h.q.middleRows(c0, L);
+    const auto K = h.k.middleRows(c0, L);
+    const auto V = h.v.middleRows(c0, L);
+    const auto G = dY.middleRows(c0, L);
+    const Mat<T> D = decay_mask(h, L), Lm = causal_mask<T>(L), QK = Q * K.transpose();
+    const Mat<T> Wm = QK.cwiseProduct(Lm), Wd = QK.cwiseProduct(D);
+    const Vec<T> rho = decay_from_carry(h, L), e = decay_to_end(h, L);
+    const T& rB = h.g(L);
+    const Mat<T> Grho = rho.asDiagonal() * G, GV = (G * V.transpose()).cwiseProduct(D);
+    // outputs
+    Mat<T> dQ = Grho * A.E.transpose();
+    State<T> dA{Mat<T>::Zero(h.d(), h.dv1()), Q.transpose() * Grho};
+    const Mat<T> dM = Wm.transpose() * Grho;  // adjoint of Q P_A
+    Mat<T> dWm = Grho * A.P.transpose() * Q.transpose() + GV * Wm.transpose() + Wm.transpose() * GV;
+    dQ += dM * A.P.transpose();
+    dA.P += Q.transpose() * dM;
+    Mat<T> dV = (Wm * Wm).cwiseProduct(D).transpose() * G;
+    // carry update
+    const Mat<T> eK = e.asDiagonal() * K, KE = K * Xb.E;
+    dA.E += rB * Xb.E;
+    Mat<T> dK = e.asDiagonal() * Wd * V * Xb.E.transpose() + rB * (Q * A.P * Xb.E.transpose());
+    const Mat<T> dWd = eK * Xb.E * V.transpose();
+    dV += Wd.transpose() * eK * Xb.E;
+    dQ += rB * (KE * A.P.transpose());
+    dA.P += rB * (Q.transpose() * KE) + rB * Xb.P;
+    dK += e.asDiagonal() * V * Xb.P.transpose();
+    dV += eK * Xb.P;
+    // the scores
+    const Mat<T> dQK = dWm.cwiseProduct(Lm) + dWd.cwiseProduct(D);
+    g.dq.middleRows(c0, L) = dQ + dQK * K;
+    g.dk.middleRows(c0, L) = dK + dQK.transpose() * Q;
+    g.dv.middleRows(c0, L) = dV;
+    Xb = std::move(dA);
+  }
 };
 
 }  // namespace hla
