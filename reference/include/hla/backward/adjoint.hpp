@@ -63,6 +63,14 @@ Mat<T> output_adjoint(const Options& opt, const Mat<T>& Y, const Mat<T>& dout, c
   return dY;
 }
 
+// The rows of chunk [c0, c0 + L): its inputs and their upstream ∂L/∂Y.
+template <class T> struct ChunkRows {
+  typename Mat<T>::ConstRowsBlockXpr Q, K, V, G;
+};
+template <class T> ChunkRows<T> chunk_rows(const Head<T>& h, const Mat<T>& dY, Index c0, Index L) {
+  return {h.q.middleRows(c0, L), h.k.middleRows(c0, L), h.v.middleRows(c0, L), dY.middleRows(c0, L)};
+}
+
 // The naive gradients through the score matrix A = QKᵀ (a_ti = q_t·k_i) and,
 // for hla2's ridge, B = QQᵀ: dq = dA·K + (dB + dBᵀ)·Q, dk = dAᵀ·Q.
 template <class T> HeadGrad<T> through_scores(const Head<T>& h, const Mat<T>& dA, const Mat<T>& dB, Mat<T> dv) {

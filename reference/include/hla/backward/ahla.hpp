@@ -71,10 +71,7 @@ struct ahla_backward {
   template <class T>
   static void chunk_backward(const Head<T>& h, const Mat<T>& dY, Index c0, Index L, const State<T>& A, State<T>& Xb,
                              HeadGrad<T>& g) {
-    const auto Q = h.q.middleRows(c0, L);
-    const auto K = h.k.middleRows(c0, L);
-    const auto V = h.v.middleRows(c0, L);
-    const auto G = dY.middleRows(c0, L);
+    const auto [Q, K, V, G] = chunk_rows(h, dY, c0, L);
     const Mat<T> D = decay_mask(h, L), Lm = causal_mask<T>(L), QK = Q * K.transpose();
     const Mat<T> Wm = QK.cwiseProduct(Lm), Wd = QK.cwiseProduct(D);
     const Vec<T> rho = decay_from_carry(h, L), e = decay_to_end(h, L);
