@@ -1,0 +1,4 @@
+// The backward forms (hla/backward/<variant>.hpp) in f113, instantiated once here.
+#include "hla/backward_impl.hpp"
+
+HLA_BACKWARD_INSTANTIATIONS(, hla::f113)
