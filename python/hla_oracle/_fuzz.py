@@ -108,7 +108,7 @@ def _state_back(flat, how, framework):
 
 
 def fuzz(fn, support=None, *, max_cases=1000, seed=1, time=0, findings="hla-findings", layout="bhtd", framework="numpy",
-         shrink_attempts=300, stop_after=0, progress=True, shard=None, exact_max_n=48):
+         shrink_attempts=300, stop_after=0, progress=True, shard=None, exact_max_n=0):
     """Fuzzes fn(q, k, v, options) -> out, (out, den) or (out, den, state)
     (den, state may be None) with `hla fuzz`'s campaign: cases inside
     `support` (a Support or a dict of its fields), each judged by the pass
@@ -120,9 +120,11 @@ def fuzz(fn, support=None, *, max_cases=1000, seed=1, time=0, findings="hla-find
     No crash or timeout isolation (fn runs in this process): use
     `hla fuzz --exec-server` with hla_oracle.serve for that.
     exact_max_n: heads up to this long (d, dv <= 16) are judged against an exact
-    rational reference, as `hla fuzz` does (default 48); 0 judges every case
-    against the certified double-double engine (the same f64 reference wherever
-    it certifies it), which is most of a small case's cost: about 2.5x the cases/s.
+    rational reference, as `hla fuzz` does with 48. The default 0 judges every
+    case against the certified double-double engine: the same f64 reference
+    wherever it certifies an element (uncertified prefixes are recomputed in
+    binary128 or flagged, as for `hla ref`), at 3-8x the cases/s, since the
+    exact reference is most of a small case's cost.
     shard=(i, N): the i-th of N disjoint case streams."""
     if layout not in ("bhtd", "bthd"):
         raise ValueError(f"layout must be 'bhtd' or 'bthd', got {layout!r}")
