@@ -140,15 +140,9 @@ std::pair<std::string, std::string> report_of(const check::Report& r, const Batc
   return {head + r.text(), r.json().dump(-1, ' ', false, nlohmann::json::error_handler_t::replace)};
 }
 
-std::pair<std::string, std::string> check_arrays(const std::map<std::string, TensorArg>& tensors,
-                                                 const std::map<std::string, std::string>& options, const std::string& layout,
-                                                 const TensorArg& out, const std::optional<TensorArg>& den,
-                                                 const std::string& precision, const std::string& form_class, bool exact_tier,
-                                                 size_t worst, const std::string& dump) {
-  const BatchProblem p = problem_of(tensors, options, layout);
-  const io::Layout l = io::parse_layout(layout);
+io::Candidate candidate_of(const BatchProblem& p, const TensorArg& out, const std::optional<TensorArg>& den, io::Layout l) {
   const io::Tensor o = tensor_of(out, "out");
-  check::CandidateOutputs c;
+  io::Candidate c;
   c.out = io::output_values(o, "out", p, l, false);
   c.out_dtype = *io::float_dtype(o.dtype);
   if (den) {
@@ -156,6 +150,20 @@ std::pair<std::string, std::string> check_arrays(const std::map<std::string, Ten
     c.den = io::output_values(t, "den", p, l, true);
     c.den_dtype = *io::float_dtype(t.dtype);
   }
+  return c;
+}
+
+std::pair<std::string, std::string> check_arrays(const std::map<std::string, TensorArg>& tensors,
+                                                 const std::map<std::string, std::string>& options, const std::string& layout,
+                                                 const TensorArg& out, const std::optional<TensorArg>& den,
+                                                 const std::string& precision, const std::string& form_class, bool exact_tier,
+                                                 size_t worst, const std::string& dump) {
+  const BatchProblem p = problem_of(tensors, options, layout);
+  const io::Layout l = io::parse_layout(layout);
+  io::Candidate read = candidate_of(p, out, den, l);
+  check::CandidateOutputs c;
+  c.out = std::move(read.out), c.out_dtype = read.out_dtype;
+  if (read.den) c.den = std::move(*read.den), c.den_dtype = read.den_dtype;
   check::CheckOptions opt = check_options(p, precision, form_class, worst);
   opt.exact_tier = exact_tier;
   opt.dump_on_failure = dump;
@@ -220,19 +228,6 @@ nb::dict fixture_info(const Fixture& fx) {
   // The features a kernel must support to run it (hla select's names).
   d["features"] = fuzz::feature_names(fuzz::required_features(p));
   return d;
-}
-
-io::Candidate candidate_of(const BatchProblem& p, const TensorArg& out, const std::optional<TensorArg>& den, io::Layout l) {
-  const io::Tensor o = tensor_of(out, "out");
-  io::Candidate c;
-  c.out = io::output_values(o, "out", p, l, false);
-  c.out_dtype = *io::float_dtype(o.dtype);
-  if (den) {
-    const io::Tensor t = tensor_of(*den, "den");
-    c.den = io::output_values(t, "den", p, l, true);
-    c.den_dtype = *io::float_dtype(t.dtype);
-  }
-  return c;
 }
 
 std::pair<std::string, std::string> check_fixture(const Fixture& fx, const TensorArg& out, const std::optional<TensorArg>& den,
