@@ -251,6 +251,13 @@ RefOut reference(const Problem& p, bool absolute) {
           for (int64_t r2 = 0; r2 < D; ++r2)
             for (int64_t c = 0; c < cols; ++c) M[r2 * cols + c] = decay * M[r2 * cols + c] + l[static_cast<size_t>(r2)] * rr[static_cast<size_t>(c)];
         };
+        auto S0_times_q = [&] {  // x = S0·q (hla2's and hla3's S_t q_t)
+          for (int64_t r2 = 0; r2 < D; ++r2) {
+            double z = 0;
+            for (int64_t c = 0; c < D; ++c) z += S0[r2 * D + c] * q[static_cast<size_t>(c)];
+            x[static_cast<size_t>(r2)] = z;
+          }
+        };
         switch (p.o.variant) {
           case Variant::la1:
             outer(S1, g, k, v, w);
@@ -259,11 +266,7 @@ RefOut reference(const Problem& p, bool absolute) {
           case Variant::hla2:
             outer(S0, g, k, k, D);
             outer(S1, g, q, v, w);
-            for (int64_t r2 = 0; r2 < D; ++r2) {
-              double z = 0;
-              for (int64_t c = 0; c < D; ++c) z += S0[r2 * D + c] * q[static_cast<size_t>(c)];
-              x[static_cast<size_t>(r2)] = z;
-            }
+            S0_times_q();
             outer(S2, g * g, x, v, w);
             for (int64_t c = 0; c < w; ++c) o[static_cast<size_t>(c)] = qT(S2, c) + lam * qT(S1, c);
             break;
@@ -276,11 +279,7 @@ RefOut reference(const Problem& p, bool absolute) {
           case Variant::hla3:
             outer(S0, g, k, k, D);
             outer(S1, g, k, v, w);
-            for (int64_t r2 = 0; r2 < D; ++r2) {
-              double z = 0;
-              for (int64_t c = 0; c < D; ++c) z += S0[r2 * D + c] * q[static_cast<size_t>(c)];
-              x[static_cast<size_t>(r2)] = z;
-            }
+            S0_times_q();
             for (int64_t c = 0; c < w; ++c) y[static_cast<size_t>(c)] = qT(S1, c);
             outer(S2, g * g * g, x, y, w);
             for (int64_t c = 0; c < w; ++c) o[static_cast<size_t>(c)] = qT(S2, c);
