@@ -171,7 +171,7 @@ std::string BaselineForm::name() const {
 
 namespace {
 BatchProblem with_finite_inputs(BatchProblem p) {
-  for (auto* x : {&p.q, &p.k, &p.v})
+  for (auto* x : {&p.q, &p.k, &p.v, &p.state})
     for (double& e : *x)
       if (!std::isfinite(e)) e = 0;
   return p;
@@ -181,6 +181,22 @@ BatchProblem with_reversed_features(BatchProblem p) {
   for (auto* x : {&p.q, &p.k})
     for (size_t row = 0; row < x->size(); row += static_cast<size_t>(p.d))
       std::reverse(x->begin() + static_cast<std::ptrdiff_t>(row), x->begin() + static_cast<std::ptrdiff_t>(row) + p.d);
+  if (p.has_state()) {
+    // The same permutation of the feature index in the state: every member's
+    // rows, and the columns of the d × d ones (S, SQ).
+    const std::vector<StatePart> layout = state_layout(p.opt, p.d, p.dv);
+    const std::vector<double> x = p.state;
+    size_t at = 0;
+    while (at < x.size())
+      for (const StatePart& m : layout) {
+        const bool square = m.ones.empty();
+        for (Index r = 0; r < m.rows; ++r)
+          for (Index c = 0; c < m.width(); ++c)
+            p.state[at + static_cast<size_t>(r * m.width() + c)] =
+                x[at + static_cast<size_t>((m.rows - 1 - r) * m.width() + (square ? m.width() - 1 - c : c))];
+        at += static_cast<size_t>(m.size());
+      }
+  }
   return p;
 }
 }  // namespace
@@ -197,6 +213,12 @@ std::vector<BaselineForm> baseline_forms(const BatchProblem& p, FormClass cls) {
   auto has = [&](Form f) { return std::find(fs.begin(), fs.end(), f) != fs.end(); };
   const bool sd = cls == FormClass::state_difference;
   std::vector<BaselineForm> out{{Form::streaming}, {Form::streaming, 64, true}};
+  if (p.has_state()) {
+    // From an initial state: the fast engine's orders, which take one (the
+    // streaming forms as chunks of width 1, fast_ours).
+    for (Index w : {8, 16, 32, 64}) out.push_back({Form::chunked_matmul, w, w == 16});
+    return out;
+  }
   // Our forms that subtract partial sums (hla2's paper state, hla3_paper's Algorithm 3).
   if (sd)
     for (Form f : {Form::streaming_paper_state})
@@ -283,7 +305,8 @@ Report check(const BatchProblem& p, const Reference& given, const CandidateOutpu
   for (const BaselineForm& f : forms) {
     if (opt.progress) opt.progress("baseline", static_cast<double>(forms_done++), static_cast<double>(forms.size()));
     const BatchProblem& fp = f.reversed_features ? reversed.emplace(with_reversed_features(finite)) : finite;
-    const CandidateOutputs c = large && fast_baseline_applies(fp, f, true) ? fast_ours(fp, r.precision, f) : ours(fp, r.precision, f.form, f.chunk);
+    const CandidateOutputs c = (large || fp.has_state()) && fast_baseline_applies(fp, f, true) ? fast_ours(fp, r.precision, f)
+                                                                                                : ours(fp, r.precision, f.form, f.chunk);
     score_all(p, ref, mag, c, r.u, tiny, K,
               [&](const Element& e) {
       if (e.skip == Skip::none && e.score > r.baseline_max_score) {

@@ -2,6 +2,7 @@
 
 #include "hla/io/printable.hpp"
 #include "hla/io/sha256.hpp"
+#include "hla/io/state.hpp"
 
 #include <set>
 
@@ -149,6 +150,7 @@ SafetensorsFile fixture_to_safetensors(const Fixture& f) {
   st.tensors["k"] = float_tensor(p.dtype, {p.batch, p.kv_heads, p.n, p.d}, p.k, "k");
   st.tensors["v"] = float_tensor(p.dtype, {p.batch, p.kv_heads, p.n, p.dv}, p.v, "v");
   if (!p.offsets.empty()) st.tensors["offsets"] = i64_tensor({static_cast<std::int64_t>(p.offsets.size())}, p.offsets);
+  st.tensors.merge(state_tensors(p));  // initial_state.<part>
   st.tensors["ref_out"] = float_tensor(DType::f64, out_shape(p), f.ref_out, "ref_out");
   st.tensors["ref_den"] = float_tensor(DType::f64, den_shape(p), f.ref_den, "ref_den");
   st.tensors["mag_num"] = float_tensor(DType::f64, out_shape(p), f.mag_num, "mag_num");
@@ -286,6 +288,13 @@ Fixture fixture_from_safetensors(const SafetensorsFile& file, const std::string&
     if (t.shape.size() != 1) throw fail("tensor 'offsets' has shape " + shape_string(t.shape) + ", expected 1-D");
     p.offsets = i64_values(t, "offsets");
   }
+  try {
+    read_state(file.tensors, p, source);  // initial_state.<part>: shapes and dtype checked there
+  } catch (const InputError& e) {
+    throw fail(e.what());
+  }
+  for (const auto& [name, t] : file.tensors)
+    if (is_initial_state_tensor(name)) seen.insert(name);
   f.ref_out = values("ref_out", StDType::F64, out_shape(p));
   f.ref_den = values("ref_den", StDType::F64, den_shape(p));
   f.mag_num = values("mag_num", StDType::F64, out_shape(p));
@@ -310,7 +319,7 @@ Fixture fixture_from_safetensors(const SafetensorsFile& file, const std::string&
   for (const auto& [name, t] : file.tensors)
     if (!seen.count(name))
       throw fail("unknown tensor '" + printable(name, 60) + "' (a fixture holds q, k, v, offsets, ref_out, ref_den, mag_num, mag_den, "
-                 "flags, den_flags, state.<name>" + std::string(version == "1" ? "" : ", ref_num, mag_num_unmasked, mag_den_unmasked") + ")");
+                 "flags, den_flags, state.<name>, initial_state.<part>" + std::string(version == "1" ? "" : ", ref_num, mag_num_unmasked, mag_den_unmasked") + ")");
   try {
     validate_fixture(f);
   } catch (const InputError& e) {

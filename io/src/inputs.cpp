@@ -1,6 +1,7 @@
 #include "hla/io/inputs.hpp"
 
 #include "hla/io/printable.hpp"
+#include "hla/io/state.hpp"
 
 #include <array>
 #include <cstring>
@@ -86,10 +87,11 @@ BatchProblem problem_from_tensors(const std::map<std::string, Tensor>& tensors, 
   const bool fla = layout == Layout::bthd;
   const std::string src = "'" + printable(source) + "'";
   for (const auto& [name, t] : tensors) {
-    if (name == "q" || name == "k" || name == "v" || name == "offsets" || name == "cu_seqlens") continue;
+    if (name == "q" || name == "k" || name == "v" || name == "offsets" || name == "cu_seqlens" || is_initial_state_tensor(name)) continue;
     if (name.find("state") != std::string::npos || name == "h0")
-      throw InputError(src + " holds '" + printable(name) + "': an initial state is not supported yet (the reference starts every sequence from zero)");
-    throw InputError(src + " holds a tensor '" + printable(name) + "'; expected q, k, v and optionally offsets or cu_seqlens");
+      throw InputError(src + " holds '" + printable(name) + "': an initial state goes in tensors named initial_state.<part> " +
+                       "(README \"Initial states\"; the parts of each variant's state are listed there)");
+    throw InputError(src + " holds a tensor '" + printable(name) + "'; expected q, k, v and optionally offsets or cu_seqlens and initial_state.<part>");
   }
   for (const char* name : {"q", "k", "v"})
     if (!tensors.count(name)) throw InputError(src + " has no tensor '" + std::string(name) + "' (it needs q, k and v)");
@@ -131,7 +133,9 @@ BatchProblem problem_from_tensors(const std::map<std::string, Tensor>& tensors, 
   p.v = load(v, "v", p.kv_heads, p.dv);
   for (const char* name : {"offsets", "cu_seqlens"})
     if (tensors.count(name)) p.offsets = offsets_of(tensors.at(name), name);
-  p.validate(/*allow_nonfinite=*/true);
+  p.validate(/*allow_nonfinite=*/true);  // the dims and offsets the state's shape follows
+  read_state(tensors, p, source);
+  if (p.has_state()) p.validate(/*allow_nonfinite=*/true);
   return p;
 }
 

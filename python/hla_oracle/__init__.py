@@ -62,14 +62,19 @@ __version__ = "0.1.0"
 
 
 def _inputs(q, k, v, layout, cu_seqlens, dtype, initial_state):
-    if initial_state is not None:
-        raise NotImplementedError("initial_state: the reference starts every sequence from zero (an initial state is "
-                                  "not supported yet, as in `hla ref`); pass initial_state=None")
     if layout not in ("bhtd", "bthd"):
         raise ValueError(f"layout must be 'bhtd' ([B,H,T,D]) or 'bthd' (FLA's [B,T,H,D]), got {layout!r}")
     t = {"q": tensor(q, "q", dtype), "k": tensor(k, "k", dtype), "v": tensor(v, "v", dtype)}
     if cu_seqlens is not None:
         t["offsets"] = offsets_tensor(cu_seqlens, "cu_seqlens")
+    if initial_state is not None:
+        # {part: array}: the variant's streaming state per sequence and query head,
+        # values [N, H, rows, cols] and denominator columns [N, H, d] (README "Initial states").
+        if not isinstance(initial_state, dict):
+            raise TypeError("initial_state must be a dict {part name: array}, e.g. {'S': ..., 'F': ..., 'f': ...} for "
+                            f"masked hla2 (README \"Initial states\"), got {type(initial_state).__name__}")
+        for name, x in initial_state.items():
+            t["initial_state." + str(name)] = tensor(x, "initial_state." + str(name), None)
     return t
 
 

@@ -2,3 +2,7 @@
 #include "hla/backward_impl.hpp"
 
 HLA_BACKWARD_INSTANTIATIONS(, hla::Rational)
+
+#include "hla/state_impl.hpp"
+
+HLA_STATE_INSTANTIATIONS(, hla::Rational)

@@ -13,14 +13,26 @@ std::vector<std::pair<Index, Index>> BatchProblem::sequences() const {
   return s;
 }
 
+Index BatchProblem::sequence_of(Index b, Index t0) const {
+  if (offsets.empty()) return b;
+  const auto it = std::lower_bound(offsets.begin(), offsets.end(), static_cast<int64_t>(t0));
+  return static_cast<Index>(it - offsets.begin());
+}
+
 bool BatchProblem::all_finite() const {
-  for (const auto* x : {&q, &k, &v})
+  for (const auto* x : {&q, &k, &v, &state})
     for (double e : *x)
       if (!std::isfinite(e)) return false;
   return true;
 }
 
 bool BatchProblem::head_finite(Index b, Index h, Index t0, Index t1) const {
+  if (has_state()) {
+    const size_t size = static_cast<size_t>(state_size(state_layout(opt, d, dv)));
+    const size_t at = static_cast<size_t>(sequence_of(b, t0) * heads + h) * size;
+    for (size_t i = at; i < at + size; ++i)
+      if (!std::isfinite(state[i])) return false;
+  }
   for (Index t = t0; t < t1; ++t) {
     for (Index c = 0; c < d; ++c)
       if (!std::isfinite(q[q_index(b, h, t, c)]) || !std::isfinite(k[k_index(b, h, t, c)])) return false;
@@ -86,6 +98,20 @@ void BatchProblem::validate(bool allow_nonfinite) const {
       if (offsets[i + 1] <= offsets[i])
         throw InputError("offsets must be strictly increasing (offsets[" + std::to_string(i + 1) + "] = " +
                          std::to_string(offsets[i + 1]) + ")");
+  }
+  if (has_state()) {
+    const Index per = state_size(state_layout(opt, d, dv));  // InputError: a variant without a state
+    Index want = 0;
+    if (__builtin_mul_overflow(sequence_count() * heads, per, &want) || static_cast<Index>(state.size()) != want)
+      throw InputError("the initial state holds " + std::to_string(state.size()) + " values, expected " +
+                       std::to_string(want) + " (" + std::to_string(sequence_count()) + " sequences × " +
+                       std::to_string(heads) + " heads × " + std::to_string(per) + ")");
+    for (size_t i = 0; i < state.size(); ++i) {
+      if (!allow_nonfinite && !std::isfinite(state[i]))
+        throw InputError("initial state[" + std::to_string(i) + "] is not finite");
+      if (!representable(state_dtype, state[i]))
+        throw InputError("initial state[" + std::to_string(i) + "] is not representable in " + to_string(state_dtype));
+    }
   }
 }
 

@@ -28,8 +28,15 @@ template <class S> void run_head(const BatchProblem& p, const BaselineForm& f, C
   auto q_at = [&](Index t, Index c) { return input_as<S>(p.q[p.q_index(b, h, t0 + t, c)], p.dtype); };
   auto k_at = [&](Index t, Index c) { return input_as<S>(p.k[p.k_index(b, h, t0 + t, c)], p.dtype); };
   auto v_at = [&](Index t, Index c) { return input_as<S>(p.v[p.v_index(b, h, t0 + t, c)], p.dtype); };
-  const bool streaming = f.form == Form::streaming || f.form == Form::streaming_paper_state;
-  const fast::FastHead<S> fh = fast::make_fast_head<S>(o, t1 - t0, p.d, p.dv, q_at, k_at, v_at, streaming ? 1 : f.chunk);
+  // From an initial state the streaming order is the chunked form with chunks
+  // of one token (the corrected-state recurrence: streaming_head has no carry).
+  const bool streaming = (f.form == Form::streaming || f.form == Form::streaming_paper_state) && !p.has_state();
+  const bool single = f.form == Form::streaming || f.form == Form::streaming_paper_state;
+  fast::FastHead<S> fh = fast::make_fast_head<S>(o, t1 - t0, p.d, p.dv, q_at, k_at, v_at, single ? 1 : f.chunk);
+  if (p.has_state()) {
+    const auto X0 = p.state_view(p.sequence_of(b, t0), h);
+    fast::set_initial_carry(fh, X0.layout, [&](size_t i, Index r, Index c) { return input_as<S>(X0.at(i, r, c), p.state_dtype); });
+  }
   const fast::Dense<S> Y =
       streaming ? fast::streaming_head(fh, f.form == Form::streaming_paper_state) : fast::evaluate_head(fh).val;
   using T = std::conditional_t<std::is_same_v<S, double>, double, float>;

@@ -134,7 +134,10 @@ FastHeadOutcome fast_head(const BatchProblem& p, Reference& ref, Index b, Index 
   // magnitudes by the double engine on absolute values, with its own bound
   // (half the double-double work; a magnitude only scales scores).
   const bool large = static_cast<double>(n) * p.d * (p.d + dv) > double_magnitudes_above;
-  const fast::FastHead<DD> fh = fast::make_fast_head<DD>(o, n, p.d, dv, q_at, k_at, v_at, chunk, !large);
+  fast::FastHead<DD> fh = fast::make_fast_head<DD>(o, n, p.d, dv, q_at, k_at, v_at, chunk, !large);
+  // An initial state: the carry before token 0, its entries exact inputs.
+  const auto X0 = p.has_state() ? p.state_view(p.sequence_of(b, t0), h) : BatchProblem::StateView{};
+  if (p.has_state()) fast::set_initial_carry(fh, X0.layout, [&](size_t i, Index r, Index c) { return DD{X0.at(i, r, c), 0}; });
   const fast::HeadResult<DD> r = fast::evaluate_head(fh);
   if (!r.finite) return res;
   fast::HeadResult<double> mr;
@@ -142,10 +145,12 @@ FastHeadOutcome fast_head(const BatchProblem& p, Reference& ref, Index b, Index 
     Options a = o;
     a.scale = abs(o.scale), a.normalize = false;
     auto abs_at = [&](const std::vector<double>& x, auto index) { return [&x, index](Index t, Index c) { return std::fabs(x[index(t, c)]); }; };
-    mr = fast::evaluate_head(fast::make_fast_head<double>(
+    fast::FastHead<double> mh = fast::make_fast_head<double>(
         a, n, p.d, dv, abs_at(p.q, [&](Index t, Index c) { return p.q_index(b, h, t0 + t, c); }),
         abs_at(p.k, [&](Index t, Index c) { return p.k_index(b, h, t0 + t, c); }),
-        abs_at(p.v, [&](Index t, Index c) { return p.v_index(b, h, t0 + t, c); }), chunk, false));
+        abs_at(p.v, [&](Index t, Index c) { return p.v_index(b, h, t0 + t, c); }), chunk, false);
+    if (p.has_state()) fast::set_initial_carry(mh, X0.layout, [&](size_t i, Index r, Index c) { return std::fabs(X0.at(i, r, c)); });
+    mr = fast::evaluate_head(mh);
     if (!mr.finite) return res;
   }
   // The stored magnitude of element (t, c) and an upper bound of the exact one.

@@ -7,6 +7,7 @@
 
 #include "hla/dtype.hpp"
 #include "hla/problem.hpp"
+#include "hla/state.hpp"
 
 #include <cmath>
 #include <cstdint>
@@ -32,6 +33,12 @@ struct BatchProblem {
   // Packed variable-length sequences (cu_seqlens): empty, or 0 = o_0 < … < o_m = n
   // with batch == 1; each [o_i, o_{i+1}) is an independent sequence.
   std::vector<int64_t> offsets;
+  // Optional initial states (SPEC §8, state.hpp): empty (every sequence starts
+  // from zero), or per sequence (batch entry, or packed sequence) and query
+  // head the members of state_layout(opt, d, dv) in order, each row-major
+  // rows × width(): [sequences][heads][state_size]. Exact values of state_dtype.
+  std::vector<double> state;
+  DType state_dtype = DType::f32;
 
   // Throws InputError naming the problem: options, dims < 1 or above the
   // limits above, heads not a multiple of kv_heads, buffer sizes, offsets, values not representable in
@@ -53,7 +60,40 @@ struct BatchProblem {
     k.assign(static_cast<size_t>(batch * kv_heads * n * d), 0);
     v.assign(static_cast<size_t>(batch * kv_heads * n * dv), 0);
   }
-  bool all_finite() const;  // no NaN/Inf in q, k, v
+  // Number of sequences: batch entries, or packed sequences.
+  Index sequence_count() const { return offsets.empty() ? batch : static_cast<Index>(offsets.size()) - 1; }
+  // The sequence index of batch entry b's sequence starting at token t0.
+  Index sequence_of(Index b, Index t0) const;
+  bool has_state() const { return !state.empty(); }
+  // Head h's initial state of sequence seq, entry (r, c) of member i: at(i, r, c).
+  struct StateView {
+    std::vector<StatePart> layout;
+    const double* values = nullptr;  // null: no state (zero)
+    std::vector<size_t> start;       // offset of each member
+    double at(size_t i, Index r, Index c) const {
+      return values ? values[start[i] + static_cast<size_t>(r * layout[i].width() + c)] : 0.0;
+    }
+  };
+  StateView state_view(Index seq, Index h) const {
+    StateView v{state_layout(opt, d, dv)};
+    size_t at = static_cast<size_t>((seq * heads + h) * state_size(v.layout));
+    for (const StatePart& m : v.layout) v.start.push_back(at), at += static_cast<size_t>(m.size());
+    if (has_state()) v.values = state.data();
+    return v;
+  }
+  // The same as matrices in layout order; zero when has_state() is false.
+  template <class S> StateMats<S> head_state(Index seq, Index h) const {
+    const StateView v = state_view(seq, h);
+    StateMats<S> X;
+    for (size_t i = 0; i < v.layout.size(); ++i) {
+      Mat<S> m(v.layout[i].rows, v.layout[i].width());
+      for (Index r = 0; r < m.rows(); ++r)
+        for (Index c = 0; c < m.cols(); ++c) m(r, c) = convert(v.at(i, r, c), S());
+      X.push_back(std::move(m));
+    }
+    return X;
+  }
+  bool all_finite() const;  // no NaN/Inf in q, k, v or the state
   bool head_finite(Index b, Index h, Index t0, Index t1) const;  // the same, for one head's tokens [t0, t1)
   // Calls f(b, h, t0, t1) for every batch entry, query head and sequence.
   template <class F> void for_each_sequence(F&& f) const {

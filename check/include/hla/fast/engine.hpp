@@ -15,6 +15,7 @@
 
 #include "hla/fast/matrix.hpp"
 #include "hla/problem.hpp"
+#include "hla/state.hpp"
 #include "hla/variants.hpp"
 
 #include <map>
@@ -45,8 +46,20 @@ template <class S> struct FastHead {
   bool ridge = false;
   bool magnitudes = true;  // compute mag (else only the bounds: see BMat::has_mag)
   Idx w = 64;       // chunk width
+  // The carry before token 0 (an initial state, hla/state.hpp: members in the
+  // variant's State order, which is the order of the carries below); empty: zero.
+  std::vector<BMat<S>> carry0;
   Idx n() const { return q.rows(); }
+  BMat<S> carry(size_t i, Idx rows, Idx cols) const {
+    return i < carry0.size() ? carry0[i] : BMat<S>::zero(rows, cols, magnitudes);
+  }
 };
+
+// m(i, j) = x in any engine scalar.
+template <class S> void put_entry(Dense<S>& m, Idx i, Idx j, const S& x) {
+  if constexpr (std::is_same_v<S, DD>) m.set(i, j, x);
+  else m.at(i, j) = x;
+}
 
 // Outputs n × (dv + 1) with, per row, the bound |val − exact| ≤ phi·unit·M + alpha.
 template <class S> struct HeadResult {
@@ -103,10 +116,7 @@ template <class S> class Chunks {
     if (e < 0 || static_cast<size_t>(e) >= h_.pow.g.size()) throw std::logic_error("fast engine: power of gamma beyond its table");
     return h_.pow.g[static_cast<size_t>(e)];
   }
-  static void put(Dense<S>& m, Idx i, Idx j, const S& x) {
-    if constexpr (std::is_same_v<S, DD>) m.set(i, j, x);
-    else m.at(i, j) = x;
-  }
+  static void put(Dense<S>& m, Idx i, Idx j, const S& x) { put_entry(m, i, j, x); }
   BMat<S> powers_matrix(Dense<S> m) const {
     BMat<S> b;
     b.has_mag = h_.magnitudes && Arith<S>::track;
@@ -156,7 +166,7 @@ constexpr bool N = false, T = true;
 
 // la1: num_t = ρ_t q_tᵀP_A + ((QKᵀ) ⊙ D_1) V;  P ← γ^L P + Kᵀ diag(e_1) V.
 template <class S> void la1(const FastHead<S>& h, Chunks<S>& c, Out<S>& out) {
-  BMat<S> P = BMat<S>::zero(h.k.cols(), h.v.cols(), h.magnitudes);
+  BMat<S> P = h.carry(0, h.k.cols(), h.v.cols());
   for (Idx c0 = 0; c0 < h.n(); c0 += h.w) {
     const Idx L = std::min(h.w, h.n() - c0);
     const BMat<S> Q = rows(h.q, c0, L), K = rows(h.k, c0, L), V = rows(h.v, c0, L);
@@ -174,7 +184,7 @@ template <class S> void la1(const FastHead<S>& h, Chunks<S>& c, Out<S>& out) {
 // hla2 (SPEC §5), carry (S, C, F = SC − G); see ops/hla2.hpp for the terms.
 template <class S> void hla2(const FastHead<S>& h, Chunks<S>& c, Out<S>& out) {
   const Idx d = h.q.cols(), dv1 = h.v.cols();
-  BMat<S> Sa = BMat<S>::zero(d, d, h.magnitudes), Ca = BMat<S>::zero(d, dv1, h.magnitudes), Fa = BMat<S>::zero(d, dv1, h.magnitudes);
+  BMat<S> Sa = h.carry(0, d, d), Ca = h.carry(1, d, dv1), Fa = h.carry(2, d, dv1);
   for (Idx c0 = 0; c0 < h.n(); c0 += h.w) {
     const Idx L = std::min(h.w, h.n() - c0);
     const BMat<S> Q = rows(h.q, c0, L), K = rows(h.k, c0, L), V = rows(h.v, c0, L);
@@ -237,7 +247,7 @@ template <class S> void hla2(const FastHead<S>& h, Chunks<S>& c, Out<S>& out) {
 // E ← γ^L E + Kᵀ diag(e_1) W_d V + γ^L Kᵀ(Q P_A), P ← γ^L P + Kᵀ diag(e_1) V.
 template <class S> void ahla(const FastHead<S>& h, Chunks<S>& c, Out<S>& out) {
   const Idx d = h.q.cols(), dv1 = h.v.cols();
-  BMat<S> Pa = BMat<S>::zero(d, dv1, h.magnitudes), Ea = BMat<S>::zero(d, dv1, h.magnitudes);
+  BMat<S> Pa = h.carry(0, d, dv1), Ea = h.carry(1, d, dv1);
   for (Idx c0 = 0; c0 < h.n(); c0 += h.w) {
     const Idx L = std::min(h.w, h.n() - c0);
     const BMat<S> Q = rows(h.q, c0, L), K = rows(h.k, c0, L), V = rows(h.v, c0, L);
@@ -270,7 +280,9 @@ template <class S> void ahla(const FastHead<S>& h, Chunks<S>& c, Out<S>& out) {
 // unmasked (S, P, Zq).
 template <class S> void hla3(const FastHead<S>& h, Chunks<S>& c, Out<S>& out) {
   const Idx d = h.q.cols(), dv1 = h.v.cols();
-  BMat<S> Sa = BMat<S>::zero(d, d, h.magnitudes), Pa = BMat<S>::zero(d, dv1, h.magnitudes), Fa = BMat<S>::zero(d, dv1, h.magnitudes), Zqa = BMat<S>::zero(d, d, h.magnitudes);
+  // The third member of the state is F (masked) or SQ = Zq (unmasked).
+  BMat<S> Sa = h.carry(0, d, d), Pa = h.carry(1, d, dv1), Fa = h.masked ? h.carry(2, d, dv1) : BMat<S>::zero(d, dv1, h.magnitudes),
+          Zqa = h.masked ? BMat<S>::zero(d, d, h.magnitudes) : h.carry(2, d, d);
   for (Idx c0 = 0; c0 < h.n(); c0 += h.w) {
     const Idx L = std::min(h.w, h.n() - c0);
     const BMat<S> Q = rows(h.q, c0, L), K = rows(h.k, c0, L), V = rows(h.v, c0, L);
@@ -378,10 +390,7 @@ FastHead<S> make_fast_head(const Options& o, Idx n, Idx d, Idx dv, QAt&& q_at, K
   h.masked = o.masked;
   h.w = std::max<Idx>(1, std::min(w, n));
   Dense<S> q = Dense<S>::zero(n, d), k = Dense<S>::zero(n, d), v = Dense<S>::zero(n, dv + 1);
-  auto put = [](Dense<S>& m, Idx i, Idx j, const S& x) {
-    if constexpr (std::is_same_v<S, DD>) m.set(i, j, x);
-    else m.at(i, j) = x;
-  };
+  auto put = put_entry<S>;
   for (Idx t = 0; t < n; ++t) {
     for (Idx c = 0; c < d; ++c) put(q, t, c, q_at(t, c)), put(k, t, c, k_at(t, c));
     for (Idx c = 0; c < dv; ++c) put(v, t, c, v_at(t, c));
@@ -435,6 +444,18 @@ FastHead<S> make_fast_head(const Options& o, Idx n, Idx d, Idx dv, QAt&& q_at, K
     h.pow.alpha = 0x1p-1073;
   }
   return h;
+}
+
+// Sets the head's initial carry from a state in layout order (hla/state.hpp);
+// at(i, r, c) gives member i's entry (r, c) as an exact S.
+template <class S, class At> void set_initial_carry(FastHead<S>& h, const std::vector<StatePart>& layout, At&& at) {
+  h.carry0.clear();
+  for (size_t i = 0; i < layout.size(); ++i) {
+    Dense<S> m = Dense<S>::zero(layout[i].rows, layout[i].width());
+    for (Idx r = 0; r < layout[i].rows; ++r)
+      for (Idx c = 0; c < layout[i].width(); ++c) put_entry(m, r, c, at(i, r, c));
+    h.carry0.push_back(exact_input(std::move(m), h.magnitudes));
+  }
 }
 
 // The head's outputs by the chunked form, with magnitudes and bounds.

@@ -10,7 +10,10 @@
 // mag_den_unmasked [B,H,n] F64 (the magnitudes a state-difference algorithm is
 // judged against, for masked hla2 and hla3). Version 3 adds the metadata key
 // digest = "sha256:<hex>" over everything else (fixture_digest), checked on
-// every read. Versions 1 and 2 still read, with a warning.
+// every read. Versions 1 and 2 still read, with a warning. A version 3 file
+// may also hold the problem's initial state, initial_state.<part> tensors
+// (io/state.hpp), in the problem's state dtype; a reader that predates them
+// rejects such a file (unknown tensor) rather than misread it.
 // __metadata__ (all strings, no control bytes): format = "hla-oracle-fixture",
 // format_version, variant, masked, normalize, eps_mode, gamma, eps,
 // lambda, scale (exact rationals), batch, heads, kv_heads, n, d, dv, dtype,

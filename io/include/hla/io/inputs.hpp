@@ -34,9 +34,9 @@ Layout parse_layout(std::string_view s);  // "bhtd" | "bthd"; InputError otherwi
 
 // The problem of tensors q, k, v (one float dtype; 4 dimensions in `layout`;
 // k and v with Hkv heads, H a multiple of Hkv) and optionally offsets or
-// cu_seqlens (I64 or I32, [m+1], B = 1): packed sequences. Any other tensor
-// is an InputError naming it and `source` (one holding "state" or named h0:
-// an initial state, not supported). Validated, non-finite values allowed.
+// cu_seqlens (I64 or I32, [m+1], B = 1): packed sequences, and optionally an
+// initial state (initial_state.<part> tensors, io/state.hpp). Any other tensor is an
+// InputError naming it and `source`. Validated, non-finite values allowed.
 BatchProblem problem_from_tensors(const std::map<std::string, Tensor>& tensors, const Options& opt, Layout layout,
                                   const std::string& source);
 

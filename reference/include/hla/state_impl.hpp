@@ -1,0 +1,74 @@
+// Definitions behind state.hpp; included by the units that instantiate them
+// (reference/src/backward_*.cpp, state.cpp): the variants' State types and
+// recurrences live with their backward (backward/<variant>.hpp).
+#pragma once
+
+#include "hla/backward_impl.hpp"
+#include "hla/state.hpp"
+
+#include <tuple>
+
+namespace hla {
+
+// The State of backward type B from matrices in layout order (checked shapes).
+template <class B, class S> StateOf<B, S> state_from(const Head<S>& h, const StateMats<S>& X0) {
+  StateOf<B, S> X = B::zero_state(h);
+  size_t i = 0;
+  std::apply(
+      [&](auto&... m) {
+        if (X0.size() != sizeof...(m))
+          throw InputError("initial state: " + std::to_string(X0.size()) + " members given, the " +
+                           to_string(B::variant) + " state has " + std::to_string(sizeof...(m)));
+        ((X0[i].rows() == m.rows() && X0[i].cols() == m.cols()
+              ? (m = X0[i], ++i)
+              : throw InputError("initial state: member " + std::to_string(i) + " is " + std::to_string(X0[i].rows()) +
+                                 " x " + std::to_string(X0[i].cols()) + ", expected " + std::to_string(m.rows()) + " x " +
+                                 std::to_string(m.cols()))),
+         ...);
+      },
+      X.members());
+  return X;
+}
+
+template <class B, class S> StateMats<S> mats_of(const StateOf<B, S>& X) {
+  return std::apply([](const auto&... m) { return StateMats<S>{Mat<S>(m)...}; }, X.members());
+}
+
+template <class S> Output<S> evaluate_from(const Problem<S>& p, const StateMats<S>& X0) {
+  check_form_args(p, 1);
+  const Head<S> h = make_head(p);
+  return finish(p.opt, with_backward(p.opt.variant, [&]<class B>(B) { return forward_from<B>(h, state_from<B>(h, X0)); }));
+}
+
+template <class S> StateMats<S> final_state(const Problem<S>& p, const StateMats<S>& X0) {
+  check_form_args(p, 1);
+  const Head<S> h = make_head(p);
+  return with_backward(p.opt.variant, [&]<class B>(B) {
+    StateOf<B, S> X = state_from<B>(h, X0);
+    for (Index t = 0; t < h.n(); ++t) B::advance(h, X, t);
+    return mats_of<B>(X);
+  });
+}
+
+template <class S> Output<S> magnitude_from(const Problem<S>& p, const StateMats<S>& X0) {
+  using std::abs;
+  auto absm = [](const Mat<S>& m) { return Mat<S>(m.unaryExpr([](const S& x) { return S(abs(x)); })); };
+  Problem<S> a{p.opt, absm(p.q), absm(p.k), absm(p.v)};
+  a.opt.scale = abs(p.opt.scale);
+  a.opt.normalize = false;
+  StateMats<S> aX;
+  for (const Mat<S>& m : X0) aX.push_back(absm(m));
+  // Every term of the recurrence is a product of inputs, γ, λ and state
+  // entries, added: on absolute values it is the sum of |terms|.
+  return evaluate_from(a, aX);
+}
+
+}  // namespace hla
+
+#define HLA_STATE_INSTANTIATIONS(ext, S)                                                                          \
+  ext template hla::Output<S> hla::evaluate_from<S>(const hla::Problem<S>&, const hla::StateMats<S>&);              \
+  ext template hla::StateMats<S> hla::final_state<S>(const hla::Problem<S>&, const hla::StateMats<S>&);             \
+  ext template hla::Output<S> hla::magnitude_from<S>(const hla::Problem<S>&, const hla::StateMats<S>&);
+HLA_STATE_INSTANTIATIONS(extern, hla::Rational)
+HLA_STATE_INSTANTIATIONS(extern, hla::f113)
+HLA_STATE_INSTANTIATIONS(extern, double)

@@ -1,0 +1,251 @@
+// Initial states (SPEC §3, §8, hla/state.hpp), exact where the algebra is:
+// - continuing a sequence from the state its first part leaves behind equals
+//   one pass (the naive definition), and the final states compose;
+// - the fast engine started from any state (not only reachable ones) equals
+//   the streaming recurrence started from it;
+// - the certified reference of a problem with a state stores the correctly
+//   rounded exact values; the checker passes a kernel that continues from
+//   the state and fails one that ignores it;
+// - files: the initial_state.<part> tensors round-trip and bad ones are refused.
+#include "hla/check/check.hpp"
+#include "hla/check/fixture.hpp"
+#include "hla/check/reference.hpp"
+#include "hla/fast/engine.hpp"
+#include "hla/io/fixture.hpp"
+#include "hla/io/inputs.hpp"
+#include "hla/io/state.hpp"
+#include "hla/state.hpp"
+
+#include <random>
+
+#include "generators.hpp"
+#include "harness.hpp"
+
+using namespace hla;
+using namespace hla::test;
+
+namespace {
+
+constexpr Variant kStateVariants[] = {Variant::la1, Variant::hla2, Variant::ahla, Variant::hla3};
+
+Problem<Rational> rows_of(const Problem<Rational>& p, Index t0, Index t1) {
+  return {p.opt, p.q.middleRows(t0, t1 - t0), p.k.middleRows(t0, t1 - t0), p.v.middleRows(t0, t1 - t0)};
+}
+
+StateMats<Rational> zero_state(const Problem<Rational>& p) {
+  StateMats<Rational> X;
+  for (const StatePart& m : state_layout(p.opt, p.d(), p.dv())) X.push_back(Mat<Rational>::Zero(m.rows, m.width()));
+  return X;
+}
+
+// An arbitrary state (every used member random; unused members zero).
+StateMats<Rational> state_gen(const Problem<Rational>& p) {
+  StateMats<Rational> X;
+  for (const StatePart& m : state_layout(p.opt, p.d(), p.dv()))
+    X.push_back(m.role == StatePart::Role::unused ? Mat<Rational>(Mat<Rational>::Zero(m.rows, m.width()))
+                                                  : *rational_matrix(m.rows, m.width()));
+  return X;
+}
+
+void per_variant(Variant v) {
+  const std::string name = to_string(v);
+  prop(name + ": continuing from the state of a prefix equals one pass (naive), and final states compose", [v] {
+    const auto p = *problem_gen({.variant = v, .random_scale = true});
+    const Index m = *rc::gen::inRange<Index>(0, p.n() + 1);
+    const auto head = rows_of(p, 0, m), tail = rows_of(p, m, p.n());
+    const StateMats<Rational> X = final_state(head, zero_state(p));
+    const Output<Rational> whole = evaluate(p, Form::naive), cont = evaluate_from(tail, X);
+    RC_ASSERT(cont.num == whole.num.bottomRows(p.n() - m));
+    RC_ASSERT(cont.den == whole.den.tail(p.n() - m));
+    RC_ASSERT(cont.out == whole.out.bottomRows(p.n() - m));
+    RC_ASSERT(final_state(tail, X) == final_state(p, zero_state(p)));
+    RC_CLASSIFY(m > 0 && m < p.n(), "split inside");
+  });
+  prop(name + ": the fast engine from any state equals the streaming recurrence from it (exact), magnitudes too", [v] {
+    auto p = *problem_gen({.variant = v, .random_scale = true});
+    p.opt.normalize = false;  // the engine computes num and den
+    const StateMats<Rational> X = state_gen(p);
+    const Index w = *rc::gen::inRange<Index>(1, p.n() + 3);
+    auto id = [](const Mat<Rational>& x) { return [&x](Index t, Index c) { return x(t, c); }; };
+    fast::FastHead<Rational> h = fast::make_fast_head<Rational>(p.opt, p.n(), p.d(), p.dv(), id(p.q), id(p.k), id(p.v), w);
+    fast::set_initial_carry(h, state_layout(p.opt, p.d(), p.dv()), [&](size_t i, Index r, Index c) { return X[i](r, c); });
+    const fast::HeadResult<Rational> r = fast::evaluate_head(h);
+    const Output<Rational> want = evaluate_from(p, X), mag = magnitude_from(p, X);
+    for (Index t = 0; t < p.n(); ++t) {
+      RC_ASSERT(r.val.at(t, p.dv()) == want.den(t));
+      RC_ASSERT(r.mag.at(t, p.dv()) == mag.den(t));
+      for (Index c = 0; c < p.dv(); ++c) {
+        RC_ASSERT(r.val.at(t, c) == want.num(t, c));
+        RC_ASSERT(r.mag.at(t, c) == mag.num(t, c));
+      }
+    }
+    // Control: the state matters (else the property above could not tell).
+    RC_CLASSIFY(evaluate_from(p, zero_state(p)).num != want.num, "state changes the outputs");
+  });
+}
+
+// A batch problem of f32 Gaussian inputs with a random f32 initial state.
+BatchProblem batch_with_state(Options o, Index B, Index H, Index n, Index d, Index dv, uint64_t seed, bool packed) {
+  std::mt19937_64 rng(seed);
+  std::normal_distribution<double> N;
+  auto f32 = [&] { return static_cast<double>(static_cast<float>(N(rng))); };
+  BatchProblem p;
+  p.opt = o;
+  p.batch = packed ? 1 : B, p.heads = H, p.kv_heads = H, p.n = n, p.d = d, p.dv = dv;
+  p.resize_buffers();
+  for (auto* x : {&p.q, &p.k, &p.v})
+    for (double& e : *x) e = f32();
+  if (packed && n >= 2) p.offsets = {0, n / 2, n};
+  const auto layout = state_layout(o, d, dv);
+  p.state.resize(static_cast<size_t>(p.sequence_count() * H * state_size(layout)));
+  size_t at = 0;
+  while (at < p.state.size())
+    for (const StatePart& m : layout)
+      for (Index i = 0; i < m.size(); ++i) p.state[at++] = m.role == StatePart::Role::unused ? 0.0 : f32();
+  p.validate();
+  return p;
+}
+
+rc::Gen<BatchProblem> batch_gen(Variant v) {
+  return rc::gen::apply(
+      [](Options o, Index B, Index H, Index n, Index d, Index dv, uint64_t seed, bool packed) {
+        return batch_with_state(o, B, H, n, d, dv, seed, packed);
+      },
+      options_gen({.variant = v, .random_scale = true}), rc::gen::inRange<Index>(1, 3), rc::gen::inRange<Index>(1, 3),
+      rc::gen::inRange<Index>(0, 13), rc::gen::inRange<Index>(1, 5), rc::gen::inRange<Index>(1, 4), rc::gen::arbitrary<uint64_t>(),
+      rc::gen::arbitrary<bool>());
+}
+
+// The exact outputs of every (batch, head, sequence) of p, through the rational streaming form from the state.
+struct Exact {
+  std::vector<Rational> out, den;
+};
+Exact exact_of(const BatchProblem& p) {
+  Exact e{std::vector<Rational>(static_cast<size_t>(p.batch * p.heads * p.n * p.dv)), std::vector<Rational>(static_cast<size_t>(p.batch * p.heads * p.n))};
+  p.for_each_sequence([&](Index b, Index h, Index t0, Index t1) {
+    const auto o = evaluate_from(p.head<Rational>(b, h, t0, t1), p.head_state<Rational>(p.sequence_of(b, t0), h));
+    for (Index t = t0; t < t1; ++t) {
+      e.den[p.den_index(b, h, t)] = o.den(t - t0);
+      for (Index c = 0; c < p.dv; ++c) e.out[p.out_index(b, h, t, c)] = o.out(t - t0, c);
+    }
+  });
+  return e;
+}
+
+void reference_props(Variant v) {
+  const std::string name = to_string(v);
+  prop(name + ": the reference from a state (exact tier, and the double-double engine) stores the correctly rounded exact value wherever certified", [v] {
+    const BatchProblem p = *batch_gen(v);
+    Exact e;
+    try {
+      e = exact_of(p);
+    } catch (const std::domain_error&) {
+      RC_DISCARD("den + eps = 0 exactly");
+    }
+    for (const Index exact_max_n : {Index{48}, Index{0}}) {
+      check::ReferenceOptions ro;
+      ro.exact_max_n = exact_max_n;
+      ro.threads = 1;
+      const check::Reference r = check::compute_reference(p, ro);
+      for (size_t i = 0; i < e.out.size(); ++i)
+        if (!(r.flags[i] & check::kUncertified) && r.out[i] != to_double(e.out[i]))
+          RC_FAIL("out[" + std::to_string(i) + "] = " + std::to_string(r.out[i]) + ", exact " + to_string(e.out[i]) +
+                  " (exact_max_n " + std::to_string(exact_max_n) + ")");
+      for (size_t i = 0; i < e.den.size(); ++i)
+        if (!(r.den_flags[i] & check::kUncertified) && r.den[i] != to_double(e.den[i]))
+          RC_FAIL("den[" + std::to_string(i) + "] = " + std::to_string(r.den[i]) + ", exact " + to_string(e.den[i]));
+    }
+  });
+}
+
+// out of p as a float32 kernel computes it (the streaming recurrence in
+// double, rounded to f32), from the problem's state or (ignore_state) from zero.
+check::CandidateOutputs f32_kernel(const BatchProblem& p, bool ignore_state) {
+  check::CandidateOutputs c{std::vector<double>(static_cast<size_t>(p.batch * p.heads * p.n * p.dv)),
+                            std::vector<double>(static_cast<size_t>(p.batch * p.heads * p.n)), DType::f32, DType::f32};
+  p.for_each_sequence([&](Index b, Index h, Index t0, Index t1) {
+    const Problem<double> ph = p.head<double>(b, h, t0, t1);
+    StateMats<double> X = p.head_state<double>(p.sequence_of(b, t0), h);
+    if (ignore_state)
+      for (auto& m : X) m.setZero();
+    const auto o = evaluate_from(ph, X);
+    for (Index t = t0; t < t1; ++t) {
+      c.den[p.den_index(b, h, t)] = static_cast<float>(o.den(t - t0));
+      for (Index k = 0; k < p.dv; ++k) c.out[p.out_index(b, h, t, k)] = static_cast<float>(o.out(t - t0, k));
+    }
+  });
+  return c;
+}
+
+}  // namespace
+
+TEST_CASE("state: la1", "[state]") { per_variant(Variant::la1); }
+TEST_CASE("state: hla2", "[state]") { per_variant(Variant::hla2); }
+TEST_CASE("state: ahla", "[state]") { per_variant(Variant::ahla); }
+TEST_CASE("state: hla3", "[state]") { per_variant(Variant::hla3); }
+TEST_CASE("state reference: la1", "[state]") { reference_props(Variant::la1); }
+TEST_CASE("state reference: hla2", "[state]") { reference_props(Variant::hla2); }
+TEST_CASE("state reference: ahla", "[state]") { reference_props(Variant::ahla); }
+TEST_CASE("state reference: hla3", "[state]") { reference_props(Variant::hla3); }
+
+TEST_CASE("state: the checker passes a kernel that continues from the state and fails one that ignores it", "[state]") {
+  for (const Variant v : kStateVariants) {
+    Options o;
+    o.variant = v;
+    o.gamma = needs_unit_gamma(v) ? Rational(1) : Rational(99, 100);
+    o.normalize = true;
+    const BatchProblem p = batch_with_state(o, 2, 2, 40, 8, 8, 7, false);
+    const check::Reference ref = check::compute_reference(p);
+    const auto good = check::check(p, ref, f32_kernel(p, false), {});
+    INFO(to_string(v) << ", from the state:\n" << good.text());
+    CHECK(good.pass);
+    const auto bad = check::check(p, ref, f32_kernel(p, true), {});
+    INFO(to_string(v) << ", ignoring the state:\n" << bad.text());
+    CHECK(!bad.pass);
+  }
+}
+
+TEST_CASE("state: initial_state.<part> tensors round-trip through inputs and fixtures; bad ones are refused", "[state][io]") {
+  Options o;
+  o.variant = Variant::hla2;
+  o.gamma = Rational(1, 2);
+  BatchProblem p = batch_with_state(o, 1, 2, 6, 3, 2, 11, true);
+  const auto st = io::state_tensors(p);
+  std::set<std::string> names;
+  for (const auto& [k, t] : st) names.insert(k);
+  // Masked hla2 without ridge: S, F, f required; C, m optional (written, as they are given).
+  CHECK(names == std::set<std::string>{"initial_state.C", "initial_state.F", "initial_state.S", "initial_state.f", "initial_state.m"});
+  std::map<std::string, io::Tensor> t = st;
+  t["q"] = io::float_tensor(DType::f32, {1, 2, 6, 3}, p.q, "q");
+  t["k"] = io::float_tensor(DType::f32, {1, 2, 6, 3}, p.k, "k");
+  t["v"] = io::float_tensor(DType::f32, {1, 2, 6, 2}, p.v, "v");
+  t["cu_seqlens"] = io::i64_tensor({3}, p.offsets);
+  const BatchProblem back = io::problem_from_tensors(t, o, io::Layout::bhtd, "test");
+  CHECK(back.state == p.state);
+  // Through a fixture (the digest covers the state).
+  const io::Fixture f = check::make_fixture(p, check::compute_reference(p), {});
+  const io::Fixture g = io::fixture_from_safetensors(io::fixture_to_safetensors(f), "test");
+  CHECK(g.problem.state == p.state);
+  // Optional parts may be left out (zero); required ones may not; unknown or unused ones are refused.
+  auto without = [&](const std::string& name) {
+    auto u = t;
+    u.erase(name);
+    return u;
+  };
+  const BatchProblem no_c = io::problem_from_tensors(without("initial_state.C"), o, io::Layout::bhtd, "test");
+  CHECK(no_c.has_state());
+  CHECK_THROWS_WITH(io::problem_from_tensors(without("initial_state.F"), o, io::Layout::bhtd, "test"),
+                    Catch::Contains("without 'initial_state.F'"));
+  Options un = o;
+  un.masked = false;
+  CHECK_THROWS_WITH(io::problem_from_tensors(t, un, io::Layout::bhtd, "test"), Catch::Contains("'initial_state.F', which is not part"));
+  auto bad_shape = t;
+  bad_shape["initial_state.S"] = io::float_tensor(DType::f32, {1, 2, 3, 3}, std::vector<double>(18, 0.0), "S");
+  CHECK_THROWS_WITH(io::problem_from_tensors(bad_shape, o, io::Layout::bhtd, "test"), Catch::Contains("initial_state.S has shape"));
+  auto unknown = t;
+  unknown["initial_state.G"] = t.at("initial_state.F");
+  CHECK_THROWS_WITH(io::problem_from_tensors(unknown, o, io::Layout::bhtd, "test"), Catch::Contains("initial_state.G"));
+  Options paper = o;
+  paper.variant = Variant::hla3_paper, paper.gamma = 1;
+  CHECK_THROWS_WITH(io::problem_from_tensors(t, paper, io::Layout::bhtd, "test"), Catch::Contains("no streaming state"));
+}
