@@ -75,7 +75,8 @@ struct BatchProblem {
     }
   };
   StateView state_view(Index seq, Index h) const {
-    StateView v{state_layout(opt, d, dv)};
+    StateView v;
+    v.layout = state_layout(opt, d, dv);
     size_t at = static_cast<size_t>((seq * heads + h) * state_size(v.layout));
     for (const StatePart& m : v.layout) v.start.push_back(at), at += static_cast<size_t>(m.size());
     if (has_state()) v.values = state.data();
