@@ -154,10 +154,18 @@ template <class Eval> CandidateOutputs run_ours(const BatchProblem& p, Precision
 }  // namespace
 
 CandidateOutputs ours(const BatchProblem& p, Precision prec, Form f, Index chunk, DType out) {
+  if (p.has_state()) {
+    // From an initial state: the fast engine's orders, which take one.
+    const BaselineForm bf{f, f == Form::chunked_matmul ? chunk : 1};
+    if ((f != Form::streaming && f != Form::chunked_matmul) || !fast_baseline_applies(p, bf, false))
+      throw InputError("form " + to_string(f) + " does not start from an initial state (streaming and chunked_matmul do, on finite inputs)");
+    return fast_ours(p, prec, bf, out);
+  }
   return run_ours(p, prec, out, [&](const auto& head) { return evaluate(head, f, chunk); });
 }
 
 CandidateOutputs ours_paper(const BatchProblem& p, Precision prec, PaperForm f, Index chunk, DType out) {
+  if (p.has_state()) throw InputError("the paper's forms do not start from an initial state");
   return run_ours(p, prec, out, [&](const auto& head) { return evaluate_paper(head, f, chunk); });
 }
 

@@ -40,40 +40,8 @@ struct Sink {
   size_t out_at(Index b, Index h, Index t, Index c) const { return p.out_index(b, h, t, c); }
 };
 
-// Head h's sequence from t0: its outputs and magnitudes by the streaming form,
-// from the sequence's initial state where the problem has one.
-template <class S> Output<S> outputs(const BatchProblem& p, const Problem<S>& ph, Index b, Index h, Index t0) {
-  return p.has_state() ? evaluate_from(ph, p.head_state<S>(p.sequence_of(b, t0), h)) : evaluate(ph, Form::streaming);
-}
-template <class S> Output<S> magnitudes(const BatchProblem& p, const Problem<S>& ph, Index b, Index h, Index t0) {
-  return p.has_state() ? magnitude_from(ph, p.head_state<S>(p.sequence_of(b, t0), h)) : magnitude(ph);
-}
-// The unmasked-order magnitude (SPEC §7 evaluation classes). With an initial
-// state: that of the tokens from the members the unmasked state shares with
-// the masked one (S, C or P; an unmasked-only member such as hla3's SQ is not
-// given, so zero), plus the masked magnitude m, which holds the state's own terms.
-template <class S>
-Output<S> state_difference_magnitude(const BatchProblem& p, const Problem<S>& ph, Index b, Index h, Index t0, const Output<S>& m) {
-  if (!p.has_state()) return magnitude(ph, true);
-  Problem<S> un = ph;
-  un.opt.masked = false;
-  const auto from = state_layout(p.opt, p.d, p.dv), to = state_layout(un.opt, p.d, p.dv);
-  const StateMats<S> X = p.head_state<S>(p.sequence_of(b, t0), h);
-  StateMats<S> Y;
-  for (size_t i = 0; i < to.size(); ++i)
-    Y.push_back(from[i].name == to[i].name ? X[i] : Mat<S>(Mat<S>::Zero(to[i].rows, to[i].width())));
-  Output<S> r = magnitude_from(un, Y);
-  r.num += m.num;
-  r.den += m.den;
-  return r;
-}
-
 void exact_head(Sink& s, Index b, Index h, Index t0, Index t1) {
-  const Problem<Rational> ph = s.p.head<Rational>(b, h, t0, t1);
-  const Output<Rational> o = outputs(s.p, ph, b, h, t0);
-  const Output<Rational> m = magnitudes(s.p, ph, b, h, t0);
-  const bool sd = has_state_difference_magnitude(s.p.opt);
-  const Output<Rational> msd = sd ? state_difference_magnitude(s.p, ph, b, h, t0, m) : m;
+  const auto [o, m, msd] = evaluate_sequence<Rational>(s.p, b, h, t0, t1, has_state_difference_magnitude(s.p.opt));
   for (Index t = t0; t < t1; ++t) {
     const Index lt = t - t0;
     const size_t di = s.p.den_index(b, h, t);
@@ -95,14 +63,11 @@ void exact_head(Sink& s, Index b, Index h, Index t0, Index t1) {
 // bound_n is then the whole sequence's length, whose a priori bound they get).
 void f113_head(Sink& s, Index b, Index h, Index t0, Index t1, Index bound_n = -1) {
   const Options& opt = s.p.opt;
-  const Problem<f113> ph = s.p.head<f113>(b, h, t0, t1);
-  const Output<f113> o = outputs(s.p, ph, b, h, t0);
-  const Output<f113> m = magnitudes(s.p, ph, b, h, t0);
   // The reference form's own error: K·u113 times the magnitude of what it adds
   // (the unmasked-order magnitude where it subtracts partial sums; a variant
   // without an unmasked form — hla3_paper — already has it in m).
   const bool other = subtracts_partial_sums(opt, Form::streaming) && has_unmasked(opt.variant) && opt.masked;
-  const Output<f113> M = other ? state_difference_magnitude(s.p, ph, b, h, t0, m) : m;
+  const auto [o, m, M] = evaluate_sequence<f113>(s.p, b, h, t0, t1, other);
   const f113 k = f113(depth_bound(opt.variant, bound_n < 0 ? t1 - t0 : bound_n, s.p.d)) * f113(std::ldexp(1.0, -112));  // 2·u113: slack for the bound's own rounding
   const f113 eps = from_rational<f113>(opt.eps);
   for (Index t = t0; t < t1; ++t) {
@@ -140,6 +105,38 @@ void clear_flags(Sink& s, Index b, Index h, Index t0, Index t1) {
 }  // namespace
 
 bool has_state_difference_magnitude(const Options& o) { return o.masked && has_unmasked(o.variant); }
+
+template <class S> SequenceValues<S> evaluate_sequence(const BatchProblem& p, Index b, Index h, Index t0, Index t1, bool with_sd) {
+  const Problem<S> ph = p.head<S>(b, h, t0, t1);
+  if (!p.has_state()) {
+    SequenceValues<S> r{evaluate(ph, Form::streaming), magnitude(ph), {}};
+    r.sd_magnitude = with_sd ? magnitude(ph, true) : r.magnitude;
+    return r;
+  }
+  const StateMats<S> X = p.head_state<S>(p.sequence_of(b, t0), h);
+  SequenceValues<S> r{evaluate_from(ph, X), magnitude_from(ph, X), {}};
+  if (!with_sd) {
+    r.sd_magnitude = r.magnitude;
+    return r;
+  }
+  // The unmasked-order magnitude from a state: that of the tokens from the
+  // members the unmasked state shares with the masked one (S, C or P; an
+  // unmasked-only member such as hla3's SQ is not given: zero), plus the
+  // masked magnitude, which holds the state's own terms.
+  Problem<S> un = ph;
+  un.opt.masked = false;
+  const auto from = state_layout(p.opt, p.d, p.dv), to = state_layout(un.opt, p.d, p.dv);
+  StateMats<S> Y;
+  for (size_t i = 0; i < to.size(); ++i)
+    Y.push_back(from[i].name == to[i].name ? X[i] : Mat<S>(Mat<S>::Zero(to[i].rows, to[i].width())));
+  r.sd_magnitude = magnitude_from(un, Y);
+  r.sd_magnitude.num += r.magnitude.num;
+  r.sd_magnitude.den += r.magnitude.den;
+  return r;
+}
+template SequenceValues<Rational> evaluate_sequence(const BatchProblem&, Index, Index, Index, Index, bool);
+template SequenceValues<f113> evaluate_sequence(const BatchProblem&, Index, Index, Index, Index, bool);
+template SequenceValues<double> evaluate_sequence(const BatchProblem&, Index, Index, Index, Index, bool);
 
 namespace {
 
@@ -214,9 +211,7 @@ void fill_state_difference_magnitude(const BatchProblem& p, Reference& ref) {
     // Sums of non-negative terms: relative error at most K·2^-53 (K = depth_bound;
     // a state's terms pass fewer roundings than the tokens'); scaling by
     // 1 + 2K·2^-53 makes the double an upper bound.
-    const Problem<double> ph = p.head<double>(b, h, t0, t1);
-    const Output<double> m = p.has_state() ? state_difference_magnitude(p, ph, b, h, t0, magnitudes(p, ph, b, h, t0))
-                                           : magnitude(ph, true);
+    const Output<double> m = evaluate_sequence<double>(p, b, h, t0, t1, true).sd_magnitude;
     const double up = 1 + 2 * depth_bound(p.opt.variant, t1 - t0, p.d) * std::ldexp(1.0, -53);
     for (Index t = t0; t < t1; ++t) {
       ref.mag_den_sd[p.den_index(b, h, t)] = m.den(t - t0) * up;

@@ -9,6 +9,10 @@
 3. The [B,H,T,D] layout and F16 inputs, and packed sequences through an I32
    cu_seqlens: `hla ref` writes a fixture that a correct candidate passes and
    whose packed reference equals the sequences' references computed alone.
+4. An initial state: the state after a prefix, computed here (pure Python,
+   exact on small integers), handed to `hla ref` with the rest of the tokens
+   as initial_state.<part> tensors, gives the one-pass reference's rows bit
+   for bit; our forms continue from it (PASS) and ignoring it FAILs.
 
 Usage: ref_test.py HLA WORK_DIR
 """
@@ -121,6 +125,78 @@ for s0, s1, tag in ((0, 21, "a"), (21, 50, "b")):
     dtype, (B, H, T, DV), data = rp["tensors"]["ref_out"]
     mine = b"".join(data[(h * T + s0) * DV * 8:(h * T + s1) * DV * 8] for h in range(H))
     check(f"packed sequence {tag} equals its reference alone", mine == alone)
+
+# 4. an initial state (masked hla2: S, C/m, F/f after the prefix, SPEC §3), exact on small integers
+whole = WORK / "whole.safetensors"
+run("gen", "--case", "variant=hla2,gamma=1/2,normalize=add,dist=small_int,dtype=f32,B=1,H=2,Hkv=1,n=20,d=4,dv=3,seed=3",
+    "--out", str(whole), "--quiet")
+p = parts(whole)
+
+
+def floats(t):
+    dtype, shape, data = t
+    return shape, list(struct.unpack(f"<{len(data) // 4}f", data))
+
+
+(_, H, T, D), q = floats(p["tensors"]["q"])
+(_, _, _, _), k = floats(p["tensors"]["k"])
+(_, _, _, DV), v = floats(p["tensors"]["v"])
+M, g = 8, 0.5
+state = {name: [] for name in ("S", "C", "m", "F", "f")}
+for h in range(H):
+    row = lambda x, t, w, head: x[(head * T + t) * w:(head * T + t + 1) * w]  # noqa: E731
+    S = [[0.0] * D for _ in range(D)]
+    C = [[0.0] * (DV + 1) for _ in range(D)]
+    F = [[0.0] * (DV + 1) for _ in range(D)]
+    for t in range(M):
+        qt, kt, vt = row(q, t, D, h), row(k, t, D, 0), row(v, t, DV, 0) + [1.0]
+        S = [[g * S[i][j] + kt[i] * kt[j] for j in range(D)] for i in range(D)]
+        C = [[g * C[i][j] + qt[i] * vt[j] for j in range(DV + 1)] for i in range(D)]
+        Sq = [sum(S[i][j] * qt[j] for j in range(D)) for i in range(D)]
+        F = [[g * g * F[i][j] + Sq[i] * vt[j] for j in range(DV + 1)] for i in range(D)]
+    state["S"] += [x for r in S for x in r]
+    state["C"] += [x for r in C for x in r[:DV]]
+    state["m"] += [r[DV] for r in C]
+    state["F"] += [x for r in F for x in r[:DV]]
+    state["f"] += [r[DV] for r in F]
+tail = {}
+for name, w, heads in (("q", D, H), ("k", D, 1), ("v", DV, 1)):
+    dtype, shape, data = p["tensors"][name]
+    rows = b"".join(data[(hh * T + M) * w * 4:(hh * T + T) * w * 4] for hh in range(heads))
+    tail[name] = [dtype, [1, heads, T - M, w], rows]
+for name, x in state.items():
+    shape = [1, H, D, D] if name == "S" else [1, H, D, DV] if name in ("C", "F") else [1, H, D]
+    tail["initial_state." + name] = ["F64", shape, struct.pack(f"<{len(x)}d", *x)]
+write_inputs(WORK / "tail.safetensors", tail)
+cont = WORK / "tail_ref.safetensors"
+run("ref", str(WORK / "tail.safetensors"), "--variant", "hla2", "--gamma", "1/2", "--normalize", "add", "--out", str(cont),
+    "--quiet", text="initial state")
+c = parts(cont)
+for name, w in (("ref_out", DV), ("ref_den", 1), ("mag_num", DV)):
+    dtype, shape, data = p["tensors"][name]
+    rows = b"".join(data[(hh * T + M) * w * 8:(hh * T + T) * w * 8] for hh in range(H))
+    if name == "mag_num":  # the state's entries are inputs: its magnitude is |state|, not the prefix's terms
+        check("continued magnitude >= 0 and finite", all(x >= 0 for x in struct.unpack(f"<{len(c['tensors'][name][2]) // 8}d", c["tensors"][name][2])))
+        continue
+    check(f"continued from the prefix's state == one pass: {name}", c["tensors"][name][2] == rows)
+check("the fixture carries the initial state", all("initial_state." + n in c["tensors"] for n in state))
+for form in ("streaming", "chunked_matmul"):
+    run("eval", str(cont), "--form", form, "--precision", "f32", "--out", str(WORK / f"tail.{form}.safetensors"))
+    run("check", str(cont), str(WORK / f"tail.{form}.safetensors"), "--precision", "f32", text="PASS")
+run("eval", str(cont), "--form", "blelloch", "--precision", "f32", "--out", str(WORK / "tail.bad.safetensors"), status=2,
+    text="does not start from an initial state")
+# A kernel that ignores the state: our form on the tail alone (the fixture without its state).
+write_inputs(WORK / "tail_nostate.safetensors", {k: tail[k] for k in ("q", "k", "v")})
+run("ref", str(WORK / "tail_nostate.safetensors"), "--variant", "hla2", "--gamma", "1/2", "--normalize", "add", "--out",
+    str(WORK / "tail_nostate_ref.safetensors"), "--quiet")
+run("eval", str(WORK / "tail_nostate_ref.safetensors"), "--form", "streaming", "--precision", "f32", "--out",
+    str(WORK / "tail.ignored.safetensors"))
+run("check", str(cont), str(WORK / "tail.ignored.safetensors"), "--precision", "f32", status=1, text="FAIL")
+bad = dict(tail)
+del bad["initial_state.F"]
+write_inputs(WORK / "tail_missing.safetensors", bad)
+run("ref", str(WORK / "tail_missing.safetensors"), "--variant", "hla2", "--gamma", "1/2", "--out", str(WORK / "x.safetensors"),
+    status=2, text="without 'initial_state.F'")
 
 if any(WORK.glob(".*.tmp.*")):
     check("no temporary file left behind", False)

@@ -65,7 +65,9 @@ int run_ref(const RefArgs& a) {
   std::printf("hla ref: wrote %s: %s, B=%ld H=%ld Hkv=%ld n=%ld d=%ld dv=%ld %s%s\n", printable(a.out).c_str(),
               opt.describe().c_str(), static_cast<long>(p.batch), static_cast<long>(p.heads), static_cast<long>(p.kv_heads),
               static_cast<long>(p.n), static_cast<long>(p.d), static_cast<long>(p.dv), to_string(p.dtype).c_str(),
-              p.offsets.empty() ? "" : (", " + std::to_string(p.offsets.size() - 1) + " packed sequences").c_str());
+              (std::string(p.offsets.empty() ? "" : ", " + std::to_string(p.offsets.size() - 1) + " packed sequences") +
+               (p.has_state() ? ", from an initial state (" + to_string(p.state_dtype) + ")" : ""))
+                  .c_str());
   std::printf("  reference: %zu of %zu elements certified correctly rounded (%.4f%%); heads×sequences: %zu double-double "
               "(%zu with a prefix recomputed in binary128), %zu binary128, %zu exact rationals; reference_bits %d; %.1f s\n",
               s.elements - s.uncertified, s.elements, certified, s.fast, s.recomputed, s.binary128, s.exact, ref.bits,
@@ -78,7 +80,7 @@ int run_ref(const RefArgs& a) {
 void add_ref(CLI::App& app, Action& action) {
   auto a = std::make_shared<RefArgs>();
   CLI::App* c = app.add_subcommand("ref", "compute the certified reference of your own q, k, v and write a fixture for `hla check`");
-  c->add_option("INPUTS", a->input, "safetensors file with q, k, v (and optionally offsets or cu_seqlens)")->required()->check(non_empty);
+  c->add_option("INPUTS", a->input, "safetensors file with q, k, v (and optionally offsets or cu_seqlens, and initial_state.<part>)")->required()->check(non_empty);
   c->add_option("--out", a->out, "fixture file to write")->required()->check(non_empty);
   c->add_option("--layout", a->layout, "bhtd: [B,H,T,D] (default), or bthd: FLA's [B,T,H,D]")->check(non_empty);
   a->opt.add_to(c);

@@ -111,7 +111,9 @@ Report check(const BatchProblem& p, const CandidateOutputs& cand, const CheckOpt
 
 // One of our forms on every head and sequence, evaluated in precision `prec`
 // (rounding after every operation for bf16/f16; tf32 runs as f32), outputs
-// rounded to `out`. A paper-literal form when `paper` is set.
+// rounded to `out`. A paper-literal form when `paper` is set. A problem with
+// an initial state: streaming (chunks of one token) and chunked_matmul through
+// the fast engine (fast_ours), from the state; other forms InputError.
 CandidateOutputs ours(const BatchProblem& p, Precision prec, Form f, Index chunk = 64, DType out = DType::f64);
 CandidateOutputs ours_paper(const BatchProblem& p, Precision prec, PaperForm f, Index chunk = 64, DType out = DType::f64);
 

@@ -4,6 +4,7 @@
 #pragma once
 
 #include "hla/batch.hpp"
+#include "hla/evaluate.hpp"
 
 #include <cstdint>
 #include <functional>
@@ -81,6 +82,17 @@ int worker_threads(int requested = 0);
 // Whether exact rational evaluation stays cheap: gamma of at most 128 bits
 // (numerator + denominator; it is raised to the power 3n), the other options 256.
 bool exact_options_cheap(const Options& o);
+
+// One head's sequence [t0, t1) of batch entry b by the streaming form in S
+// (Rational, f113, double), from p's initial state when it has one: its
+// values, its SPEC §7 magnitude and (with_sd) the unmasked-order magnitude a
+// state-difference algorithm is judged against (else = magnitude). With a
+// state, the latter adds the masked magnitude to the unmasked-order one of the
+// members both states share (an unmasked-only member, hla3's SQ, counts as zero).
+template <class S> struct SequenceValues {
+  Output<S> values, magnitude, sd_magnitude;
+};
+template <class S> SequenceValues<S> evaluate_sequence(const BatchProblem& p, Index b, Index h, Index t0, Index t1, bool with_sd);
 
 // Whether a state-difference algorithm forms larger terms than a masked one on
 // this problem (masked hla2 and hla3): then Reference::mag_*_sd differ.
