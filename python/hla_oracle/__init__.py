@@ -115,7 +115,11 @@ def reference(q, k, v, *, variant="hla2", masked=True, gamma=1, normalize=False,
               scale=1, layout="bhtd", cu_seqlens=None, initial_state=None, dtype=None, threads=0):
     """The reference of your q, k, v (the same computation as `hla ref`):
     exact rationals for small heads, else the double-double engine with
-    certification, binary128 where it cannot certify. Returns a Reference."""
+    certification, binary128 where it cannot certify. Returns a Reference.
+    initial_state: {part: array} — each sequence's streaming state before its
+    first token, per query head (README "Initial states": the parts of each
+    variant's state, e.g. masked hla2 {'S': [N,H,d,d], 'F': [N,H,d,dv],
+    'f': [N,H,d]}, N = sequences); None: every sequence starts from zero."""
     opts = option_text(variant, masked, gamma, normalize, eps_mode, eps, lam, scale)
     r = _core.reference(_inputs(q, k, v, layout, cu_seqlens, dtype, initial_state), opts, layout, int(threads))
     arrays = {name: _to_layout(r[name], layout) for name in
@@ -171,8 +175,8 @@ def check(out, q, k, v, *, variant="hla2", masked=True, gamma=1, normalize=False
     the pass rule of `hla check`: computes the reference, scores every element
     in units of u·magnitude and compares with our own honest evaluation
     orders. precision: the kernel's compute precision ('f32', 'bf16=f32,...';
-    default: out's dtype); form_class: 'masked' or 'state_difference'.
-    dump='PATH/STEM': on failure write STEM.safetensors and
+    default: out's dtype); form_class: 'masked' or 'state_difference';
+    initial_state as in reference(). dump='PATH/STEM': on failure write STEM.safetensors and
     STEM.candidate.safetensors, reproduced by `hla check` (the report says how)."""
     opts = option_text(variant, masked, gamma, normalize, eps_mode, eps, lam, scale)
     t = _inputs(q, k, v, layout, cu_seqlens, dtype, initial_state)

@@ -103,8 +103,10 @@ def test_clear_errors():
         hla_oracle.reference(q, k[:, :, :3], v, variant="la1")
     with pytest.raises(hla_oracle.InputError, match="gamma"):
         hla_oracle.reference(q, k, v, gamma=Fraction(3, 2))
-    with pytest.raises(NotImplementedError, match="initial state"):
+    with pytest.raises(TypeError, match="initial_state must be a dict"):
         hla_oracle.reference(q, k, v, initial_state=np.zeros(3))
+    with pytest.raises(hla_oracle.InputError, match="without 'initial_state.F'"):
+        hla_oracle.reference(q, k, v, initial_state={"S": np.zeros((1, 2, 3, 3)), "f": np.zeros((1, 2, 3))})
     with pytest.raises(ValueError, match="expected a float array"):
         hla_oracle.reference(q.astype(np.int32), k, v)
     with pytest.raises(ValueError, match="layout"):
@@ -119,3 +121,51 @@ def test_nan_reaches_only_later_outputs():
     v[0, 0, 5, 0] = np.nan
     r = hla_oracle.reference(q, k, v, variant="hla2")
     assert np.isfinite(r.out[:, :, :5]).all() and np.isnan(r.out[0, :, 5:, 0]).all()
+
+
+def hla2_state(q, k, v, gamma, m):
+    """The masked hla2 state after tokens [0, m) of every head (SPEC §3, the
+    corrected-state form), exact: S, C, m, F, f as float64 arrays [1, H, ...]."""
+    B, H, n, d = q.shape
+    dv = v.shape[-1]
+    out = {name: np.zeros(shape) for name, shape in
+           (("S", (1, H, d, d)), ("C", (1, H, d, dv)), ("m", (1, H, d)), ("F", (1, H, d, dv)), ("f", (1, H, d)))}
+    g = float(gamma)
+    for h in range(H):
+        kv = h * k.shape[1] // H
+        S, C, F = np.zeros((d, d)), np.zeros((d, dv + 1)), np.zeros((d, dv + 1))
+        for t in range(m):
+            qt, kt = q[0, h, t].astype(np.float64), k[0, kv, t].astype(np.float64)
+            vt = np.append(v[0, kv, t].astype(np.float64), 1.0)
+            S = g * S + np.outer(kt, kt)
+            C = g * C + np.outer(qt, vt)
+            F = g * g * F + np.outer(S @ qt, vt)
+        out["S"][0, h], out["C"][0, h], out["m"][0, h] = S, C[:, :dv], C[:, dv]
+        out["F"][0, h], out["f"][0, h] = F[:, :dv], F[:, dv]
+    return out
+
+
+def test_initial_state_continues_the_sequence():
+    """The reference of tokens [m, n) from the state after [0, m) equals the
+    one-pass reference's rows (small dyadic inputs: the state is exact in
+    float64), and a kernel that continues from the state passes check."""
+    q, k, v = small_problem(5, n=9)
+    g, m = Fraction(1, 2), 4
+    whole = hla_oracle.reference(q, k, v, variant="hla2", gamma=g, normalize=True)
+    st = hla2_state(q, k, v, g, m)
+    part = hla_oracle.reference(q[:, :, m:], k[:, :, m:], v[:, :, m:], variant="hla2", gamma=g, normalize=True,
+                                initial_state=st)
+    np.testing.assert_array_equal(part.out, whole.out[:, :, m:])
+    np.testing.assert_array_equal(part.den, whole.den[:, :, m:])
+    # C and m are optional for masked hla2 without ridge (no output reads them).
+    lean = {name: st[name] for name in ("S", "F", "f")}
+    np.testing.assert_array_equal(hla_oracle.reference(q[:, :, m:], k[:, :, m:], v[:, :, m:], variant="hla2", gamma=g,
+                                                       initial_state=lean).num, part.num)
+    # check(): our rows pass from the state; the same rows judged without it fail.
+    r = hla_oracle.check(whole.out[:, :, m:].astype(np.float32), q[:, :, m:], k[:, :, m:], v[:, :, m:], variant="hla2",
+                         gamma=g, normalize=True, initial_state=st)
+    assert r.passed, r.text
+    alone = hla_oracle.reference(q[:, :, m:], k[:, :, m:], v[:, :, m:], variant="hla2", gamma=g, normalize=True)
+    r = hla_oracle.check(alone.out.astype(np.float32), q[:, :, m:], k[:, :, m:], v[:, :, m:], variant="hla2", gamma=g,
+                         normalize=True, initial_state=st)
+    assert not r.passed, r.text
