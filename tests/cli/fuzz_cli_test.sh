@@ -61,6 +61,28 @@ fi
 "$hla" fuzz --lib "$good" --findings /proc/hla-findings --max-cases 1 2> "$work/err"; [ $? = 2 ] && grep -q "/proc/hla-findings" "$work/err" \
   && note "ok: unwritable --findings -> 2 before any case" || note "FAILED: unwritable --findings must exit 2"
 
+# Sizes declared on the command line bind a --lib too: every finding (shrunk included) keeps d = dv = 8 and
+# sequence lengths in blocks of 4; a size above the library's hla_impl_info maxima is a usage error.
+"$hla" fuzz --lib "$buggy" --seed 7 --max-cases 40 --stop-after 1 --d 8 --dv d --n-multiple 4 --findings "$work/sized" \
+  --json --no-progress > "$work/sized.json"
+python3 - "$work/sized" "$(dirname "$0")/../python" <<'PY' && note "ok: --lib findings inside --d 8 --dv d --n-multiple 4" \
+  || note "FAILED: a --lib finding outside the declared sizes"
+import pathlib, struct, sys
+sys.path.insert(0, sys.argv[2])
+import hla_fixture_file
+files = [f for f in pathlib.Path(sys.argv[1]).glob("*.safetensors") if not f.name.endswith(".candidate.safetensors")]
+assert files, "no finding"
+for f in files:
+    p = hla_fixture_file.parse(f.read_bytes())
+    md = p["metadata"]
+    assert md["d"] == "8" and md["dv"] == "8", (f, md["d"], md["dv"])
+    off = p["tensors"].get("offsets")
+    bounds = list(struct.unpack(f"<{len(off[2]) // 8}q", off[2])) if off else [0, int(md["n"])]
+    assert all((b - a) % 4 == 0 for a, b in zip(bounds, bounds[1:])), (f, bounds)
+PY
+"$hla" fuzz --lib "$good" --d 128 --max-cases 1 2> "$work/err"; [ $? = 2 ] && grep -q "above the max_d" "$work/err" \
+  && note "ok: --lib --d above its max_d -> 2" || note "FAILED: --lib --d above max_d must exit 2"
+
 # Usage errors.
 "$hla" fuzz --max-cases 3 2> /dev/null; [ $? = 2 ] && note "ok: no adapter -> 2" || note "FAILED: no adapter must exit 2"
 "$hla" fuzz --lib "$work/nope.so" 2> /dev/null; [ $? = 2 ] && note "ok: missing library -> 2" || note "FAILED: missing library must exit 2"

@@ -70,8 +70,11 @@ class Adapter {
 // Runs the library `path` in a child process: `persistent`, one that keeps it
 // loaded across calls (a new one after a crash, a timeout or an error return);
 // else a fresh one per call. `timeout_s` per call. Throws InputError when the
-// library cannot be loaded or lacks the entry points.
-std::unique_ptr<Adapter> make_cabi_adapter(const std::string& path, double timeout_s, bool persistent = true);
+// library cannot be loaded or lacks the entry points. `sizes`: head sizes and
+// block (d_values, dv_values, dv_equals_d, n_multiple) declared on the command
+// line, inside the library's hla_impl_info (InputError when above its maxima).
+std::unique_ptr<Adapter> make_cabi_adapter(const std::string& path, double timeout_s, bool persistent = true,
+                                           const Supports* sizes = nullptr);
 
 // Runs `/bin/sh -c command` with {in} and {out} replaced by file paths in a
 // temporary folder of its own (removed with the adapter); `supports` comes

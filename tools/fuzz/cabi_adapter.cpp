@@ -12,6 +12,7 @@
 #include <dlfcn.h>
 
 #include <algorithm>
+#include <tuple>
 #include <cstdlib>
 #include <cstring>
 #include <memory>
@@ -176,9 +177,10 @@ template <class T> T* offset_ptr(size_t at) { return reinterpret_cast<T*>(static
 
 class CabiAdapter final : public Adapter {
  public:
-  CabiAdapter(std::string path, double timeout_s, bool persistent)
+  CabiAdapter(std::string path, double timeout_s, bool persistent, const Supports* sizes)
       : path_(std::move(path)), timeout_(timeout_s), persistent_(persistent), worker_(Server(path_, &arena_)) {
     query();
+    if (sizes) narrow(*sizes);
   }
   const Supports& supports() const override { return s_; }
 
@@ -344,6 +346,23 @@ class CabiAdapter final : public Adapter {
     s_.form_class = info->form_class == HLA_CLASS_MASKED ? check::FormClass::masked : check::FormClass::state_difference;
   }
 
+  // The head sizes and block the command line declares (hla_impl_info has no
+  // fields for them), inside what the library declares.
+  void narrow(const Supports& z) {
+    for (const auto& [list, max, name] : {std::tuple{&z.d_values, s_.max_d, "d"}, std::tuple{&z.dv_values, s_.max_dv, "dv"}})
+      for (Index x : *list)
+        if (x > max)
+          throw InputError(std::string("--") + name + " " + std::to_string(x) + " is above the max_" + name + " " +
+                           std::to_string(max) + " that " + path_ + " declares in hla_impl_info");
+    if (z.n_multiple > s_.max_n)
+      throw InputError("--n-multiple " + std::to_string(z.n_multiple) + " is above the max_n " + std::to_string(s_.max_n) +
+                       " that " + path_ + " declares");
+    s_.d_values = z.d_values, s_.dv_values = z.dv_values, s_.dv_equals_d = z.dv_equals_d, s_.n_multiple = z.n_multiple;
+    if (!s_.d_values.empty()) s_.max_d = *std::max_element(s_.d_values.begin(), s_.d_values.end());
+    if (!s_.dv_values.empty()) s_.max_dv = *std::max_element(s_.dv_values.begin(), s_.dv_values.end());
+    s_.validate();
+  }
+
   std::string path_;
   double timeout_;
   bool persistent_;
@@ -355,8 +374,8 @@ class CabiAdapter final : public Adapter {
 
 }  // namespace
 
-std::unique_ptr<Adapter> make_cabi_adapter(const std::string& path, double timeout_s, bool persistent) {
-  return std::make_unique<CabiAdapter>(path, timeout_s, persistent);
+std::unique_ptr<Adapter> make_cabi_adapter(const std::string& path, double timeout_s, bool persistent, const Supports* sizes) {
+  return std::make_unique<CabiAdapter>(path, timeout_s, persistent, sizes);
 }
 
 }  // namespace hla::fuzz

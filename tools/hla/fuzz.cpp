@@ -42,27 +42,9 @@ void parse_shard(const std::string& s, fuzz::CampaignOptions& c) {
     throw InputError("--shard must look like i/N with 0 <= i < N (e.g. 0/4), got '" + io::printable(s) + "'");
 }
 
-std::unique_ptr<fuzz::Adapter> make_adapter(const FuzzArgs& a) {
-  if (!a.lib.empty() + !a.exec.empty() + !a.exec_server.empty() != 1)
-    throw InputError("give exactly one of --lib LIB.so, --exec 'CMD {in} {out}' and --exec-server 'CMD'");
-  if (!a.lib.empty()) {
-    if (!a.exec_only_given.empty())
-      throw InputError(a.exec_only_given.front() + " describes an --exec candidate; a --lib declares its support in hla_impl_info");
-    if (!std::filesystem::exists(a.lib)) throw InputError("--lib " + io::printable(a.lib) + ": no such file");
-    if (std::filesystem::is_directory(a.lib)) throw InputError("--lib " + io::printable(a.lib) + " is a directory");
-    return fuzz::make_cabi_adapter(std::filesystem::absolute(a.lib).string(), a.timeout, a.worker == "persistent");
-  }
-  fuzz::Supports s;
-  s.name = a.exec.empty() ? a.exec_server : a.exec;
-  for (const auto& v : fuzz::split_list(a.variants)) s.variants.push_back(parse_variant(v));
-  for (const auto& t : fuzz::split_list(a.dtypes)) s.dtypes.push_back(parse_dtype(t));
-  if (s.variants.empty() || s.dtypes.empty()) throw InputError("--variants and --dtypes must name at least one each");
-  s.features = a.features == "none" ? 0 : fuzz::parse_features(a.features);
-  s.precision = check::parse_precision_map(a.precision);
-  if (s.precision.empty()) throw InputError("--precision must name a precision (e.g. f32, or bf16=f32,f32=f32)");
-  s.max_n = a.max_n;
-  s.form_class = check::parse_form_class(a.form_class);
-  // Head dimensions: "64,128" (d; dv also takes "d": dv = d only).
+// Head dimensions: "64,128" (dv also takes "d": dv = d only), and the block:
+// what every adapter takes from the command line.
+void parse_sizes(const FuzzArgs& a, fuzz::Supports& s) {
   auto dims = [](const std::string& option, const std::string& text) {
     std::vector<Index> out;
     for (const auto& x : fuzz::split_list(text)) {
@@ -75,9 +57,32 @@ std::unique_ptr<fuzz::Adapter> make_adapter(const FuzzArgs& a) {
   s.d_values = dims("--d", a.d_values);
   if (a.dv_values == "d") s.dv_equals_d = true;
   else s.dv_values = dims("--dv", a.dv_values);
+  s.n_multiple = a.n_multiple;
+}
+
+std::unique_ptr<fuzz::Adapter> make_adapter(const FuzzArgs& a) {
+  if (!a.lib.empty() + !a.exec.empty() + !a.exec_server.empty() != 1)
+    throw InputError("give exactly one of --lib LIB.so, --exec 'CMD {in} {out}' and --exec-server 'CMD'");
+  fuzz::Supports s;
+  parse_sizes(a, s);
+  if (!a.lib.empty()) {
+    if (!a.exec_only_given.empty())
+      throw InputError(a.exec_only_given.front() + " describes an --exec candidate; a --lib declares its support in hla_impl_info");
+    if (!std::filesystem::exists(a.lib)) throw InputError("--lib " + io::printable(a.lib) + ": no such file");
+    if (std::filesystem::is_directory(a.lib)) throw InputError("--lib " + io::printable(a.lib) + " is a directory");
+    return fuzz::make_cabi_adapter(std::filesystem::absolute(a.lib).string(), a.timeout, a.worker == "persistent", &s);
+  }
+  s.name = a.exec.empty() ? a.exec_server : a.exec;
+  for (const auto& v : fuzz::split_list(a.variants)) s.variants.push_back(parse_variant(v));
+  for (const auto& t : fuzz::split_list(a.dtypes)) s.dtypes.push_back(parse_dtype(t));
+  if (s.variants.empty() || s.dtypes.empty()) throw InputError("--variants and --dtypes must name at least one each");
+  s.features = a.features == "none" ? 0 : fuzz::parse_features(a.features);
+  s.precision = check::parse_precision_map(a.precision);
+  if (s.precision.empty()) throw InputError("--precision must name a precision (e.g. f32, or bf16=f32,f32=f32)");
+  s.max_n = a.max_n;
+  s.form_class = check::parse_form_class(a.form_class);
   if (!s.d_values.empty()) s.max_d = *std::max_element(s.d_values.begin(), s.d_values.end());
   if (!s.dv_values.empty()) s.max_dv = *std::max_element(s.dv_values.begin(), s.dv_values.end());
-  s.n_multiple = a.n_multiple;
   s.validate();
   return fuzz::make_exec_adapter(s.name, s, a.timeout, !a.exec_server.empty());
 }
@@ -151,13 +156,12 @@ void add_fuzz(CLI::App& app, Action& action) {
   exec_only.push_back(c->add_option("--form-class", a->form_class, "exec: masked (default) or state_difference (subtracts unmasked partial sums)")
                           ->check(non_empty));
   exec_only.push_back(c->add_option("--max-n", a->max_n, "exec: longest sequence it takes")->check(integer_in(1, 1 << 20)));
-  exec_only.push_back(c->add_option("--d", a->d_values, "exec: the head dimensions d it takes (e.g. 64,128; default: any up to 64)")
-                          ->check(comma_list));
-  exec_only.push_back(c->add_option("--dv", a->dv_values, "exec: the value dimensions dv it takes (e.g. 64,128), or d: dv = d only")
-                          ->check(comma_list));
-  exec_only.push_back(c->add_option("--n-multiple", a->n_multiple,
-                                    "exec: every sequence length (and state split) a multiple of this block size")
-                          ->check(integer_in(1, 1 << 20)));
+  // Sizes, for every adapter (a --lib: within its hla_impl_info, which has no fields for them).
+  c->add_option("--d", a->d_values, "the head dimensions d it takes (e.g. 64,128; default: any up to 64, or a --lib's max_d)")
+      ->check(comma_list);
+  c->add_option("--dv", a->dv_values, "the value dimensions dv it takes (e.g. 64,128), or d: dv = d only")->check(comma_list);
+  c->add_option("--n-multiple", a->n_multiple, "every sequence length (and state split) a multiple of this block size")
+      ->check(integer_in(1, 1 << 20));
   c->add_option("--seed", a->campaign.seed, "seed of the case stream")->check(integer_in(0, kAnyU64));
   c->add_option("--max-cases", a->campaign.max_cases, "cases to run (this shard)")->check(integer_in(1, 1000000000000));
   c->add_option("--time", a->campaign.max_seconds, "stop after this many seconds (0: no limit)")->check(seconds_in(0, 1e7, false));
