@@ -197,6 +197,17 @@ del bad["initial_state.F"]
 write_inputs(WORK / "tail_missing.safetensors", bad)
 run("ref", str(WORK / "tail_missing.safetensors"), "--variant", "hla2", "--gamma", "1/2", "--out", str(WORK / "x.safetensors"),
     status=2, text="without 'initial_state.F'")
+# gen --case with state=M: the state after M earlier tokens, in the fixture; our forms continue from it.
+sc = WORK / "state_case.safetensors"
+spec = "variant=hla3,gamma=15/16,normalize=clamp,dtype=bf16,B=2,H=2,Hkv=1,n=33,d=8,dv=4,seed=2,state=40"
+run("gen", "--case", spec, "--out", str(sc), "--quiet", text="wrote")
+run("gen", "--case", spec, "--out", str(WORK / "state_case2.safetensors"), "--quiet")
+check("gen --case state=40 is deterministic", sc.read_bytes() == (WORK / "state_case2.safetensors").read_bytes())
+check("gen --case state=40 carries the hla3 state", all(f"initial_state.{n}" in parts(sc)["tensors"] for n in ("S", "P", "z", "F", "f")))
+run("eval", str(sc), "--form", "chunked_matmul", "--precision", "f32", "--out", str(WORK / "state_case.cand.safetensors"))
+run("check", str(sc), str(WORK / "state_case.cand.safetensors"), "--precision", "f32", text="PASS")
+run("gen", "--case", "variant=hla3,state=4,d=4", "--out", str(WORK / "y.safetensors"), status=0)
+run("gen", "--case", "variant=hla3_paper,state=4,d=4", "--out", str(WORK / "z.safetensors"), status=2, text="no streaming state")
 
 if any(WORK.glob(".*.tmp.*")):
     check("no temporary file left behind", False)

@@ -66,7 +66,7 @@ void write_case_fixture(const fs::path& file, const gen::Case& c, const std::str
 gen::Case parse_case(const std::string& spec) {
   ProblemOptionArgs opt;
   std::string dtype = "f32", dist = "gaussian";
-  Index B = 1, H = 1, Hkv = 0, n = 64, d = 64, dv = 0;
+  Index B = 1, H = 1, Hkv = 0, n = 64, d = 64, dv = 0, state = 0;
   uint64_t seed = 1;
   auto integer = [](const std::string& key, const std::string& v, uint64_t hi) {
     if (v.empty() || v.size() > 20 || v.find_first_not_of("0123456789") != std::string::npos)
@@ -83,7 +83,7 @@ gen::Case parse_case(const std::string& spec) {
     const size_t eq = item.find('=');
     if (item.empty() || eq == std::string::npos || eq == 0)
       throw InputError("--case: '" + printable(item) + "' is not key=value (keys: variant, masked, unmasked, gamma, normalize, eps, "
-                       "lambda, scale, dtype, dist, B, H, Hkv, n, d, dv, seed)");
+                       "lambda, scale, dtype, dist, B, H, Hkv, n, d, dv, seed, state)");
     const std::string key = item.substr(0, eq), val = item.substr(eq + 1);
     const Index dim_max = Index{1} << 31;
     if (opt.set(key, val)) continue;
@@ -96,9 +96,10 @@ gen::Case parse_case(const std::string& spec) {
     else if (key == "d") d = static_cast<Index>(integer(key, val, dim_max));
     else if (key == "dv") dv = static_cast<Index>(integer(key, val, dim_max));
     else if (key == "seed") seed = integer(key, val, kAnyU64);
+    else if (key == "state") state = static_cast<Index>(integer(key, val, dim_max));
     else
       throw InputError("--case: unknown key '" + printable(key) + "' (keys: variant, masked, unmasked, gamma, normalize, eps, lambda, "
-                       "scale, dtype, dist, B, H, Hkv, n, d, dv, seed)");
+                       "scale, dtype, dist, B, H, Hkv, n, d, dv, seed, state)");
   }
   gen::Case c;
   BatchProblem& p = c.problem;
@@ -117,12 +118,32 @@ gen::Case parse_case(const std::string& spec) {
   c.seed = seed;
   gen::Rng rng(seed);
   gen::fill(p, c.dist, rng);
-  c.exact_tier = c.dist == gen::Dist::small_int && gen::qualifies_exact_tier(p);
+  c.exact_tier = c.dist == gen::Dist::small_int && gen::qualifies_exact_tier(p) && state == 0;
+  if (state > 0) {
+    // An initial state as a kernel would carry it: the state after `state`
+    // earlier tokens of the same distribution (streaming in double), in float32.
+    if (!has_state(p.opt.variant)) throw InputError("--case: state=" + std::to_string(state) + ": " + to_string(p.opt.variant) + " has no streaming state");
+    if (static_cast<double>(B) * static_cast<double>(H) * static_cast<double>(state) * static_cast<double>(std::max(p.d, p.dv)) > 0x1p28)
+      throw InputError("--case: B·H·state·max(d, dv) is above 2^28 elements");
+    BatchProblem pre = p;
+    pre.n = state;
+    pre.resize_buffers();
+    gen::fill(pre, c.dist, rng);
+    p.state_dtype = DType::f32;
+    for (Index b = 0; b < B; ++b)
+      for (Index h = 0; h < H; ++h) {
+        const Problem<double> ph = pre.head<double>(b, h, 0, state);
+        for (const Mat<double>& m : final_state(ph, pre.head_state<double>(b, h)))
+          for (Index r = 0; r < m.rows(); ++r)
+            for (Index col = 0; col < m.cols(); ++col) p.state.push_back(static_cast<float>(m(r, col)));
+      }
+    p.validate();
+  }
   std::string norm = p.opt.normalize ? to_string(p.opt.eps_mode) : "raw";
   c.name = "case-" + to_string(p.opt.variant) + (p.opt.masked ? "" : "-unmasked") + "-g" + to_string(p.opt.gamma) + "-" + norm + "-" +
            to_string(p.dtype) + "-" + gen::to_string(c.dist) + "-n" + std::to_string(n) + "-d" + std::to_string(p.d) + "-dv" +
            std::to_string(p.dv) + "-B" + std::to_string(B) + "H" + std::to_string(H) + "K" + std::to_string(p.kv_heads) + "-seed" +
-           std::to_string(seed);
+           std::to_string(seed) + (state > 0 ? "-state" + std::to_string(state) : "");
   return c;
 }
 
@@ -287,7 +308,7 @@ void add_gen(CLI::App& app, Action& action) {
   c->add_flag("--list", a->list, "list the suite's cases and exit");
   c->add_option("--case", a->one_case,
                 "one custom fixture instead of a suite: key=value,... with keys variant, masked, unmasked, gamma, normalize "
-                "(none|add|clamp), eps, lambda, scale, dtype, dist, B, H, Hkv, n, d, dv, seed; --out is then the file")
+                "(none|add|clamp), eps, lambda, scale, dtype, dist, B, H, Hkv, n, d, dv, seed, state (an initial state: the state after that many earlier tokens); --out is then the file")
       ->check(non_empty);
   c->add_flag("--quiet", a->quiet, "no progress bar");
   c->add_flag("--progress", a->progress, "draw the progress bar even when stderr is not a terminal");
