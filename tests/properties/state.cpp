@@ -200,7 +200,7 @@ TEST_CASE("state: the checker passes a kernel that continues from the state and 
   }
 }
 
-TEST_CASE("state: initial_state.<part> tensors round-trip through inputs and fixtures; bad ones are refused", "[state][io]") {
+TEST_CASE("state: initial_state.<part> tensors round-trip through inputs and fixtures, and bad ones are refused", "[state][io]") {
   Options o;
   o.variant = Variant::hla2;
   o.gamma = Rational(1, 2);
