@@ -31,7 +31,10 @@ Index longest_sequence(const BatchProblem& p) {
 }
 
 // κ_t of one normalized output token (gradient.hpp), +inf where ill-conditioned.
-// Ku: the forward's error bound per unit of magnitude (K_f·u).
+// Ku: the forward's error bound per unit of magnitude (K_f·u). With den's
+// relative error δ = Ku·M̃_den/|D| < 1/2: |1/D̂ − 1/D| ≤ (1/(1−δ) − 1)/|D| and
+// |1/D̂² − 1/D²| ≤ (1/(1−δ)² − 1)/D² = Ku·(2−δ)/(1−δ)²·(M̃_den/|D|)/D², so
+// ∂L/∂Y errs by at most Ku·(ρ_t + (2−δ)/(1−δ)²·M̃_den/|D|) of its magnitude.
 double token_kappa(const Options& o, double den, double mden_err, const double* mnum, const double* mnum_err, Index dv, double Ku) {
   const double eps = to_double(o.eps), E = Ku * mden_err;
   if (!std::isfinite(den) || !std::isfinite(E)) return INFINITY;
@@ -40,11 +43,12 @@ double token_kappa(const Options& o, double den, double mden_err, const double* 
   if (clamp && (std::fabs(den) <= E || std::fabs(std::fabs(den) - eps) <= E)) return INFINITY;
   const double D = normalizer(den, eps, o.eps_mode);
   const bool flat = clamp && std::fabs(den) < eps;  // D = ±ε: no error from den
-  if (!flat && !(E <= std::fabs(D) / 8)) return INFINITY;
+  const double delta = flat ? 0.0 : E / std::fabs(D);
+  if (!(delta < 0.5)) return INFINITY;
   double rho = 1;
   for (Index c = 0; c < dv; ++c)
     if (mnum_err[c] > mnum[c]) rho = std::max(rho, mnum[c] > 0 ? mnum_err[c] / mnum[c] : INFINITY);
-  return rho + (flat ? 0.0 : 3 * mden_err / std::fabs(D));
+  return rho + (flat ? 0.0 : (2 - delta) / ((1 - delta) * (1 - delta)) * mden_err / std::fabs(D));
 }
 
 template <class S> double as_double(const S& x) {

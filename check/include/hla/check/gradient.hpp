@@ -12,16 +12,17 @@
 // magnitude: backward_magnitude). With normalize ∂L/∂Y = [do/D | dden −
 // ⟨do, num⟩/D²] is computed from the kernel's own num, den (error ≤ K_f·u·M̃,
 // M̃ the magnitude of its class), through ⟨do, num⟩ (dv), two divisions and a
-// subtraction: K_q = K_f + dv + 4 roundings, and 1/D amplifies den's error by
-// M̃_den/|D|. Per output token t, κ_t = ρ_t + 3·M̃_den,t/|D_t| with ρ_t =
-// max_c M̃_num,t,c / M_num,t,c (1 for the masked class; 0 in place of the
-// second term where a clamp holds D at ±ε); then, to first order (valid while
-// den's relative error K_f·u·M̃_den/|D| ≤ 1/8, which makes 3 cover the 2/(1−δ)²
-// of 1/D²), |error| ≤ u·(K_b + K_q·κ_x)·M_g, κ_x = the largest κ_t over the
-// tokens t ≥ x of the element's sequence (token x's gradients depend on
-// ∂L/∂Y_t for t ≥ x only) and, for dk and dv, over the query heads of the group.
-// Elements that depend on a token with δ > 1/8, or, clamped, with |den| within
-// its bound of 0 or ε (the sign or the branch of D), are ill-conditioned.
+// subtraction: K_q = K_f + dv + 4 roundings, and 1/D, 1/D² amplify den's
+// error. With δ_t = K_f·u·M̃_den,t/|D_t| (den's relative error bound), per output
+// token t: κ_t = ρ_t + (2−δ_t)/(1−δ_t)²·M̃_den,t/|D_t|, ρ_t = max_c M̃_num,t,c /
+// M_num,t,c (1 for the masked class; the second term is 0 where a clamp holds
+// D at ±ε); then ∂L/∂Y_t errs by ≤ K_f·u·κ_t of its magnitude (to every order
+// while δ_t < 1/2), and |error| ≤ u·(K_b + K_q·κ_x)·M_g, κ_x = the largest κ_t
+// over the tokens t ≥ x of the element's sequence (token x's gradients depend
+// on ∂L/∂Y_t for t ≥ x only) and, for dk and dv, over the query heads of the
+// group. Elements that depend on a token with δ_t ≥ 1/2, or, clamped, with
+// |den| within its bound of 0 or ε (the sign or the branch of D), are
+// ill-conditioned: not scored, not certified.
 #pragma once
 
 #include "hla/backward.hpp"
