@@ -38,7 +38,7 @@ Candidate candidate_from_safetensors(const SafetensorsFile& file, const Fixture&
     if (name == "dq" || name == "dk" || name == "dv") {
       if (!fx.gradients)
         throw fail("tensor '" + name + "' is a gradient, but the fixture carries no gradients (no upstream 'do' to differentiate "
-                   "against): use a fixture written with gradients (hla gen --case ...,grad=true, or the golden bwd-* fixtures), "
+                   "against): use a fixture written with gradients (hla gen --case ...,grad=true, or the golden *-grad fixtures), "
                    "or leave dq, dk, dv out of the candidate");
       const BatchProblem& p = fx.problem;
       if (name == "dq") c.dq = read(name, t, q_shape(p), c.dq_dtype);
