@@ -14,6 +14,7 @@
 #include "hla/check/fixture.hpp"
 #include "hla/check/gradient.hpp"
 #include "hla/evaluate.hpp"
+#include "internal.hpp"
 
 #include <algorithm>
 #include <cstdio>
@@ -268,10 +269,7 @@ Report check(const BatchProblem& p, const Reference& given, const CandidateOutpu
     r.max_score = std::max(r.max_score, e.score);
     all.push_back(e);
   });
-  const size_t k = std::min(opt.worst, all.size());
-  std::partial_sort(all.begin(), all.begin() + static_cast<std::ptrdiff_t>(k), all.end(),
-                    [](const Element& a, const Element& b) { return a.score > b.score; });
-  r.worst.assign(all.begin(), all.begin() + static_cast<std::ptrdiff_t>(k));
+  r.worst = worst_of(all, opt.worst);
 
   // NaN/Inf inputs reach only the elements that depend on them, which are not
   // scored; with those inputs set to 0 every order of ours (also the ones that

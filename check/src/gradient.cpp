@@ -118,6 +118,27 @@ std::vector<Task> group_tasks(const BatchProblem& p) {
   return tasks;
 }
 
+// Calls f(tensor, at, value, magnitude, scale_row) for every element of a
+// group's gradients x: tensor 0 = dq, 1 = dk, 2 = dv; `at` its index in the
+// problem's tensor; the magnitude (0 when x has none); scale_row its row in
+// GradientScale::q (dq) or ::kv (dk, dv).
+template <class S, class F> void for_each_element(const BatchProblem& p, const Task& k, const GroupGradient<S>& x, F&& f) {
+  const Index group = p.heads / p.kv_heads;
+  const bool mags = !x.mdq.empty();
+  for (Index t = k.t0; t < k.t1; ++t) {
+    const Index lt = t - k.t0;
+    for (Index i = 0; i < group; ++i) {
+      const Index h = k.kvh * group + i;
+      const auto& v = x.dq[static_cast<size_t>(i)];
+      for (Index c = 0; c < p.d; ++c)
+        f(0, q_at(p, k.b, h, t, c), v(lt, c), mags ? x.mdq[static_cast<size_t>(i)](lt, c) : S(0), p.den_index(k.b, h, t));
+    }
+    const size_t row = kv_row(p, k.b, k.kvh, t);
+    for (Index c = 0; c < p.d; ++c) f(1, kv_at(p, k.b, k.kvh, t, c, p.d), x.dk(lt, c), mags ? x.mdk(lt, c) : S(0), row);
+    for (Index c = 0; c < p.dv; ++c) f(2, kv_at(p, k.b, k.kvh, t, c, p.dv), x.dv(lt, c), mags ? x.mdv(lt, c) : S(0), row);
+  }
+}
+
 // The magnitudes that the streaming forward's error scales with (the
 // unmasked-order ones where it subtracts partial sums).
 struct ErrMags {
@@ -188,52 +209,21 @@ GradientReference compute_gradient_reference(const BatchProblem& p, const Refere
   const double Kg = gradient_depth_bound(p.opt, longest_sequence(p), p.d, p.dv);
   const std::vector<Task> tasks = group_tasks(p);
   std::mutex mu;
+  std::vector<double>* values[] = {&g.dq, &g.dk, &g.dv};
+  std::vector<double>* mags[] = {&g.mag_dq, &g.mag_dk, &g.mag_dv};
+  std::vector<uint8_t>* flags[] = {&g.dq_flags, &g.dk_flags, &g.dv_flags};
   auto store_exact = [&](const GroupGradient<Rational>& x, const Task& k) {
-    const Index group = p.heads / p.kv_heads;
-    for (Index t = k.t0; t < k.t1; ++t) {
-      const Index lt = t - k.t0;
-      for (Index i = 0; i < group; ++i)
-        for (Index c = 0; c < p.d; ++c) {
-          const size_t at = q_at(p, k.b, k.kvh * group + i, t, c);
-          g.dq[at] = to_double(x.dq[static_cast<size_t>(i)](lt, c)), g.mag_dq[at] = to_double(x.mdq[static_cast<size_t>(i)](lt, c));
-        }
-      for (Index c = 0; c < p.d; ++c) {
-        const size_t at = kv_at(p, k.b, k.kvh, t, c, p.d);
-        g.dk[at] = to_double(x.dk(lt, c)), g.mag_dk[at] = to_double(x.mdk(lt, c));
-      }
-      for (Index c = 0; c < p.dv; ++c) {
-        const size_t at = kv_at(p, k.b, k.kvh, t, c, p.dv);
-        g.dv[at] = to_double(x.dv(lt, c)), g.mag_dv[at] = to_double(x.mdv(lt, c));
-      }
-    }
+    for_each_element(p, k, x, [&](int w, size_t at, const Rational& v, const Rational& m, size_t) {
+      (*values[w])[at] = to_double(v), (*mags[w])[at] = to_double(m);
+    });
   };
   auto store_f113 = [&](const GroupGradient<f113>& x, const Task& k) {
-    const Index group = p.heads / p.kv_heads;
-    auto put = [&](double& value, double& mag, uint8_t& flag, const f113& v, const f113& m, double scale) {
-      value = static_cast<double>(v), mag = static_cast<double>(m);
-      if (!std::isfinite(scale)) flag = kUncertified | kIllConditioned;
-      else if (!certifies(v, f113(0x1p-112) * f113(Kg * scale) * m)) flag = kUncertified;
-    };
-    for (Index t = k.t0; t < k.t1; ++t) {
-      const Index lt = t - k.t0;
-      for (Index i = 0; i < group; ++i) {
-        const Index h = k.kvh * group + i;
-        for (Index c = 0; c < p.d; ++c) {
-          const size_t at = q_at(p, k.b, h, t, c);
-          put(g.dq[at], g.mag_dq[at], g.dq_flags[at], x.dq[static_cast<size_t>(i)](lt, c), x.mdq[static_cast<size_t>(i)](lt, c),
-              sc.q[p.den_index(k.b, h, t)]);
-        }
-      }
-      const double kvs = sc.kv[kv_row(p, k.b, k.kvh, t)];
-      for (Index c = 0; c < p.d; ++c) {
-        const size_t at = kv_at(p, k.b, k.kvh, t, c, p.d);
-        put(g.dk[at], g.mag_dk[at], g.dk_flags[at], x.dk(lt, c), x.mdk(lt, c), kvs);
-      }
-      for (Index c = 0; c < p.dv; ++c) {
-        const size_t at = kv_at(p, k.b, k.kvh, t, c, p.dv);
-        put(g.dv[at], g.mag_dv[at], g.dv_flags[at], x.dv(lt, c), x.mdv(lt, c), kvs);
-      }
-    }
+    for_each_element(p, k, x, [&](int w, size_t at, const f113& v, const f113& m, size_t row) {
+      const double scale = (w == 0 ? sc.q : sc.kv)[row];
+      (*values[w])[at] = static_cast<double>(v), (*mags[w])[at] = static_cast<double>(m);
+      if (!std::isfinite(scale)) (*flags[w])[at] = kUncertified | kIllConditioned;
+      else if (!certifies(v, f113(0x1p-112) * f113(Kg * scale) * m)) (*flags[w])[at] = kUncertified;
+    });
   };
   // Exact rationals stay single-threaded (small heads), like the forward's.
   parallel_for(tasks.size(), exact ? 1 : worker_threads(), [&](size_t i) {
@@ -333,10 +323,7 @@ void check_gradients(const BatchProblem& p, const Reference& ref, const Candidat
             all.push_back(e);
           }
         }
-    const size_t k = std::min(opt.worst, all.size());
-    std::partial_sort(all.begin(), all.begin() + static_cast<std::ptrdiff_t>(k), all.end(),
-                      [](const Element& a, const Element& b) { return a.score > b.score; });
-    row.worst.assign(all.begin(), all.begin() + static_cast<std::ptrdiff_t>(k));
+    row.worst = worst_of(std::move(all), opt.worst);
     const std::string name = x.name;
     if (row.nonfinite) r.reasons.push_back(name + ": " + std::to_string(row.nonfinite) + " non-finite values where the reference is finite");
     if (row.over_bound) {
@@ -365,17 +352,10 @@ void ours_gradients(const BatchProblem& p, const std::vector<double>& dout, cons
   c.dk.assign(static_cast<size_t>(p.batch * p.kv_heads * p.n * p.d), 0);
   c.dv.assign(static_cast<size_t>(p.batch * p.kv_heads * p.n * p.dv), 0);
   c.dq_dtype = c.dk_dtype = c.dv_dtype = out;
-  const Index group = p.heads / p.kv_heads;
-  for (const Task& k : group_tasks(p)) {
-    const GroupGradient<double> x = group_gradient<double>(p, dout, dden, k.b, k.kvh, k.t0, k.t1, form, chunk, false);
-    for (Index t = k.t0; t < k.t1; ++t) {
-      for (Index i = 0; i < group; ++i)
-        for (Index col = 0; col < p.d; ++col)
-          c.dq[q_at(p, k.b, k.kvh * group + i, t, col)] = round_to(out, x.dq[static_cast<size_t>(i)](t - k.t0, col));
-      for (Index col = 0; col < p.d; ++col) c.dk[kv_at(p, k.b, k.kvh, t, col, p.d)] = round_to(out, x.dk(t - k.t0, col));
-      for (Index col = 0; col < p.dv; ++col) c.dv[kv_at(p, k.b, k.kvh, t, col, p.dv)] = round_to(out, x.dv(t - k.t0, col));
-    }
-  }
+  std::vector<double>* values[] = {&c.dq, &c.dk, &c.dv};
+  for (const Task& k : group_tasks(p))
+    for_each_element(p, k, group_gradient<double>(p, dout, dden, k.b, k.kvh, k.t0, k.t1, form, chunk, false),
+                     [&](int w, size_t at, double v, double, size_t) { (*values[w])[at] = round_to(out, v); });
 }
 
 void verify_gradients(const BatchProblem& p, const GradientReference& g,
@@ -397,7 +377,8 @@ void verify_gradients(const BatchProblem& p, const GradientReference& g,
   const double u = 0x1p-53;
   const GradientScale sc = gradient_scale(p, den, mnum, enumr, eden, u);
   const double Kg = gradient_depth_bound(p.opt, longest_sequence(p), p.d, p.dv);
-  const Index group = p.heads / p.kv_heads;
+  const std::vector<double>* values[] = {&g.dq, &g.dk, &g.dv};
+  const std::vector<double>* mags[] = {&g.mag_dq, &g.mag_dk, &g.mag_dv};
   for (const Task& k : group_tasks(p)) {
     GroupGradient<double> x = group_gradient<double>(p, g.dout, g.dden, k.b, k.kvh, k.t0, k.t1);
     bool finite = x.dk.allFinite() && x.dv.allFinite() && x.mdk.allFinite() && x.mdv.allFinite();
@@ -409,38 +390,24 @@ void verify_gradients(const BatchProblem& p, const GradientReference& g,
       x.dk = cast(y.dk), x.dv = cast(y.dv), x.mdk = cast(y.mdk), x.mdv = cast(y.mdv);
     }
     // |stored − ours| within 2^-53·(K_g·scale + 2)·M: ours within K_g·scale·u·M of the exact value, the stored one within an ulp.
-    auto compare = [&](const char* tensor, const char* magt, double stored, double stored_mag, double ours, double mag, double scale,
-                       Index h, Index t, Index c) {
+    for_each_element(p, k, x, [&](int w, size_t at, double ours, double mag, size_t row) {
+      const double scale = (w == 0 ? sc.q : sc.kv)[row];
       if (!std::isfinite(scale)) return;
       const double tol = u * (Kg * scale + 2) * mag + 0x1p-1000;
-      const std::string where = "[" + std::to_string(k.b) + "," + std::to_string(h) + "," + std::to_string(t) + "," + std::to_string(c) + "]";
+      // [b, head, t, c] of the element (heads: query heads for dq, K/V heads for dk, dv).
+      const size_t cols = static_cast<size_t>(w == 2 ? p.dv : p.d), heads = static_cast<size_t>(w == 0 ? p.heads : p.kv_heads),
+                   n = static_cast<size_t>(p.n);
+      const std::string where = "[" + std::to_string(at / cols / n / heads) + "," + std::to_string(at / cols / n % heads) + "," +
+                                std::to_string(at / cols % n) + "," + std::to_string(at % cols) + "]";
+      const char* name[] = {"dq", "dk", "dv"};
+      const double stored = (*values[w])[at], stored_mag = (*mags[w])[at];
       if (!(std::fabs(stored - ours) <= tol))
-        add(tensor, std::string(tensor) + where + " = " + num(stored) + ", but the inputs and upstream give " + num(ours) +
-                        " (allowed difference " + num(tol) + ")");
+        add(std::string("ref_") + name[w], std::string("ref_") + name[w] + where + " = " + num(stored) + ", but the inputs and upstream give " +
+                                               num(ours) + " (allowed difference " + num(tol) + ")");
       if (!(std::fabs(stored_mag - mag) <= tol))
-        add(magt, std::string(magt) + where + " = " + num(stored_mag) + ", but the inputs and upstream give " + num(mag) +
-                      " (allowed difference " + num(tol) + ")");
-    };
-    for (Index t = k.t0; t < k.t1; ++t) {
-      const Index lt = t - k.t0;
-      for (Index i = 0; i < group; ++i) {
-        const Index h = k.kvh * group + i;
-        for (Index c = 0; c < p.d; ++c) {
-          const size_t at = q_at(p, k.b, h, t, c);
-          compare("ref_dq", "mag_dq", g.dq[at], g.mag_dq[at], x.dq[static_cast<size_t>(i)](lt, c), x.mdq[static_cast<size_t>(i)](lt, c),
-                  sc.q[p.den_index(k.b, h, t)], h, t, c);
-        }
-      }
-      const double kvs = sc.kv[kv_row(p, k.b, k.kvh, t)];
-      for (Index c = 0; c < p.d; ++c) {
-        const size_t at = kv_at(p, k.b, k.kvh, t, c, p.d);
-        compare("ref_dk", "mag_dk", g.dk[at], g.mag_dk[at], x.dk(lt, c), x.mdk(lt, c), kvs, k.kvh, t, c);
-      }
-      for (Index c = 0; c < p.dv; ++c) {
-        const size_t at = kv_at(p, k.b, k.kvh, t, c, p.dv);
-        compare("ref_dv", "mag_dv", g.dv[at], g.mag_dv[at], x.dv(lt, c), x.mdv(lt, c), kvs, k.kvh, t, c);
-      }
-    }
+        add(std::string("mag_") + name[w], std::string("mag_") + name[w] + where + " = " + num(stored_mag) +
+                                               ", but the inputs and upstream give " + num(mag) + " (allowed difference " + num(tol) + ")");
+    });
   }
 }
 

@@ -1,7 +1,8 @@
-// What the check layer's units share: a parallel loop, and whether a
+// What the check layer's units share: a parallel loop, the worst elements, and whether a
 // binary128 value with an error bound certifies its f64 rounding.
 #pragma once
 
+#include "hla/check/check.hpp"
 #include "hla/scalar.hpp"
 
 #include <cmath>
@@ -36,6 +37,15 @@ template <class F> void parallel_for(size_t count, int threads, F&& fn) {
   worker();
   for (auto& t : pool) t.join();
   if (error) std::rethrow_exception(error);
+}
+
+// The k elements of largest score, largest first.
+inline std::vector<Element> worst_of(std::vector<Element> all, size_t k) {
+  k = std::min(k, all.size());
+  std::partial_sort(all.begin(), all.begin() + static_cast<std::ptrdiff_t>(k), all.end(),
+                    [](const Element& a, const Element& b) { return a.score > b.score; });
+  all.resize(k);
+  return all;
 }
 
 // Whether every value within e of x rounds to the same double as x does

@@ -76,6 +76,18 @@ io::Candidate garbage(const io::Fixture& f) {
   return c;
 }
 
+using Edits = std::vector<std::pair<std::string, std::function<void(io::Fixture&)>>>;
+// Each edit of `good`, written with a fitting digest (forged) and read back, is refused, not judged.
+void refused_after(const io::Fixture& good, const Edits& edits) {
+  for (const auto& [name, edit] : edits) {
+    io::Fixture bad = good;
+    edit(bad);
+    INFO(name);
+    const io::Fixture read = roundtrip(bad);
+    require_input_error([&] { (void)check_fixture(read, garbage(read)); }, {"does not match its inputs"});
+  }
+}
+
 }  // namespace
 
 TEST_CASE("trust: corrupted references are refused, not judged", "[check][trust]") {
@@ -84,7 +96,7 @@ TEST_CASE("trust: corrupted references are refused, not judged", "[check][trust]
       const io::Fixture good = honest(problem(v, normalize, 3));
       INFO(to_string(v) << (normalize ? " normalized" : ""));
       CHECK_NOTHROW(verify_fixture(roundtrip(good)));
-      const std::vector<std::pair<std::string, std::function<void(io::Fixture&)>>> edits{
+      const Edits edits{
           {"ref_out all NaN", [](io::Fixture& f) { std::fill(f.ref_out.begin(), f.ref_out.end(), NAN); }},
           {"ref_out all Inf", [](io::Fixture& f) { std::fill(f.ref_out.begin(), f.ref_out.end(), INFINITY); }},
           {"ref_out 1e300", [](io::Fixture& f) { std::fill(f.ref_out.begin(), f.ref_out.end(), 1e300); }},
@@ -105,13 +117,7 @@ TEST_CASE("trust: corrupted references are refused, not judged", "[check][trust]
           {"ill-conditioned flags", [](io::Fixture& f) { if (f.problem.opt.normalize) f.den_flags.assign(f.ref_den.size(), io::kFlagIllConditioned); else f.flags.assign(f.ref_out.size(), io::kFlagIllConditioned); }},
           {"exact tier claimed on a binary128 reference", [](io::Fixture& f) { f.exact_tier = true; f.reference_bits = 113; }},
       };
-      for (const auto& [name, edit] : edits) {
-        io::Fixture bad = good;
-        edit(bad);
-        INFO(name);
-        const io::Fixture read = roundtrip(bad);
-        require_input_error([&] { (void)check_fixture(read, garbage(read)); }, {"does not match its inputs"});
-      }
+      refused_after(good, edits);
       // The variant and the mask are part of the options too.
       io::Fixture other = good;
       other.problem.opt.variant = v == Variant::hla2 ? Variant::ahla : Variant::hla2;
@@ -135,7 +141,7 @@ TEST_CASE("trust: gradient fixtures verify; edited gradients, upstream or magnit
       REQUIRE(good.gradients);
       CHECK(good.reference_bits == 0);  // small heads: exact
       CHECK_NOTHROW(verify_fixture(roundtrip(good)));
-      const std::vector<std::pair<std::string, std::function<void(io::Fixture&)>>> edits{
+      const Edits edits{
           {"one ref_dq element off by 1e-9 relative", [](io::Fixture& f) { f.ref_dq[3] *= 1 + 1e-9; }},
           {"ref_dk of the last token + 1", [](io::Fixture& f) { f.ref_dk.back() += 1; }},
           {"a NaN in ref_dv", [](io::Fixture& f) { f.ref_dv[0] = NAN; }},
@@ -145,13 +151,7 @@ TEST_CASE("trust: gradient fixtures verify; edited gradients, upstream or magnit
           {"dden added", [](io::Fixture& f) { if (f.dden.empty()) f.dden.assign(f.ref_den.size(), 1.0); else f.dden[0] = round_to(DType::f32, f.dden[0] + 1); }},
           {"ref_dk halved (one query head's share of the group's sum)", [](io::Fixture& f) { for (auto& x : f.ref_dk) x *= 0.5; }},
       };
-      for (const auto& [name, edit] : edits) {
-        io::Fixture bad = good;
-        edit(bad);
-        INFO(name);
-        const io::Fixture read = roundtrip(bad);
-        require_input_error([&] { (void)check_fixture(read, garbage(read)); }, {"does not match its inputs"});
-      }
+      refused_after(good, edits);
     }
   }
 }
