@@ -51,10 +51,6 @@ double token_kappa(const Options& o, double den, double mden_err, const double* 
   return rho + (flat ? 0.0 : (2 - delta) / ((1 - delta) * (1 - delta)) * mden_err / std::fabs(D));
 }
 
-template <class S> double as_double(const S& x) {
-  if constexpr (std::is_same_v<S, Rational>) return to_double(x);
-  else return static_cast<double>(x);
-}
 template <class S> S exactly(double x) {
   if constexpr (std::is_same_v<S, Rational>) return to_rational(x);
   else return S(x);  // double and f113 hold every double

@@ -133,7 +133,7 @@ TEST_CASE("trust: corrupted references are refused, not judged", "[check][trust]
   }
 }
 
-TEST_CASE("trust: gradient fixtures verify; edited gradients, upstream or magnitudes are refused", "[check][trust][gradients]") {
+TEST_CASE("trust: gradient fixtures verify, and edited gradients, upstream or magnitudes are refused", "[check][trust][gradients]") {
   for (Variant v : {Variant::la1, Variant::hla2, Variant::ahla, Variant::hla3}) {
     for (bool normalize : {false, true}) {
       const io::Fixture good = honest_grad(problem(v, normalize, 3), 7);
