@@ -130,13 +130,16 @@ void flagged(Builder& b) {
 // heads (exact rationals), the default shape (two query heads share one K/V
 // head: dk, dv summed over the group), dden where den is divided by; and
 // packed sequences. Added after the others, so that those keep their seeds.
+// Normalized heads (and hla3's) are 20 tokens long: their exact gradients
+// carry a different 1/D per token (hla2 with n = 37: 5 s, n = 20: 1 s).
 void backward(Builder& b) {
   const auto cfgs = configs();
   for (const Config& cfg : cfgs) {
     if (!has_backward(cfg.opt.variant)) continue;
     const bool third = order_of(cfg.opt.variant) >= 3;
     for (const char* norm : {"raw", "add", "clamp"}) {
-      b.add(cfg, norm, DType::f32, Dist::gaussian, third ? Shape{1, 2, 1, 20, 8, 4} : Shape{}, "-grad");
+      const bool short_head = third || std::string(norm) != "raw";
+      b.add(cfg, norm, DType::f32, Dist::gaussian, short_head ? Shape{1, 2, 1, 20, 8, 4} : Shape{}, "-grad");
       fill_upstream(b.cases.back(), std::string(norm) != "raw");
     }
   }
