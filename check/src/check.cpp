@@ -12,7 +12,9 @@
 
 #include "hla/bounds.hpp"
 #include "hla/check/fixture.hpp"
+#include "hla/check/gradient.hpp"
 #include "hla/evaluate.hpp"
+#include "internal.hpp"
 
 #include <algorithm>
 #include <cstdio>
@@ -297,10 +299,7 @@ Report check(const BatchProblem& p, const Reference& given, const CandidateOutpu
     r.max_score = std::max(r.max_score, e.score);
     all.push_back(e);
   });
-  const size_t k = std::min(opt.worst, all.size());
-  std::partial_sort(all.begin(), all.begin() + static_cast<std::ptrdiff_t>(k), all.end(),
-                    [](const Element& a, const Element& b) { return a.score > b.score; });
-  r.worst.assign(all.begin(), all.begin() + static_cast<std::ptrdiff_t>(k));
+  r.worst = worst_of(all, opt.worst);
 
   // NaN/Inf inputs reach only the elements that depend on them, which are not
   // scored; with those inputs set to 0 every order of ours (also the ones that
@@ -359,8 +358,19 @@ Report check(const BatchProblem& p, const Reference& given, const CandidateOutpu
                         std::to_string(r.scored) + " scored elements");
   if (r.exact_mismatches)
     r.reasons.push_back(std::to_string(r.exact_mismatches) + " elements differ from the exact reference (exact tier demands bit equality)");
+  // Gradients (SPEC §9): their own rows, by the a priori rule.
+  check_gradients(p, ref, cand, opt, r);
+  bool grad_unscored = false;
+  for (const GradientRow& g : r.gradients)
+    if (g.checked && g.elements > 0 && static_cast<double>(g.elements - g.scored) > kMaxUnscoredFraction * static_cast<double>(g.elements)) {
+      grad_unscored = true;
+      if (r.reasons.empty())
+        r.reasons.push_back(g.name + ": " + std::to_string(g.elements - g.scored) + " of its " + std::to_string(g.elements) +
+                            " elements are not scored (ill-conditioned, out of range or underflowing): too little was checked");
+    }
   // Never a PASS on nothing: a verdict needs scored elements.
   const size_t considered = r.elements - r.reference_nonfinite, unscored = r.at_pole + r.out_of_range + r.underflow;
+  if (grad_unscored && r.reasons.size() == 1 && r.reasons[0].find("too little was checked") != std::string::npos) r.inconclusive = true;
   if (r.reasons.empty() && (r.scored == 0 || static_cast<double>(unscored) > kMaxUnscoredFraction * static_cast<double>(considered))) {
     r.inconclusive = true;
     r.reasons.push_back(r.scored == 0 ? "no element was scored (" + std::to_string(r.elements) + " elements: " +
@@ -433,6 +443,34 @@ std::string Report::text() const {
   os << "  score histogram:\n";
   for (const auto& [name, count] : histogram)
     if (count) os << "    " << name << ": " << count << "\n";
+  bool any_checked = false;
+  for (const GradientRow& g : gradients) any_checked = any_checked || g.checked;
+  if (any_checked) {
+    os << "  gradients (SPEC §9): scores are |candidate - reference| / (u * M), M the gradient's magnitude"
+       << " (times the conditioning of den + eps where normalized); bound K_g+1 = " << fmt(gradient_bound) << "\n";
+    for (const GradientRow& g : gradients) {
+      if (!g.checked) {
+        os << "    " << g.name << ": not checked (the candidate has no " << g.name << ")\n";
+        continue;
+      }
+      os << "    " << g.name << ": " << (g.over_bound || g.nonfinite ? "FAIL" : "ok") << ", elements " << g.elements << ": scored "
+         << g.scored << ", non-finite " << g.nonfinite << ", over bound " << g.over_bound;
+      if (g.ill_conditioned) os << ", ill-conditioned (not scored) " << g.ill_conditioned;
+      if (g.out_of_range) os << ", beyond the dtype's range " << g.out_of_range;
+      if (g.underflow) os << ", in the underflow regime " << g.underflow;
+      os << "; worst score " << fmt(g.max_score) << "\n";
+      if (g.worst.empty() || g.max_score == 0) continue;
+      os << "      worst elements of " << g.name << ":\n        batch head token column      candidate      reference      magnitude     score\n";
+      for (size_t i = 0; i < std::min<size_t>(g.worst.size(), 5); ++i) {
+        const Element& e = g.worst[i];
+        char line[200];
+        std::snprintf(line, sizeof line, "        %5ld %4ld %5ld %6ld %14.7g %14.7g %14.7g %9.4g\n", static_cast<long>(e.b),
+                      static_cast<long>(e.h), static_cast<long>(e.t), static_cast<long>(e.c), e.candidate, e.reference, e.magnitude, e.score);
+        os << line;
+      }
+    }
+  }
+  if (!gradients_note.empty()) os << "  " << gradients_note << "\n";
   return os.str();
 }
 
@@ -444,7 +482,17 @@ nlohmann::json Report::json() const {
                  {"candidate", num(e.candidate)}, {"reference", num(e.reference)}, {"magnitude", num(e.magnitude)}, {"score", num(e.score)}});
   nlohmann::json h = nlohmann::json::array();
   for (const auto& [name, count] : histogram) h.push_back({{"bin", name}, {"count", count}});
-  return {{"pass", pass}, {"verdict", verdict()}, {"inconclusive", inconclusive}, {"reasons", reasons}, {"precision", to_string(precision)}, {"u", u}, {"bound", bound},
+  nlohmann::json grads = nlohmann::json::array();
+  for (const GradientRow& g : gradients) {
+    nlohmann::json gw = nlohmann::json::array();
+    for (const auto& e : g.worst)
+      gw.push_back({{"batch", e.b}, {"head", e.h}, {"token", e.t}, {"column", e.c}, {"candidate", num(e.candidate)},
+                    {"reference", num(e.reference)}, {"magnitude", num(e.magnitude)}, {"score", num(e.score)}});
+    grads.push_back({{"name", g.name}, {"checked", g.checked}, {"pass", g.checked && !g.over_bound && !g.nonfinite}, {"elements", g.elements},
+                     {"scored", g.scored}, {"nonfinite", g.nonfinite}, {"over_bound", g.over_bound}, {"ill_conditioned", g.ill_conditioned},
+                     {"out_of_range", g.out_of_range}, {"underflow", g.underflow}, {"max_score", num(g.max_score)}, {"worst", gw}});
+  }
+  return {{"gradients", grads}, {"gradient_bound", gradient_bound}, {"gradients_note", gradients_note},{"pass", pass}, {"verdict", verdict()}, {"inconclusive", inconclusive}, {"reasons", reasons}, {"precision", to_string(precision)}, {"u", u}, {"bound", bound},
           {"noise_floor", noise_floor}, {"max_score", num(max_score)}, {"baseline_max_score", num(baseline_max_score)},
           {"baseline_ratio", num(baseline_ratio)}, {"ratio_limit", ratio_limit}, {"elements", elements}, {"scored", scored},
           {"at_pole", at_pole}, {"form_class", to_string(form_class)}, {"baseline_worst_form", baseline_worst_form},

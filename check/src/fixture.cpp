@@ -21,6 +21,16 @@ io::Fixture make_fixture(const BatchProblem& p, const Reference& ref, const Fixt
   };
   if (any(ref.flags)) f.flags = ref.flags;
   if (any(ref.den_flags)) f.den_flags = ref.den_flags;
+  if (ref.grad) {
+    const GradientReference& g = *ref.grad;
+    f.gradients = true;
+    f.dout = g.dout, f.dden = g.dden;
+    f.ref_dq = g.dq, f.ref_dk = g.dk, f.ref_dv = g.dv;
+    f.mag_dq = g.mag_dq, f.mag_dk = g.mag_dk, f.mag_dv = g.mag_dv;
+    if (any(g.dq_flags)) f.dq_flags = g.dq_flags;
+    if (any(g.dk_flags)) f.dk_flags = g.dk_flags;
+    if (any(g.dv_flags)) f.dv_flags = g.dv_flags;
+  }
   f.suite = meta.suite;
   f.case_name = meta.case_name;
   f.seed = meta.seed;
@@ -44,11 +54,24 @@ Reference reference_of(const io::Fixture& f) {
   r.flags = f.flags.empty() ? std::vector<uint8_t>(f.ref_out.size(), 0) : f.flags;
   r.den_flags = f.den_flags.empty() ? std::vector<uint8_t>(f.ref_den.size(), 0) : f.den_flags;
   r.bits = f.reference_bits;
+  if (f.gradients) {
+    GradientReference& g = r.grad.emplace();
+    g.dout = f.dout, g.dden = f.dden;
+    g.dq = f.ref_dq, g.dk = f.ref_dk, g.dv = f.ref_dv;
+    g.mag_dq = f.mag_dq, g.mag_dk = f.mag_dk, g.mag_dv = f.mag_dv;
+    auto flags = [](const std::vector<uint8_t>& x, size_t n) { return x.empty() ? std::vector<uint8_t>(n, 0) : x; };
+    g.dq_flags = flags(f.dq_flags, g.dq.size()), g.dk_flags = flags(f.dk_flags, g.dk.size()), g.dv_flags = flags(f.dv_flags, g.dv.size());
+    g.bits = f.reference_bits;
+  }
   return r;
 }
 
 CandidateOutputs outputs_of(const io::Candidate& c) {
-  return {c.out, c.den.value_or(std::vector<double>{}), c.out_dtype, c.den ? c.den_dtype : DType::f64};
+  CandidateOutputs o{c.out, c.den.value_or(std::vector<double>{}), c.out_dtype, c.den ? c.den_dtype : DType::f64};
+  if (c.dq) o.dq = *c.dq, o.dq_dtype = c.dq_dtype;
+  if (c.dk) o.dk = *c.dk, o.dk_dtype = c.dk_dtype;
+  if (c.dv) o.dv = *c.dv, o.dv_dtype = c.dv_dtype;
+  return o;
 }
 
 io::Candidate candidate_of(const CandidateOutputs& c) {
@@ -59,6 +82,9 @@ io::Candidate candidate_of(const CandidateOutputs& c) {
     k.den = c.den;
     k.den_dtype = c.den_dtype;
   }
+  if (!c.dq.empty()) k.dq = c.dq, k.dq_dtype = c.dq_dtype;
+  if (!c.dk.empty()) k.dk = c.dk, k.dk_dtype = c.dk_dtype;
+  if (!c.dv.empty()) k.dv = c.dv, k.dv_dtype = c.dv_dtype;
   return k;
 }
 

@@ -4,6 +4,7 @@
 #include "hla/check/fast_reference.hpp"
 #include "hla/evaluate.hpp"
 #include "hla/fast/engine.hpp"
+#include "internal.hpp"
 
 #include <algorithm>
 #include <atomic>
@@ -23,16 +24,6 @@ double depth_bound(Variant v, Index n, Index d) {
 }
 
 namespace {
-
-// Whether every value within e of x rounds to the same double as x does
-// (then RN64(x) is the correctly rounded exact value).
-bool certifies(const f113& x, const f113& e) {
-  const double r = static_cast<double>(x);
-  if (!std::isfinite(r)) return false;
-  const f113 lo = (f113(r) + f113(std::nextafter(r, -INFINITY))) / 2;
-  const f113 hi = (f113(r) + f113(std::nextafter(r, INFINITY))) / 2;
-  return x - e > lo && x + e < hi;
-}
 
 struct Sink {
   Reference& ref;
@@ -138,32 +129,6 @@ template SequenceValues<Rational> evaluate_sequence(const BatchProblem&, Index, 
 template SequenceValues<f113> evaluate_sequence(const BatchProblem&, Index, Index, Index, Index, bool);
 template SequenceValues<double> evaluate_sequence(const BatchProblem&, Index, Index, Index, Index, bool);
 
-namespace {
-
-// Runs fn(i) for i in [0, count) on `threads` workers; rethrows the first exception.
-template <class F> void parallel_for(size_t count, int threads, F&& fn) {
-  std::atomic<size_t> next{0};
-  std::mutex mu;
-  std::exception_ptr error;
-  auto worker = [&] {
-    for (size_t i; (i = next.fetch_add(1)) < count;) {
-      try {
-        fn(i);
-      } catch (...) {
-        std::lock_guard lock(mu);
-        if (!error) error = std::current_exception();
-        next = count;
-      }
-    }
-  };
-  std::vector<std::thread> pool;
-  for (int i = 1; i < std::min<int>(threads, static_cast<int>(count)); ++i) pool.emplace_back(worker);
-  worker();
-  for (auto& t : pool) t.join();
-  if (error) std::rethrow_exception(error);
-}
-
-}  // namespace
 
 void fill_state_difference_magnitude(const BatchProblem& p, Reference& ref) {
   const size_t no = static_cast<size_t>(p.batch * p.heads * p.n * p.dv), nd = static_cast<size_t>(p.batch * p.heads * p.n);

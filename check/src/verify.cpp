@@ -5,6 +5,7 @@
 // value (the a priori bound every fast form of ours meets), the stored f64
 // reference within 1 ulp of it; so the two differ by at most (K+2)·u64·M.
 #include "hla/check/fixture.hpp"
+#include "hla/check/gradient.hpp"
 
 #include "hla/bounds.hpp"
 #include "hla/evaluate.hpp"
@@ -276,6 +277,11 @@ void verify_fixture(const io::Fixture& f, const std::function<void(double, doubl
   for (auto& t : pool) t.join();
   if (error) std::rethrow_exception(error);
   for (const Findings& fnd : found) bad.merge(fnd);
+  // Gradients: a float64 backward of the stored inputs and upstream.
+  if (f.gradients && bad.count.empty()) {
+    if (!p.all_finite()) bad.add("metadata", "gradients with NaN/Inf inputs (a gradient fixture's inputs are finite)");
+    else verify_gradients(p, reference_of(f).grad.value(), [&](const std::string& t, const std::string& what) { bad.add(t, what); });
+  }
   if (!bad.count.empty()) bad.raise("checked against a float64 evaluation of its inputs within the a priori bound");
 }
 
@@ -312,6 +318,30 @@ void verify_inputs(const io::Fixture& f, double max_seconds) {
   };
   flags("flags", f.flags, r.flags);
   flags("den_flags", f.den_flags, r.den_flags);
+  if (f.gradients) {
+    const GradientReference g = compute_gradient_reference(p, r, f.dout, f.dden);
+    const double cg = (gradient_depth_bound(p.opt, p.n, p.d, p.dv) + 2) * std::ldexp(1.0, -53);
+    auto near = [&](const char* tensor, const std::vector<double>& stored, const std::vector<double>& fresh, const std::vector<double>& mag,
+                    const std::vector<uint8_t>& fl) {
+      for (size_t i = 0; i < stored.size(); ++i) {
+        const double a = stored[i], x = fresh[i];
+        if (a == x) continue;
+        // Uncertified elements may differ in their last bits (ill-conditioned ones by more: not compared).
+        if (fl[i] & kIllConditioned) continue;
+        if ((fl[i] & kUncertified) && std::fabs(a - x) <= cg * mag[i]) continue;
+        bad.add(tensor, std::string(tensor) + "[" + std::to_string(i) + "] = " + num(a) + ", recomputed " + num(x));
+      }
+    };
+    near("ref_dq", f.ref_dq, g.dq, g.mag_dq, g.dq_flags);
+    near("ref_dk", f.ref_dk, g.dk, g.mag_dk, g.dk_flags);
+    near("ref_dv", f.ref_dv, g.dv, g.mag_dv, g.dv_flags);
+    same("mag_dq", f.mag_dq, g.mag_dq, g.mag_dq, {});
+    same("mag_dk", f.mag_dk, g.mag_dk, g.mag_dk, {});
+    same("mag_dv", f.mag_dv, g.mag_dv, g.mag_dv, {});
+    flags("dq_flags", f.dq_flags, g.dq_flags);
+    flags("dk_flags", f.dk_flags, g.dk_flags);
+    flags("dv_flags", f.dv_flags, g.dv_flags);
+  }
   if (!bad.count.empty()) bad.raise("--verify-inputs: recomputed from its inputs in " + std::string(r.bits ? "binary128" : "exact rationals"));
 }
 

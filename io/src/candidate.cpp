@@ -6,7 +6,7 @@ namespace {
 constexpr const char* kStatePrefix = "state.";
 
 std::string expected_names(const Fixture& fx) {
-  std::string s = "out, den";
+  std::string s = fx.gradients ? "out, den, dq, dk, dv" : "out, den";
   for (const auto& [name, shape] : fx.state_shapes) s += ", state." + name;
   return s;
 }
@@ -35,6 +35,17 @@ Candidate candidate_from_safetensors(const SafetensorsFile& file, const Fixture&
       c.den = read(name, t, den_shape(fx.problem), c.den_dtype);
       continue;
     }
+    if (name == "dq" || name == "dk" || name == "dv") {
+      if (!fx.gradients)
+        throw fail("tensor '" + name + "' is a gradient, but the fixture carries no gradients (no upstream 'do' to differentiate "
+                   "against): use a fixture written with gradients (hla gen --case ...,grad=true, or the golden *-grad fixtures), "
+                   "or leave dq, dk, dv out of the candidate");
+      const BatchProblem& p = fx.problem;
+      if (name == "dq") c.dq = read(name, t, q_shape(p), c.dq_dtype);
+      else if (name == "dk") c.dk = read(name, t, k_shape(p), c.dk_dtype);
+      else c.dv = read(name, t, v_shape(p), c.dv_dtype);
+      continue;
+    }
     if (name.rfind(kStatePrefix, 0) == 0) {
       const std::string s = name.substr(std::string(kStatePrefix).size());
       const auto it = fx.state_shapes.find(s);
@@ -57,6 +68,10 @@ SafetensorsFile candidate_to_safetensors(const Candidate& c, const Fixture& fx) 
   SafetensorsFile st;
   st.tensors["out"] = float_tensor(c.out_dtype, out_shape(fx.problem), c.out, "candidate out");
   if (c.den) st.tensors["den"] = float_tensor(c.den_dtype, den_shape(fx.problem), *c.den, "candidate den");
+  const BatchProblem& p = fx.problem;
+  if (c.dq) st.tensors["dq"] = float_tensor(c.dq_dtype, q_shape(p), *c.dq, "candidate dq");
+  if (c.dk) st.tensors["dk"] = float_tensor(c.dk_dtype, k_shape(p), *c.dk, "candidate dk");
+  if (c.dv) st.tensors["dv"] = float_tensor(c.dv_dtype, v_shape(p), *c.dv, "candidate dv");
   for (const auto& [name, values] : c.state) {
     const auto it = fx.state_shapes.find(name);
     if (it == fx.state_shapes.end()) throw InputError("candidate state '" + name + "' is not a state of the fixture");

@@ -71,6 +71,28 @@ struct Meta {
 
 std::vector<std::int64_t> out_shape(const BatchProblem& p) { return {p.batch, p.heads, p.n, p.dv}; }
 std::vector<std::int64_t> den_shape(const BatchProblem& p) { return {p.batch, p.heads, p.n}; }
+std::vector<std::int64_t> q_shape(const BatchProblem& p) { return {p.batch, p.heads, p.n, p.d}; }
+std::vector<std::int64_t> k_shape(const BatchProblem& p) { return {p.batch, p.kv_heads, p.n, p.d}; }
+std::vector<std::int64_t> v_shape(const BatchProblem& p) { return {p.batch, p.kv_heads, p.n, p.dv}; }
+
+namespace {
+// The gradient tensors of a fixture: name, values, shape (flags apart).
+struct GradTensor {
+  const char* name;
+  std::vector<double> Fixture::*values;
+  std::vector<std::int64_t> (*shape)(const BatchProblem&);
+};
+constexpr GradTensor kGradTensors[] = {
+    {"ref_dq", &Fixture::ref_dq, q_shape}, {"ref_dk", &Fixture::ref_dk, k_shape}, {"ref_dv", &Fixture::ref_dv, v_shape},
+    {"mag_dq", &Fixture::mag_dq, q_shape}, {"mag_dk", &Fixture::mag_dk, k_shape}, {"mag_dv", &Fixture::mag_dv, v_shape}};
+struct GradFlags {
+  const char* name;
+  std::vector<std::uint8_t> Fixture::*flags;
+  std::vector<std::int64_t> (*shape)(const BatchProblem&);
+};
+constexpr GradFlags kGradFlags[] = {
+    {"dq_flags", &Fixture::dq_flags, q_shape}, {"dk_flags", &Fixture::dk_flags, k_shape}, {"dv_flags", &Fixture::dv_flags, v_shape}};
+}  // namespace
 
 void validate_fixture(const Fixture& f) {
   const BatchProblem& p = f.problem;
@@ -99,6 +121,14 @@ void validate_fixture(const Fixture& f) {
   };
   check_flags("flags", f.flags, out_shape(p));
   check_flags("den_flags", f.den_flags, den_shape(p));
+  if (f.gradients) {
+    size("do", f.dout.size(), out_shape(p));
+    if (!f.dden.empty()) size("dden", f.dden.size(), den_shape(p));
+    for (const GradTensor& g : kGradTensors) size(g.name, (f.*g.values).size(), g.shape(p));
+    for (const GradFlags& g : kGradFlags) check_flags(g.name, f.*g.flags, g.shape(p));
+  } else if (!f.dout.empty() || !f.dden.empty() || !f.ref_dq.empty() || !f.ref_dk.empty() || !f.ref_dv.empty()) {
+    throw InputError("gradient tensors without gradients = true");
+  }
   for (const auto& [name, values] : f.state) {
     if (name.empty()) throw InputError("a state tensor needs a name");
     const auto it = f.state_shapes.find(name);
@@ -164,6 +194,13 @@ SafetensorsFile fixture_to_safetensors(const Fixture& f) {
   }
   for (const auto& [name, values] : f.state)
     st.tensors[kStatePrefix + name] = float_tensor(DType::f64, f.state_shapes.at(name), values, kStatePrefix + name);
+  if (f.gradients) {
+    st.tensors["do"] = float_tensor(p.dtype, out_shape(p), f.dout, "do");
+    if (!f.dden.empty()) st.tensors["dden"] = float_tensor(p.dtype, den_shape(p), f.dden, "dden");
+    for (const GradTensor& g : kGradTensors) st.tensors[g.name] = float_tensor(DType::f64, g.shape(p), f.*g.values, g.name);
+    for (const GradFlags& g : kGradFlags)
+      if (!(f.*g.flags).empty()) st.tensors[g.name] = u8_tensor(g.shape(p), f.*g.flags);
+  }
 
   auto& m = st.metadata;
   m["format"] = kFixtureFormat;
@@ -308,6 +345,19 @@ Fixture fixture_from_safetensors(const SafetensorsFile& file, const std::string&
       f.mag_den_unmasked = values("mag_den_unmasked", StDType::F64, den_shape(p));
     }
   }
+  // Gradients: all or none (dden and the flags optional).
+  bool any_grad = file.tensors.count("do") || file.tensors.count("dden");
+  for (const GradTensor& g : kGradTensors) any_grad = any_grad || file.tensors.count(g.name);
+  for (const GradFlags& g : kGradFlags) any_grad = any_grad || file.tensors.count(g.name);
+  if (any_grad) {
+    if (version == "1" || version == "2") throw fail("gradient tensors in a format_version " + version + " fixture (they came with version 3)");
+    f.gradients = true;
+    f.dout = values("do", in, out_shape(p));
+    if (file.tensors.count("dden")) f.dden = values("dden", in, den_shape(p));
+    for (const GradTensor& g : kGradTensors) f.*g.values = values(g.name, StDType::F64, g.shape(p));
+    for (const GradFlags& g : kGradFlags)
+      if (file.tensors.count(g.name)) f.*g.flags = u8_values(take(g.name, StDType::U8, g.shape(p)), g.name);
+  }
   for (const auto& [name, t] : file.tensors) {
     if (name.rfind(kStatePrefix, 0) != 0) continue;
     const std::string s = name.substr(std::string(kStatePrefix).size());
@@ -319,7 +369,9 @@ Fixture fixture_from_safetensors(const SafetensorsFile& file, const std::string&
   for (const auto& [name, t] : file.tensors)
     if (!seen.count(name))
       throw fail("unknown tensor '" + printable(name, 60) + "' (a fixture holds q, k, v, offsets, ref_out, ref_den, mag_num, mag_den, "
-                 "flags, den_flags, state.<name>, initial_state.<part>" + std::string(version == "1" ? "" : ", ref_num, mag_num_unmasked, mag_den_unmasked") + ")");
+                 "flags, den_flags, state.<name>, initial_state.<part>" + std::string(version == "1" ? "" : ", ref_num, mag_num_unmasked, mag_den_unmasked") +
+                 std::string(version == "1" || version == "2" ? "" : "; gradients: do, dden, ref_dq, ref_dk, ref_dv, mag_dq, mag_dk, mag_dv, "
+                                                                     "dq_flags, dk_flags, dv_flags") + ")");
   try {
     validate_fixture(f);
   } catch (const InputError& e) {

@@ -40,6 +40,7 @@ import time
 
 HLA, FIXTURES, WORK = os.path.abspath(sys.argv[1]), pathlib.Path(sys.argv[2]).resolve(), pathlib.Path(sys.argv[3]).resolve()
 FX = FIXTURES / "hla2-raw-f32-gaussian-n37-d8-B1H2K1.safetensors"
+FX_GRAD = FIXTURES / "hla2-raw-f32-gaussian-n37-d8-B1H2K1-grad.safetensors"  # the same problem with gradients
 GOLDEN_CASE = "hla2-raw-f32-gaussian-n1-d8-B1H1K1"  # the smallest golden case: a quick `hla gen --filter`
 EXEC = "true {in} {out}"  # an exec candidate that is never run: the rows fail before
 
@@ -62,6 +63,14 @@ def copy_fx(name):
 def candidate(name="cand.safetensors"):
     # A real candidate for FX, written by `hla eval` (so the check rows fail on the option under test only).
     return lambda d: subprocess.run([HLA, "eval", str(FX), "--out", str(d / name)], check=True, capture_output=True)
+
+
+def grad_candidate(name="cand.safetensors"):
+    # A candidate for FX (no gradients) that carries dq, dk, dv: those of FX_GRAD's (same shapes).
+    def setup(d):
+        subprocess.run([HLA, "eval", str(FX_GRAD), "--out", str(d / name), "--grad", "streaming"], check=True, capture_output=True)
+        shutil.copyfile(FX, d / "bad.safetensors")
+    return setup
 
 
 def fixture_with_case(name, case):
@@ -407,6 +416,27 @@ ROWS = [
     dict(name="demo --chunk 0", argv=["demo", "--chunk", "0"], text="--chunk"),
     dict(name="demo --gamma ''", argv=["demo", "--gamma", ""], text="--gamma"),
     dict(name="demo --gamma 3/2", argv=["demo", "--gamma", "3/2"], text="gamma"),
+    # Gradients (SPEC §9).
+    dict(name="check: gradients against a fixture without any", argv=CHECK_BAD, setup=grad_candidate(),
+         text="is a gradient, but the fixture carries no gradients"),
+    dict(name="check --require-grad, fixture without gradients", argv=["check", "{fx}", "{d}/cand.safetensors", "--require-grad"],
+         setup=candidate(), text="the fixture carries none"),
+    dict(name="check: gradient fixture without ref_dk", argv=CHECK_BAD, text="tensor 'ref_dk' is missing",
+         setup=edited("bad.safetensors", lambda p: p["tensors"].pop("ref_dk"), fixture=FX_GRAD)),
+    dict(name="check: gradient fixture, ref_dq edited (digest recomputed)", argv=CHECK_BAD, text="ref_dq 592 element",
+         setup=edited("bad.safetensors", tensor_op("ref_dq", lambda v: [x * (1 + 1e-6) for x in v]), fixture=FX_GRAD)),
+    dict(name="check: gradient fixture, do edited (digest recomputed)", argv=CHECK_BAD, text=NOT_ITS_INPUTS,
+         setup=edited("bad.safetensors", tensor_op("do", lambda v: [-x for x in v]), fixture=FX_GRAD)),
+    dict(name="eval --grad, fixture without gradients", argv=["eval", "{fx}", "--out", "{d}/c.safetensors", "--grad", "streaming"],
+         text="carries no gradients"),
+    dict(name="eval --grad backwards", argv=["eval", str(FX_GRAD), "--out", "{d}/c.safetensors", "--grad", "backwards"],
+         text="--grad 'backwards' is not a backward form"),
+    dict(name="gen --case grad=maybe", argv=["gen", "--case", "variant=hla2,n=4,d=2,grad=maybe", "--out", "{d}/c.safetensors"],
+         text="grad=maybe is not true or false"),
+    dict(name="gen --case dden without grad", argv=["gen", "--case", "variant=hla2,n=4,d=2,dden=true", "--out", "{d}/c.safetensors"],
+         text="dden=true needs grad=true"),
+    dict(name="gen --case grad=true for hla3_paper", argv=["gen", "--case", "variant=hla3_paper,n=4,d=2,grad=true", "--out", "{d}/c.safetensors"],
+         text="has no backward form"),
 ]
 if os.geteuid() != 0:  # permission bits do not stop root
     ROWS += [

@@ -13,7 +13,7 @@ import shutil
 import struct
 import sys
 
-GOLDEN = [  # small, and between them: every dtype, offsets, flags, normalize, ridge, hla3
+GOLDEN = [  # small, and between them: every dtype, offsets, flags, normalize, ridge, hla3, gradients
     "hla2-raw-f32-gaussian-n1-d8-B1H1K1.safetensors",
     "hla3-raw-f32-small_int-n8-d4-B1H2K1.safetensors",
     "hla3_paper-raw-f32-small_int-n8-d4-B1H2K1.safetensors",
@@ -23,6 +23,7 @@ GOLDEN = [  # small, and between them: every dtype, offsets, flags, normalize, r
     "hla2-add-f16-gaussian-n37-d8-B1H2K1.safetensors",
     "hla2-add-f64-gaussian-n37-d8-B1H2K1.safetensors",
     "hla2-clamp-f32-gaussian-n37-d8-B1H2K1.safetensors",
+    "hla2-raw-f32-gaussian-n37-d8-B1H2K1-varlen-grad.safetensors",  # gradients (do, ref_d*, mag_d*)
 ]
 SIZES = {"F64": 8, "F32": 4, "BF16": 2, "F16": 2, "I64": 8, "U8": 1, "I32": 4}
 

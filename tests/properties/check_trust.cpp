@@ -4,6 +4,7 @@
 // honest fixture (the committed golden set) verifies.
 #include "hla/check/check.hpp"
 #include "hla/check/fixture.hpp"
+#include "hla/check/gradient.hpp"
 
 #include "harness.hpp"
 #include "io_util.hpp"
@@ -45,6 +46,21 @@ BatchProblem problem(Variant v, bool normalize, uint64_t seed, Index n = 9, Inde
 
 io::Fixture honest(const BatchProblem& p) { return make_fixture(p, compute_reference(p), {"unit", "trust", 1, false}); }
 
+// The same with gradients: an upstream do (and dden when normalized) drawn from `seed`.
+io::Fixture honest_grad(const BatchProblem& p, uint64_t seed) {
+  Reference r = compute_reference(p);
+  std::mt19937_64 rng(seed);
+  std::normal_distribution<double> N;
+  std::vector<double> dout(static_cast<size_t>(p.batch * p.heads * p.n * p.dv)), dden;
+  for (auto& e : dout) e = round_to(p.dtype, N(rng));
+  if (p.opt.normalize) {
+    dden.resize(static_cast<size_t>(p.batch * p.heads * p.n));
+    for (auto& e : dden) e = round_to(p.dtype, N(rng));
+  }
+  r.grad = compute_gradient_reference(p, r, dout, dden);
+  return make_fixture(p, r, {"unit", "trust-grad", 1, false});
+}
+
 // Writes f (digest and all: a forged file) and reads it back.
 io::Fixture roundtrip(const io::Fixture& f) {
   ScratchDir dir;
@@ -60,6 +76,18 @@ io::Candidate garbage(const io::Fixture& f) {
   return c;
 }
 
+using Edits = std::vector<std::pair<std::string, std::function<void(io::Fixture&)>>>;
+// Each edit of `good`, written with a fitting digest (forged) and read back, is refused, not judged.
+void refused_after(const io::Fixture& good, const Edits& edits) {
+  for (const auto& [name, edit] : edits) {
+    io::Fixture bad = good;
+    edit(bad);
+    INFO(name);
+    const io::Fixture read = roundtrip(bad);
+    require_input_error([&] { (void)check_fixture(read, garbage(read)); }, {"does not match its inputs"});
+  }
+}
+
 }  // namespace
 
 TEST_CASE("trust: corrupted references are refused, not judged", "[check][trust]") {
@@ -68,7 +96,7 @@ TEST_CASE("trust: corrupted references are refused, not judged", "[check][trust]
       const io::Fixture good = honest(problem(v, normalize, 3));
       INFO(to_string(v) << (normalize ? " normalized" : ""));
       CHECK_NOTHROW(verify_fixture(roundtrip(good)));
-      const std::vector<std::pair<std::string, std::function<void(io::Fixture&)>>> edits{
+      const Edits edits{
           {"ref_out all NaN", [](io::Fixture& f) { std::fill(f.ref_out.begin(), f.ref_out.end(), NAN); }},
           {"ref_out all Inf", [](io::Fixture& f) { std::fill(f.ref_out.begin(), f.ref_out.end(), INFINITY); }},
           {"ref_out 1e300", [](io::Fixture& f) { std::fill(f.ref_out.begin(), f.ref_out.end(), 1e300); }},
@@ -89,13 +117,7 @@ TEST_CASE("trust: corrupted references are refused, not judged", "[check][trust]
           {"ill-conditioned flags", [](io::Fixture& f) { if (f.problem.opt.normalize) f.den_flags.assign(f.ref_den.size(), io::kFlagIllConditioned); else f.flags.assign(f.ref_out.size(), io::kFlagIllConditioned); }},
           {"exact tier claimed on a binary128 reference", [](io::Fixture& f) { f.exact_tier = true; f.reference_bits = 113; }},
       };
-      for (const auto& [name, edit] : edits) {
-        io::Fixture bad = good;
-        edit(bad);
-        INFO(name);
-        const io::Fixture read = roundtrip(bad);
-        require_input_error([&] { (void)check_fixture(read, garbage(read)); }, {"does not match its inputs"});
-      }
+      refused_after(good, edits);
       // The variant and the mask are part of the options too.
       io::Fixture other = good;
       other.problem.opt.variant = v == Variant::hla2 ? Variant::ahla : Variant::hla2;
@@ -108,6 +130,82 @@ TEST_CASE("trust: corrupted references are refused, not judged", "[check][trust]
         require_input_error([&] { (void)check_fixture(roundtrip(unmasked), garbage(unmasked)); }, {"does not match its inputs"});
       }
     }
+  }
+}
+
+TEST_CASE("trust: gradient fixtures verify, and edited gradients, upstream or magnitudes are refused", "[check][trust][gradients]") {
+  for (Variant v : {Variant::la1, Variant::hla2, Variant::ahla, Variant::hla3}) {
+    for (bool normalize : {false, true}) {
+      const io::Fixture good = honest_grad(problem(v, normalize, 3), 7);
+      INFO(to_string(v) << (normalize ? " normalized" : ""));
+      REQUIRE(good.gradients);
+      CHECK(good.reference_bits == 0);  // small heads: exact
+      CHECK_NOTHROW(verify_fixture(roundtrip(good)));
+      const Edits edits{
+          {"one ref_dq element off by 1e-9 relative", [](io::Fixture& f) { f.ref_dq[3] *= 1 + 1e-9; }},
+          {"ref_dk of the last token + 1", [](io::Fixture& f) { f.ref_dk.back() += 1; }},
+          {"a NaN in ref_dv", [](io::Fixture& f) { f.ref_dv[0] = NAN; }},
+          {"mag_dq x 1e10", [](io::Fixture& f) { for (auto& m : f.mag_dq) m *= 1e10; }},
+          {"one mag_dk x 2", [](io::Fixture& f) { f.mag_dk[2] = 2 * f.mag_dk[2] + 1; }},
+          {"do: one value changed", [](io::Fixture& f) { f.dout[1] = round_to(DType::f32, f.dout[1] + 0.5); }},
+          {"dden added", [](io::Fixture& f) { if (f.dden.empty()) f.dden.assign(f.ref_den.size(), 1.0); else f.dden[0] = round_to(DType::f32, f.dden[0] + 1); }},
+          {"ref_dk halved (one query head's share of the group's sum)", [](io::Fixture& f) { for (auto& x : f.ref_dk) x *= 0.5; }},
+      };
+      refused_after(good, edits);
+    }
+  }
+}
+
+TEST_CASE("gradients: the a priori bound K_g + 1 decides each element", "[check][gradients]") {
+  for (bool normalize : {false, true}) {
+    const io::Fixture f = roundtrip(honest_grad(problem(Variant::hla2, normalize, 5, 12, 3), 9));
+    INFO((normalize ? "normalized" : "raw"));
+    // K_g by hand: K_f = (2+1)(12+3)+16 = 61; K_b = K_f + dv + 1 = 65; K_q = K_f + dv + 4 = 68.
+    CHECK(gradient_depth_bound(f.problem.opt, 12, 3, 3) == (normalize ? 65 + 68 : 65));
+    CandidateOutputs c = check::ours(f.problem, Precision::f64, Form::chunked_matmul, 4, DType::f64);
+    ours_gradients(f.problem, f.dout, f.dden, BackwardForm::chunked_matmul, 4, DType::f64, c);
+    CheckOptions opt;
+    opt.precision = Precision::f64;
+    opt.require_gradients = true;
+    const Report good = check_fixture(f, candidate_of(c), opt);
+    INFO(good.text());
+    REQUIRE(good.pass);
+    REQUIRE(good.gradients.size() == 3);
+    CHECK(good.gradient_bound == (normalize ? 134 : 66));
+    for (const auto& g : good.gradients) CHECK((g.checked && g.scored == g.elements && g.max_score < 4));
+    // One dk element moved by s·u·M* (M* = M where κ = 1: the scale is ≥ 1, so a move of s·u·M scores ≤ s).
+    const GradientScale sc = gradient_scale(f.problem, f.ref_den, f.mag_num, f.mag_num, f.mag_den, 0x1p-53);
+    size_t i = 0;
+    for (size_t j = 0; j < f.mag_dk.size(); ++j)
+      if (f.mag_dk[j] > f.mag_dk[i]) i = j;
+    const double Mstar = f.mag_dk[i] * sc.kv[i / 3];
+    auto moved = [&](double s) {
+      CandidateOutputs m = c;
+      m.dk[i] = f.ref_dk[i] + s * 0x1p-53 * Mstar;
+      return check_fixture(f, candidate_of(m), opt);
+    };
+    const double K = good.gradient_bound;
+    const Report below = moved(K - 3), above = moved(K + 3);
+    INFO(below.text() << above.text());
+    CHECK(below.pass);
+    CHECK_FALSE(above.pass);
+    CHECK(above.gradients[1].over_bound == 1);
+    CHECK(above.text().find("dk: 1 elements exceed the a priori gradient bound") != std::string::npos);
+    // A NaN in dq: non-finite where the reference is finite.
+    CandidateOutputs nan = c;
+    nan.dq[0] = NAN;
+    const Report rn = check_fixture(f, candidate_of(nan), opt);
+    CHECK_FALSE(rn.pass);
+    CHECK(rn.gradients[0].nonfinite == 1);
+    // Without gradients: not checked (PASS), or FAIL when required.
+    CandidateOutputs plain = c;
+    plain.dq.clear(), plain.dk.clear(), plain.dv.clear();
+    opt.require_gradients = false;
+    const Report r0 = check_fixture(f, candidate_of(plain), opt);
+    CHECK(r0.pass);
+    CHECK(r0.text().find("gradients not checked") != std::string::npos);
+    opt.require_gradients = true;
+    CHECK_FALSE(check_fixture(f, candidate_of(plain), opt).pass);
   }
 }
 

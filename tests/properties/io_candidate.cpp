@@ -102,6 +102,29 @@ TEST_CASE("candidate: state tensors and an absent den", "[io][candidate]") {
   for (std::size_t i = 0; i < c.out.size(); ++i) CHECK(bits(d.out[i]) == bits(c.out[i]));
 }
 
+TEST_CASE("candidate: gradients only against a fixture with gradients", "[io][candidate][gradients]") {
+  io::Fixture fx = hla::test::tiny_fixture();
+  SafetensorsFile st;
+  st.tensors["out"] = float_tensor(DType::f32, out_shape(fx.problem), std::vector<double>(12, 1.0), "out");
+  st.tensors["dk"] = float_tensor(DType::bf16, k_shape(fx.problem), std::vector<double>(6, 0.5), "dk");
+  hla::test::require_input_error([&] { (void)candidate_from_safetensors(st, fx, "c.safetensors"); },
+                                 {"c.safetensors", "tensor 'dk' is a gradient, but the fixture carries no gradients"});
+  fx.gradients = true;
+  fx.dout.assign(12, 1), fx.ref_dq.assign(12, 0), fx.mag_dq.assign(12, 1), fx.ref_dk.assign(6, 0), fx.mag_dk.assign(6, 1);
+  fx.ref_dv.assign(6, 0), fx.mag_dv.assign(6, 1);
+  const Candidate c = candidate_from_safetensors(st, fx, "c.safetensors");
+  REQUIRE(c.dk);
+  CHECK(c.dk_dtype == DType::bf16);
+  CHECK(*c.dk == std::vector<double>(6, 0.5));
+  CHECK_FALSE(c.dq);
+  CHECK_FALSE(c.dv);
+  // Written back: the same tensors.
+  CHECK(candidate_to_safetensors(c, fx).tensors.count("dk"));
+  st.tensors["dq"] = float_tensor(DType::f32, k_shape(fx.problem), std::vector<double>(6, 0.5), "dq");
+  hla::test::require_input_error([&] { (void)candidate_from_safetensors(st, fx, "c.safetensors"); },
+                                 {"tensor 'dq' has shape [1, 1, 3, 2], expected [1, 2, 3, 2]"});
+}
+
 TEST_CASE("candidate: what a kernel may write wrong is named", "[io][candidate][hardening]") {
   ScratchDir dir;
   const auto path = dir / "c.safetensors";

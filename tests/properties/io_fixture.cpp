@@ -38,6 +38,10 @@ std::string fixture_difference(const Fixture& a, const Fixture& b) {
   if (!same_bits(a.mag_num, b.mag_num)) return "mag_num";
   if (!same_bits(a.mag_den, b.mag_den)) return "mag_den";
   if (a.flags != b.flags) return "flags";
+  if (a.gradients != b.gradients || !same_bits(a.dout, b.dout) || !same_bits(a.dden, b.dden)) return "upstream gradients";
+  if (!same_bits(a.ref_dq, b.ref_dq) || !same_bits(a.ref_dk, b.ref_dk) || !same_bits(a.ref_dv, b.ref_dv)) return "ref_d*";
+  if (!same_bits(a.mag_dq, b.mag_dq) || !same_bits(a.mag_dk, b.mag_dk) || !same_bits(a.mag_dv, b.mag_dv)) return "mag_d*";
+  if (a.dq_flags != b.dq_flags || a.dk_flags != b.dk_flags || a.dv_flags != b.dv_flags) return "gradient flags";
   if (a.state_shapes != b.state_shapes) return "state_shapes";
   if (a.state.size() != b.state.size()) return "state";
   for (const auto& [name, v] : a.state)
@@ -169,6 +173,60 @@ TEST_CASE("fixture: tensors inconsistent with the metadata", "[io][fixture][hard
   st = tiny_file();
   st.tensors["state.S"] = float_tensor(DType::f32, {2}, {1, 2}, "s");
   refuse(st, {"tensor 'state.S' has dtype F32, expected F64"});
+}
+
+// tiny_fixture with gradients (SPEC §9): q [1,2,3,2], k and v [1,1,3,2].
+Fixture tiny_gradient_fixture() {
+  Fixture f = tiny_fixture();
+  f.gradients = true;
+  f.dout = {0.5, -1, 2, 0.25, -0.0, 3, 1, 1, -2, 4, 0.125, 6};
+  f.dden = {1, -1, 0.5, 2, 0, -3};
+  f.ref_dq.assign(12, -1.5), f.mag_dq.assign(12, 3);
+  f.ref_dk = {1, 2, 3, 4, 5, 6}, f.mag_dk.assign(6, 7);
+  f.ref_dv = {-1e-300, 4.9e-324, 1e300, 0, 1, 2}, f.mag_dv.assign(6, 1e301);
+  f.dk_flags = {0, 1, 0, 0, 2, 3};
+  return f;
+}
+
+TEST_CASE("fixture: gradients round-trip, all or none, in version 3 only", "[io][fixture][gradients]") {
+  ScratchDir dir;
+  const Fixture f = tiny_gradient_fixture();
+  write_fixture(dir / "g.safetensors", f);
+  const Fixture back = read_fixture(dir / "g.safetensors");
+  CHECK(fixture_difference(f, back).empty());
+  CHECK(back.gradients);
+  CHECK(back.dq_flags.empty());  // not written when nothing is flagged
+  // Without gradients the file is what it was (no gradient tensor, the golden set's bytes unchanged).
+  const SafetensorsFile plain = fixture_to_safetensors(tiny_fixture());
+  CHECK_FALSE(plain.tensors.count("do"));
+  CHECK_FALSE(read_fixture([&] { write_fixture(dir / "p.safetensors", tiny_fixture()); return dir / "p.safetensors"; }()).gradients);
+  // Upstream in the input dtype, references F64.
+  const SafetensorsFile st = fixture_to_safetensors(f);
+  CHECK(st.tensors.at("do").dtype == StDType::F32);
+  CHECK(st.tensors.at("ref_dk").dtype == StDType::F64);
+  for (const char* name : {"do", "ref_dq", "ref_dk", "ref_dv", "mag_dq", "mag_dk", "mag_dv"}) {
+    SafetensorsFile missing = st;
+    missing.tensors.erase(name);
+    INFO(name);
+    refuse(missing, {"tensor '" + std::string(name) + "' is missing"});
+  }
+  SafetensorsFile wrong = st;
+  wrong.tensors["ref_dk"] = float_tensor(DType::f64, {1, 2, 3, 2}, std::vector<double>(12, 0.0), "ref_dk");
+  refuse(wrong, {"tensor 'ref_dk' has shape [1, 2, 3, 2], expected [1, 1, 3, 2]"});
+  wrong = st;
+  wrong.tensors["do"] = float_tensor(DType::f64, {1, 2, 3, 2}, f.dout, "do");
+  refuse(wrong, {"tensor 'do' has dtype F64, expected F32"});
+  wrong = st;
+  wrong.tensors["dk_flags"] = u8_tensor({1, 1, 3, 2}, {0, 4, 0, 0, 0, 0});
+  refuse(wrong, {"dk_flags[1] = 4 has bits other than 1"});
+  wrong = st;
+  wrong.metadata["format_version"] = "2";
+  wrong.metadata.erase("digest");
+  refuse(wrong, {"gradient tensors in a format_version 2 fixture"});
+  // The writer refuses gradient tensors without the flag that says so.
+  Fixture half = tiny_fixture();
+  half.ref_dq.assign(12, 0);
+  require_input_error([&] { (void)fixture_to_safetensors(half); }, {"gradient tensors without gradients = true"});
 }
 
 TEST_CASE("fixture: the digest catches any change to the file", "[io][fixture][digest]") {

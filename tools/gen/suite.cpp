@@ -1,5 +1,6 @@
 #include "suite.hpp"
 
+#include "hla/backward.hpp"
 #include "hla/evaluate.hpp"
 
 #include <cmath>
@@ -125,6 +126,27 @@ void flagged(Builder& b) {
     for (Index c = 0; c < p.dv; ++c) p.v[p.v_index(0, 0, t, c)] = p.v[p.v_index(0, 0, t - 1, c)];
 }
 
+// Gradients (SPEC §9): every variant with a backward × normalize mode, small
+// heads (exact rationals), the default shape (two query heads share one K/V
+// head: dk, dv summed over the group), dden where den is divided by; and
+// packed sequences. Added after the others, so that those keep their seeds.
+// Normalized heads (and hla3's) are 20 tokens long: their exact gradients
+// carry a different 1/D per token (hla2 with n = 37: 5 s, n = 20: 1 s).
+void backward(Builder& b) {
+  const auto cfgs = configs();
+  for (const Config& cfg : cfgs) {
+    if (!has_backward(cfg.opt.variant)) continue;
+    const bool third = order_of(cfg.opt.variant) >= 3;
+    for (const char* norm : {"raw", "add", "clamp"}) {
+      const bool short_head = third || std::string(norm) != "raw";
+      b.add(cfg, norm, DType::f32, Dist::gaussian, short_head ? Shape{1, 2, 1, 20, 8, 4} : Shape{}, "-grad");
+      fill_upstream(b.cases.back(), std::string(norm) != "raw");
+    }
+  }
+  b.add(named(cfgs, "hla2"), "raw", DType::f32, Dist::gaussian, Shape{1, 2, 1, 37, 8, 4, {0, 9, 23, 37}}, "-grad");
+  fill_upstream(b.cases.back(), false);
+}
+
 void full(Builder& b) {
   golden(b);
   const auto cfgs = configs();
@@ -158,10 +180,23 @@ const std::vector<std::string>& suite_names() {
 
 std::vector<Case> make_suite(const std::string& name, uint64_t seed) {
   Builder b{seed, {}};
-  if (name == "golden") golden(b), flagged(b);
+  if (name == "golden") golden(b), flagged(b), backward(b);
   else if (name == "default") full(b);
   else throw InputError("unknown suite '" + name + "' (expected golden or default)");
   return std::move(b.cases);
+}
+
+void fill_upstream(Case& c, bool with_dden) {
+  const BatchProblem& p = c.problem;
+  Rng rng(derive_seed(c.seed, 1));
+  c.grad = true;
+  c.dout.assign(static_cast<size_t>(p.batch * p.heads * p.n * p.dv), 0);
+  for (double& x : c.dout) x = round_to(p.dtype, rng.normal());
+  c.dden.clear();
+  if (with_dden) {
+    c.dden.assign(static_cast<size_t>(p.batch * p.heads * p.n), 0);
+    for (double& x : c.dden) x = round_to(p.dtype, rng.normal());
+  }
 }
 
 bool qualifies_exact_tier(const BatchProblem& p) {

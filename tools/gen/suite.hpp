@@ -15,7 +15,15 @@ struct Case {
   Dist dist = Dist::gaussian;
   uint64_t seed = 0;        // of this case's values
   bool exact_tier = false;  // float32 evaluation is exact: the check demands bit equality
+  // Gradients (SPEC §9): when `grad`, the fixture carries the upstream
+  // dout [B,H,n,dv] (and dden [B,H,n], or empty) and the reference gradients.
+  bool grad = false;
+  std::vector<double> dout, dden;
 };
+
+// Fills c.dout (and c.dden when with_dden) with N(0,1) values rounded to the
+// problem's dtype, from a stream of their own (the inputs' draws are unchanged).
+void fill_upstream(Case& c, bool with_dden);
 
 // "golden" (small, committed under fixtures/), "default" (every variant ×
 // option × dtype, n = 1 … 4096, ragged chunk boundaries, exact tier,

@@ -15,7 +15,7 @@ namespace {
 
 struct CheckArgs {
   std::string fixture, candidate, precision, form_class = "masked";
-  bool json = false, verify_inputs = false, quiet = false, progress = false;
+  bool json = false, verify_inputs = false, quiet = false, progress = false, require_grad = false;
   size_t worst = 10;
   double budget = 600;
 };
@@ -31,6 +31,7 @@ int run_check(const CheckArgs& a) {
   opt.precision = check::parse_precision_map(a.precision).of(f.problem.dtype);
   opt.form_class = check::parse_form_class(a.form_class);
   opt.worst = a.worst;
+  opt.require_gradients = a.require_grad;
   opt.progress = [&bar](const char* stage, double done, double total) {
     bar.set_label(std::string("hla check: ") + stage);
     bar.update(done, total);
@@ -60,7 +61,7 @@ void add_check(CLI::App& app, Action& action) {
   auto a = std::make_shared<CheckArgs>();
   CLI::App* c = app.add_subcommand("check", "check a candidate's outputs against a fixture (exit 0 pass, 1 fail, 2 input error, 4 inconclusive)");
   c->add_option("FIXTURE", a->fixture, "fixture file written by `hla gen`")->required()->check(non_empty);
-  c->add_option("CANDIDATE", a->candidate, "safetensors file with `out` [B,H,n,dv] (and optionally `den` [B,H,n])")->required()->check(non_empty);
+  c->add_option("CANDIDATE", a->candidate, "safetensors file with `out` [B,H,n,dv] (and optionally `den` [B,H,n]; gradients dq, dk, dv)")->required()->check(non_empty);
   c->add_option("--precision", a->precision,
                 "declared compute precision: f64 | f32 | tf32 | bf16 | f16, or per input dtype: bf16=f32,f16=f32,f32=f32 "
                 "(default: dtype of `out`)")
@@ -69,6 +70,8 @@ void add_check(CLI::App& app, Action& action) {
                 "masked (default: sums only masked terms) or state_difference (subtracts unmasked partial sums, S*C - G)")
       ->check(non_empty);
   c->add_flag("--json", a->json, "print the report as JSON");
+  c->add_flag("--require-grad", a->require_grad,
+              "fail when the fixture carries gradients and the candidate lacks dq, dk or dv (else: reported as not checked)");
   c->add_flag("--verify-inputs", a->verify_inputs,
               "recompute the reference from the fixture's inputs and demand the stored one (slow: binary128 or exact)");
   c->add_option("--budget", a->budget, "seconds --verify-inputs may spend (default 600)")->check(seconds_in(0, 1e7, true));

@@ -4,6 +4,7 @@
 #include "commands.hpp"
 
 #include "hla/check/fixture.hpp"
+#include "hla/check/gradient.hpp"
 #include "hla/io/printable.hpp"
 
 #include <filesystem>
@@ -13,7 +14,7 @@ namespace hla::cli {
 namespace {
 
 struct EvalArgs {
-  std::string fixture, out, form = "chunked_matmul", precision = "f32", paper, dtype;
+  std::string fixture, out, form = "chunked_matmul", precision = "f32", paper, dtype, grad;
   Index chunk = 64;
   bool form_given = false;
 };
@@ -41,12 +42,22 @@ int run_eval(const EvalArgs& a) {
   std::error_code ec;
   if (std::filesystem::equivalent(a.fixture, a.out, ec))
     throw InputError("--out '" + io::printable(a.out) + "' is the fixture itself: it would be overwritten");
+  std::optional<BackwardForm> grad;
+  if (!a.grad.empty()) {
+    for (BackwardForm b : kBackwardForms)
+      if (to_string(b) == a.grad) grad = b;
+    if (!grad) throw InputError("--grad '" + io::printable(a.grad) + "' is not a backward form (naive, streaming, chunked, chunked_matmul)");
+  }
   const io::Fixture f = io::read_fixture(a.fixture);
-  const check::CandidateOutputs c = paper ? check::ours_paper(f.problem, prec, *paper, a.chunk, out)
+  if (grad && !f.gradients)
+    throw InputError("--grad: " + io::printable(a.fixture) + " carries no gradients (no upstream do); write one with hla gen --case ...,grad=true");
+  check::CandidateOutputs c = paper ? check::ours_paper(f.problem, prec, *paper, a.chunk, out)
                                           : check::ours(f.problem, prec, form, a.chunk, out);
+  if (grad) check::ours_gradients(f.problem, f.dout, f.dden, *grad, a.chunk, out, c);
   io::write_candidate(a.out, check::candidate_of(c), f);
   std::cout << "hla eval: wrote " << io::printable(a.out) << " (" << (paper ? "paper " + to_string(*paper) : a.form) << " in "
-            << a.precision << ", out " << to_string(out) << ")\n";
+            << a.precision << ", out " << to_string(out)
+            << (grad ? "; dq, dk, dv by the backward form " + a.grad + " in f64" : "") << ")\n";
   return 0;
 }
 
@@ -65,6 +76,10 @@ void add_eval(CLI::App& app, Action& action) {
       ->check(non_empty);
   c->add_option("--dtype", a->dtype, "dtype of the written outputs (default f64 for f64, else f32)")->check(non_empty);
   c->add_option("--chunk", a->chunk, "chunk width")->check(integer_in(1, 1 << 20));
+  c->add_option("--grad", a->grad,
+                "also write dq, dk, dv (a fixture with gradients): backward form naive | streaming | chunked | chunked_matmul, "
+                "evaluated in f64 and rounded to --dtype")
+      ->check(non_empty);
   c->callback([a, form, &action] {
     a->form_given = form->count() > 0;
     action = [a] { return run_eval(*a); };

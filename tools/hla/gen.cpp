@@ -15,6 +15,7 @@
 #include "progress.hpp"
 
 #include "hla/check/fixture.hpp"
+#include "hla/check/gradient.hpp"
 #include "hla/io/atomic_file.hpp"
 #include "hla/io/manifest.hpp"
 #include "hla/io/printable.hpp"
@@ -58,7 +59,8 @@ check::Reference reference_with_progress(const BatchProblem& p, Progress* bar) {
 }
 
 void write_case_fixture(const fs::path& file, const gen::Case& c, const std::string& suite, Progress* bar = nullptr) {
-  const check::Reference ref = reference_with_progress(c.problem, bar);
+  check::Reference ref = reference_with_progress(c.problem, bar);
+  if (c.grad) ref.grad = check::compute_gradient_reference(c.problem, ref, c.dout, c.dden);
   io::write_fixture(file, check::make_fixture(c.problem, ref, {suite, c.name, c.seed, c.exact_tier}));
 }
 
@@ -68,6 +70,7 @@ gen::Case parse_case(const std::string& spec) {
   std::string dtype = "f32", dist = "gaussian";
   Index B = 1, H = 1, Hkv = 0, n = 64, d = 64, dv = 0, state = 0;
   uint64_t seed = 1;
+  std::string grad = "false", dden = "auto";
   auto integer = [](const std::string& key, const std::string& v, uint64_t hi) {
     if (v.empty() || v.size() > 20 || v.find_first_not_of("0123456789") != std::string::npos)
       throw InputError("--case: " + key + "=" + printable(v) + " is not a whole number");
@@ -83,7 +86,7 @@ gen::Case parse_case(const std::string& spec) {
     const size_t eq = item.find('=');
     if (item.empty() || eq == std::string::npos || eq == 0)
       throw InputError("--case: '" + printable(item) + "' is not key=value (keys: variant, masked, unmasked, gamma, normalize, eps, "
-                       "lambda, scale, dtype, dist, B, H, Hkv, n, d, dv, seed, state)");
+                       "lambda, scale, dtype, dist, B, H, Hkv, n, d, dv, seed, state, grad, dden)");
     const std::string key = item.substr(0, eq), val = item.substr(eq + 1);
     const Index dim_max = Index{1} << 31;
     if (opt.set(key, val)) continue;
@@ -97,9 +100,11 @@ gen::Case parse_case(const std::string& spec) {
     else if (key == "dv") dv = static_cast<Index>(integer(key, val, dim_max));
     else if (key == "seed") seed = integer(key, val, kAnyU64);
     else if (key == "state") state = static_cast<Index>(integer(key, val, dim_max));
+    else if (key == "grad") grad = val;
+    else if (key == "dden") dden = val;
     else
       throw InputError("--case: unknown key '" + printable(key) + "' (keys: variant, masked, unmasked, gamma, normalize, eps, lambda, "
-                       "scale, dtype, dist, B, H, Hkv, n, d, dv, seed, state)");
+                       "scale, dtype, dist, B, H, Hkv, n, d, dv, seed, state, grad, dden)");
   }
   gen::Case c;
   BatchProblem& p = c.problem;
@@ -139,11 +144,24 @@ gen::Case parse_case(const std::string& spec) {
       }
     p.validate();
   }
+  auto flag = [](const std::string& key, const std::string& v) {
+    if (v == "true" || v == "1") return true;
+    if (v == "false" || v == "0") return false;
+    throw InputError("--case: " + key + "=" + printable(v) + " is not true or false");
+  };
+  if (flag("grad", grad)) {
+    if (state > 0) throw InputError("--case: grad=true with state: gradients from an initial state are not supported yet");
+    if (!has_backward(p.opt.variant)) throw InputError("--case: grad=true, but variant " + to_string(p.opt.variant) + " has no backward form");
+    // dden by default where den is divided by (normalize): it then has a gradient of its own.
+    gen::fill_upstream(c, dden == "auto" ? p.opt.normalize : flag("dden", dden));
+  } else if (dden != "auto") {
+    throw InputError("--case: dden=" + printable(dden) + " needs grad=true");
+  }
   std::string norm = p.opt.normalize ? to_string(p.opt.eps_mode) : "raw";
   c.name = "case-" + to_string(p.opt.variant) + (p.opt.masked ? "" : "-unmasked") + "-g" + to_string(p.opt.gamma) + "-" + norm + "-" +
            to_string(p.dtype) + "-" + gen::to_string(c.dist) + "-n" + std::to_string(n) + "-d" + std::to_string(p.d) + "-dv" +
            std::to_string(p.dv) + "-B" + std::to_string(B) + "H" + std::to_string(H) + "K" + std::to_string(p.kv_heads) + "-seed" +
-           std::to_string(seed) + (state > 0 ? "-state" + std::to_string(state) : "");
+           std::to_string(seed) + (state > 0 ? "-state" + std::to_string(state) : "") + (c.grad ? "-grad" : "");
   return c;
 }
 
@@ -308,7 +326,8 @@ void add_gen(CLI::App& app, Action& action) {
   c->add_flag("--list", a->list, "list the suite's cases and exit");
   c->add_option("--case", a->one_case,
                 "one custom fixture instead of a suite: key=value,... with keys variant, masked, unmasked, gamma, normalize "
-                "(none|add|clamp), eps, lambda, scale, dtype, dist, B, H, Hkv, n, d, dv, seed, state (an initial state: the state after that many earlier tokens); --out is then the file")
+                "(none|add|clamp), eps, lambda, scale, dtype, dist, B, H, Hkv, n, d, dv, seed, state (an initial state: the state after that many earlier tokens), grad (true: with upstream "
+                "gradients and the reference dq, dk, dv), dden (with grad: true|false, default: normalize); --out is then the file")
       ->check(non_empty);
   c->add_flag("--quiet", a->quiet, "no progress bar");
   c->add_flag("--progress", a->progress, "draw the progress bar even when stderr is not a terminal");

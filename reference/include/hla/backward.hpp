@@ -2,7 +2,8 @@
 // L = Σ_t ⟨do_t, o_t⟩ + Σ_t dden_t·den_t, by a named backward form.
 //
 // Light header: the forms (hla/backward/<variant>.hpp) are instantiated for
-// rationals and binary128 in reference/src/backward_*.cpp.
+// rationals, binary128 and double (the float64 check of a fixture's stored
+// gradients) in reference/src/backward_*.cpp.
 #pragma once
 
 #include "hla/problem.hpp"

@@ -111,3 +111,4 @@ template <class S> Gradient<S> backward_magnitude(const Problem<S>& p, const Mat
   ext template hla::Gradient<S> hla::backward_magnitude<S>(const hla::Problem<S>&, const hla::Mat<S>&, const hla::Vec<S>&);
 HLA_BACKWARD_INSTANTIATIONS(extern, hla::Rational)
 HLA_BACKWARD_INSTANTIATIONS(extern, hla::f113)
+HLA_BACKWARD_INSTANTIATIONS(extern, double)

@@ -113,7 +113,23 @@ def test_fixture_is_well_formed(path):
         if name in t:
             assert md["format_version"] in ("2", "3") and md["masked"] == "true" and md["variant"] in ("hla2", "hla3")
             assert dt[name] == "F64" and list(t[name].shape) == shape and not np.any(t[name] < 0)
+    # Gradients (SPEC §9; version 3): all or none, dden and the flags optional.
+    grad = {"do": want["ref_out"], "ref_dq": want["q"], "mag_dq": want["q"], "ref_dk": want["k"], "mag_dk": want["k"],
+            "ref_dv": want["v"], "mag_dv": want["v"]}
+    grad_optional = {"dden": want["ref_den"], "dq_flags": want["q"], "dk_flags": want["k"], "dv_flags": want["v"]}
+    if set(t) & (set(grad) | set(grad_optional)):
+        assert md["format_version"] == "3" and set(grad) <= set(t), f"{path}: gradient tensors, not all of {sorted(grad)}"
+        for name, shape in {**grad, **grad_optional}.items():
+            if name in t:
+                assert list(t[name].shape) == shape, f"{path}: {name} has shape {list(t[name].shape)}, expected {shape}"
+                want_dtype = FIXTURE_DTYPE[md["dtype"]] if name in ("do", "dden") else "U8" if name.endswith("_flags") else "F64"
+                assert dt[name] == want_dtype, f"{path}: {name} has dtype {dt[name]}, expected {want_dtype}"
+        for name in ("mag_dq", "mag_dk", "mag_dv"):
+            assert not np.any(t[name] < 0), f"{path}: {name} has negative entries"
+            # The magnitude sums the absolute values of the gradient's terms: it bounds the gradient.
+            assert np.all(np.abs(t["ref_" + name[4:]]) <= t[name] * (1 + 2**-50)), f"{path}: |ref_{name[4:]}| exceeds {name}"
     others = set(t) - set(want) - {"flags", "den_flags", "offsets", "ref_num", "mag_num_unmasked", "mag_den_unmasked"}
+    others -= set(grad) | set(grad_optional)
     assert all(name.startswith("state.") and dt[name] == "F64" for name in others), others
     Fraction(md["gamma"]), Fraction(md["eps"]), Fraction(md["lambda"]), Fraction(md["scale"])
 

@@ -21,12 +21,19 @@ struct CandidateOutputs {
   std::vector<double> den;  // [B, H, n], or empty when the candidate does not expose it
   DType out_dtype = DType::f32;  // the type `out` was stored in (its rounding is allowed for)
   DType den_dtype = DType::f64;
+  // Gradients of the reference's loss (SPEC §9), each empty when not written:
+  // dq [B, H, n, d], dk [B, Hkv, n, d], dv [B, Hkv, n, dv].
+  std::vector<double> dq, dk, dv;
+  DType dq_dtype = DType::f64, dk_dtype = DType::f64, dv_dtype = DType::f64;
 };
 
 struct CheckOptions {
   std::optional<Precision> precision;  // default: the candidate's output dtype
   FormClass form_class = FormClass::masked;  // SPEC §7: which magnitude and baseline judge it
   bool exact_tier = false;             // demand bit equality (fixture says so)
+  // Fail when the reference has gradients and the candidate lacks dq, dk or dv
+  // (else they are reported as not checked).
+  bool require_gradients = false;
   size_t worst = 10;                   // worst elements listed
   // When set and the check fails: writes <stem>.safetensors (the case as a
   // fixture) and <stem>.candidate.safetensors, for `hla check` to reproduce.
@@ -72,6 +79,19 @@ struct Element {
   Skip skip = Skip::none;
 };
 
+// One gradient tensor's verdict (SPEC §9): every element scored as
+// |candidate − reference| / (u·M*), M* the gradient's magnitude times the
+// conditioning of den ⊕ ε it passes through (check/gradient.hpp), bound K_g + 1.
+struct GradientRow {
+  std::string name;  // dq, dk, dv
+  bool checked = false;  // the candidate has it
+  size_t elements = 0, scored = 0, nonfinite = 0, over_bound = 0;
+  size_t ill_conditioned = 0;  // not scored: depends on a den ⊕ ε within its error bound of 0 (or of a clamp jump)
+  size_t out_of_range = 0, underflow = 0;  // not scored, as for outputs
+  double max_score = 0;
+  std::vector<Element> worst;  // h: the query head (dq) or the K/V head (dk, dv); c: the column
+};
+
 struct Report {
   bool pass = false;
   bool inconclusive = false;  // too little was scored to judge (then pass = false; see kMaxUnscoredFraction)
@@ -97,6 +117,10 @@ struct Report {
   std::vector<Element> worst;
   std::vector<std::pair<std::string, size_t>> histogram;  // score bins
   std::string dumped;  // the fixture written by dump_on_failure, if any
+  // Gradients: rows when the reference has gradients; a note why none were checked.
+  std::vector<GradientRow> gradients;
+  double gradient_bound = 0;  // K_g + 1
+  std::string gradients_note;
 
   std::string verdict() const { return pass ? "PASS" : inconclusive ? "INCONCLUSIVE" : "FAIL"; }
   std::string text() const;

@@ -8,6 +8,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <vector>
 
 namespace hla::check {
@@ -15,6 +16,21 @@ namespace hla::check {
 enum Flag : uint8_t {
   kUncertified = 1,     // the f64 value may not be the correctly rounded exact value (cancellation)
   kIllConditioned = 2,  // normalized output: den ⊕ ε not bounded away from the pole
+};
+
+// Gradients (SPEC §9) of L = Σ ⟨do, o⟩ + Σ dden·den: the upstream and the
+// reference ∂L/∂q, ∂L/∂k, ∂L/∂v rounded to f64, with the magnitudes of their
+// defining sums (backward_magnitude; k and v gradients summed over the query
+// heads of each group) and Flag bits. See check/gradient.hpp.
+struct GradientReference {
+  std::vector<double> dout;  // [B, H, n, dv]
+  std::vector<double> dden;  // [B, H, n], or empty (zero)
+  std::vector<double> dq, mag_dq;  // [B, H, n, d]
+  std::vector<double> dk, mag_dk;  // [B, Hkv, n, d]
+  std::vector<double> dv, mag_dv;  // [B, Hkv, n, dv]
+  std::vector<uint8_t> dq_flags, dk_flags, dv_flags;  // sized like the values
+  int bits = 113;  // 0: every head exact (rationals)
+  size_t uncertified = 0;
 };
 
 struct Reference {
@@ -34,6 +50,8 @@ struct Reference {
   // certified correctly rounded or was evaluated in binary128; 106 when some
   // uncertified element comes from the double-double engine.
   int bits = 113;
+  // The gradients, when the fixture (or the caller) has upstream gradients.
+  std::optional<GradientReference> grad;
   // How it was computed (not stored in fixtures): heads × sequences by each path.
   struct Stats {
     size_t heads = 0, exact = 0, fast = 0, binary128 = 0, recomputed = 0;  // recomputed: fast, then a prefix in binary128

@@ -1,6 +1,8 @@
 // Candidate files: what a user's kernel writes for a fixture. A safetensors
 // file with `out` [B,H,n,dv] in any float dtype, optionally `den` [B,H,n] and
-// `state.<name>` tensors shaped like the fixture's state of that name. Values
+// `state.<name>` tensors shaped like the fixture's state of that name, and the
+// gradients `dq` [B,H,n,d], `dk` [B,Hkv,n,d], `dv` [B,Hkv,n,dv] (any subset;
+// only for a fixture that carries gradients, SPEC §9). Values
 // are read exactly into doubles; NaN and ±Inf are kept (scoring them is the
 // checker's job). Metadata, if any, is ignored.
 #pragma once
@@ -22,6 +24,9 @@ struct Candidate {
   DType den_dtype = DType::f32;
   std::map<std::string, std::vector<double>> state;  // name (without "state.") -> values
   std::map<std::string, DType> state_dtypes;
+  // Gradients of the fixture's loss, when the kernel wrote them.
+  std::optional<std::vector<double>> dq, dk, dv;
+  DType dq_dtype = DType::f32, dk_dtype = DType::f32, dv_dtype = DType::f32;
 };
 
 // Checks names, dtypes (float only) and shapes against the fixture: a missing

@@ -10,10 +10,17 @@
 // mag_den_unmasked [B,H,n] F64 (the magnitudes a state-difference algorithm is
 // judged against, for masked hla2 and hla3). Version 3 adds the metadata key
 // digest = "sha256:<hex>" over everything else (fixture_digest), checked on
-// every read. Versions 1 and 2 still read, with a warning. A version 3 file
-// may also hold the problem's initial state, initial_state.<part> tensors
-// (io/state.hpp), in the problem's state dtype; a reader that predates them
-// rejects such a file (unknown tensor) rather than misread it.
+// every read. Versions 1 and 2 still read, with a warning.
+// Gradients (SPEC §9; optional in version 3, all or none): the upstream `do`
+// [B,H,n,dv] and optionally `dden` [B,H,n] in the problem's dtype, the
+// reference gradients ref_dq [B,H,n,d], ref_dk [B,Hkv,n,d], ref_dv
+// [B,Hkv,n,dv] and their magnitudes mag_dq, mag_dk, mag_dv (F64), and
+// dq_flags, dk_flags, dv_flags (U8) when something is flagged. A fixture
+// without them reads as before; a reader that predates them refuses a file
+// with them ("unknown tensor 'do'"), so no version bump was needed.
+// A version 3 file may also hold the problem's initial state,
+// initial_state.<part> tensors (io/state.hpp), in the problem's state dtype;
+// a reader that predates them likewise refuses such a file.
 // __metadata__ (all strings, no control bytes): format = "hla-oracle-fixture",
 // format_version, variant, masked, normalize, eps_mode, gamma, eps,
 // lambda, scale (exact rationals), batch, heads, kv_heads, n, d, dv, dtype,
@@ -65,6 +72,17 @@ struct Fixture {
   // Optional final state tensors (SPEC §8), name -> values (row major) and shape.
   std::map<std::string, std::vector<double>> state;
   std::map<std::string, std::vector<std::int64_t>> state_shapes;
+  // Gradients (SPEC §9), when `gradients`: L = Σ ⟨do, o⟩ + Σ dden·den, the
+  // exact ∂L/∂q, ∂L/∂k, ∂L/∂v rounded to f64 (k and v are shared by the query
+  // heads of a group: their gradients are summed over it; packed sequences are
+  // independent problems), the magnitudes of their defining sums, flags.
+  bool gradients = false;
+  std::vector<double> dout;                   // [B,H,n,dv] upstream ∂L/∂o, in the problem's dtype (tensor `do`)
+  std::vector<double> dden;                   // [B,H,n] upstream ∂L/∂den, or empty (zero: den is not an output)
+  std::vector<double> ref_dq, mag_dq;         // [B,H,n,d]
+  std::vector<double> ref_dk, mag_dk;         // [B,Hkv,n,d]
+  std::vector<double> ref_dv, mag_dv;         // [B,Hkv,n,dv]
+  std::vector<std::uint8_t> dq_flags, dk_flags, dv_flags;  // kFlag* bits, or empty when nothing is flagged
   std::string suite;      // which set the case belongs to
   std::string case_name;  // metadata key "case"
   std::uint64_t seed = 0; // generator seed that reproduces the inputs
@@ -79,6 +97,9 @@ struct Fixture {
 // Shapes of the fixture's tensors, from the problem's dims.
 std::vector<std::int64_t> out_shape(const BatchProblem& p);  // [B,H,n,dv]
 std::vector<std::int64_t> den_shape(const BatchProblem& p);  // [B,H,n]
+std::vector<std::int64_t> q_shape(const BatchProblem& p);    // [B,H,n,d]
+std::vector<std::int64_t> k_shape(const BatchProblem& p);    // [B,Hkv,n,d]
+std::vector<std::int64_t> v_shape(const BatchProblem& p);    // [B,Hkv,n,dv]
 
 // Throws InputError naming the problem: problem.validate(allow non-finite),
 // array sizes against the dims, unknown flag bits, state without a shape or

@@ -1,0 +1,416 @@
+// Gradients in the check layer (gradient.hpp; SPEC §9): the reference, the
+// verdict on a candidate's dq, dk, dv, and the proof that stored gradients
+// belong to their inputs. The algebra is the reference's (hla/backward.hpp).
+#include "hla/check/gradient.hpp"
+
+#include "hla/backward.hpp"
+#include "hla/bounds.hpp"
+#include "hla/evaluate.hpp"
+#include "internal.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <mutex>
+#include <stdexcept>
+
+namespace hla::check {
+
+double backward_depth_bound(Variant v, Index n, Index d, Index dv) { return depth_bound(v, n, d) + static_cast<double>(dv + 1); }
+double quotient_depth_bound(Variant v, Index n, Index d, Index dv) { return depth_bound(v, n, d) + static_cast<double>(dv + 4); }
+double gradient_depth_bound(const Options& o, Index n, Index d, Index dv) {
+  return backward_depth_bound(o.variant, n, d, dv) + (o.normalize ? quotient_depth_bound(o.variant, n, d, dv) : 0.0);
+}
+
+namespace {
+
+Index longest_sequence(const BatchProblem& p) {
+  Index m = 0;
+  for (const auto& [t0, t1] : p.sequences()) m = std::max(m, t1 - t0);
+  return m;
+}
+
+// κ_t of one normalized output token (gradient.hpp), +inf where ill-conditioned.
+// Ku: the forward's error bound per unit of magnitude (K_f·u). With den's
+// relative error δ = Ku·M̃_den/|D| < 1/2: |1/D̂ − 1/D| ≤ (1/(1−δ) − 1)/|D| and
+// |1/D̂² − 1/D²| ≤ (1/(1−δ)² − 1)/D² = Ku·(2−δ)/(1−δ)²·(M̃_den/|D|)/D², so
+// ∂L/∂Y errs by at most Ku·(ρ_t + (2−δ)/(1−δ)²·M̃_den/|D|) of its magnitude.
+double token_kappa(const Options& o, double den, double mden_err, const double* mnum, const double* mnum_err, Index dv, double Ku) {
+  const double eps = to_double(o.eps), E = Ku * mden_err;
+  if (!std::isfinite(den) || !std::isfinite(E)) return INFINITY;
+  const bool clamp = o.eps_mode == EpsMode::clamp;
+  // Clamped: the sign of D (den near 0) and its branch (|den| near ε) must be the exact one's.
+  if (clamp && (std::fabs(den) <= E || std::fabs(std::fabs(den) - eps) <= E)) return INFINITY;
+  const double D = normalizer(den, eps, o.eps_mode);
+  const bool flat = clamp && std::fabs(den) < eps;  // D = ±ε: no error from den
+  const double delta = flat ? 0.0 : E / std::fabs(D);
+  if (!(delta < 0.5)) return INFINITY;
+  double rho = 1;
+  for (Index c = 0; c < dv; ++c)
+    if (mnum_err[c] > mnum[c]) rho = std::max(rho, mnum[c] > 0 ? mnum_err[c] / mnum[c] : INFINITY);
+  return rho + (flat ? 0.0 : (2 - delta) / ((1 - delta) * (1 - delta)) * mden_err / std::fabs(D));
+}
+
+template <class S> S exactly(double x) {
+  if constexpr (std::is_same_v<S, Rational>) return to_rational(x);
+  else return S(x);  // double and f113 hold every double
+}
+
+// One (batch, K/V head, sequence): the gradients of the group's query heads
+// [h0, h0 + group) in scalar S, dk and dv summed over the group, and their
+// magnitudes. dq of head h0 + i is dq[i].
+template <class S> struct GroupGradient {
+  std::vector<Mat<S>> dq, mdq;
+  Mat<S> dk, dv, mdk, mdv;
+};
+template <class S>
+GroupGradient<S> group_gradient(const BatchProblem& p, const std::vector<double>& dout, const std::vector<double>& dden, Index b,
+                                Index kvh, Index t0, Index t1, BackwardForm form = BackwardForm::streaming, Index chunk = 16,
+                                bool magnitudes = true) {
+  const Index L = t1 - t0, group = p.heads / p.kv_heads;
+  GroupGradient<S> g;
+  g.dk = g.mdk = Mat<S>::Zero(L, p.d);
+  g.dv = g.mdv = Mat<S>::Zero(L, p.dv);
+  for (Index h = kvh * group; h < (kvh + 1) * group; ++h) {
+    const Problem<S> ph = p.head<S>(b, h, t0, t1);
+    Mat<S> up(L, p.dv);
+    Vec<S> dd = Vec<S>::Zero(L);
+    for (Index t = 0; t < L; ++t) {
+      for (Index c = 0; c < p.dv; ++c) up(t, c) = exactly<S>(dout[p.out_index(b, h, t0 + t, c)]);
+      if (!dden.empty()) dd(t) = exactly<S>(dden[p.den_index(b, h, t0 + t)]);
+    }
+    const Gradient<S> x = backward(ph, up, dd, form, chunk);
+    g.dq.push_back(x.dq);
+    g.dk += x.dk, g.dv += x.dv;
+    if (!magnitudes) continue;
+    const Gradient<S> m = backward_magnitude(ph, up, dd);
+    g.mdq.push_back(m.dq);
+    g.mdk += m.dk, g.mdv += m.dv;
+  }
+  return g;
+}
+
+size_t q_at(const BatchProblem& p, Index b, Index h, Index t, Index c) { return p.q_index(b, h, t, c); }
+size_t kv_at(const BatchProblem& p, Index b, Index kvh, Index t, Index c, Index cols) {
+  return static_cast<size_t>(((b * p.kv_heads + kvh) * p.n + t) * cols + c);
+}
+size_t kv_row(const BatchProblem& p, Index b, Index kvh, Index t) { return static_cast<size_t>((b * p.kv_heads + kvh) * p.n + t); }
+
+std::string num(double x) {
+  char buf[40];
+  std::snprintf(buf, sizeof buf, "%.17g", x);
+  return buf;
+}
+
+struct Task {
+  Index b, kvh, t0, t1;
+};
+std::vector<Task> group_tasks(const BatchProblem& p) {
+  std::vector<Task> tasks;
+  const auto seqs = p.sequences();
+  for (Index b = 0; b < p.batch; ++b)
+    for (Index kvh = 0; kvh < p.kv_heads; ++kvh)
+      for (const auto& [t0, t1] : seqs) tasks.push_back({b, kvh, t0, t1});
+  return tasks;
+}
+
+// Calls f(tensor, at, value, magnitude, scale_row) for every element of a
+// group's gradients x: tensor 0 = dq, 1 = dk, 2 = dv; `at` its index in the
+// problem's tensor; the magnitude (0 when x has none); scale_row its row in
+// GradientScale::q (dq) or ::kv (dk, dv).
+template <class S, class F> void for_each_element(const BatchProblem& p, const Task& k, const GroupGradient<S>& x, F&& f) {
+  const Index group = p.heads / p.kv_heads;
+  const bool mags = !x.mdq.empty();
+  for (Index t = k.t0; t < k.t1; ++t) {
+    const Index lt = t - k.t0;
+    for (Index i = 0; i < group; ++i) {
+      const Index h = k.kvh * group + i;
+      const auto& v = x.dq[static_cast<size_t>(i)];
+      for (Index c = 0; c < p.d; ++c)
+        f(0, q_at(p, k.b, h, t, c), v(lt, c), mags ? x.mdq[static_cast<size_t>(i)](lt, c) : S(0), p.den_index(k.b, h, t));
+    }
+    const size_t row = kv_row(p, k.b, k.kvh, t);
+    for (Index c = 0; c < p.d; ++c) f(1, kv_at(p, k.b, k.kvh, t, c, p.d), x.dk(lt, c), mags ? x.mdk(lt, c) : S(0), row);
+    for (Index c = 0; c < p.dv; ++c) f(2, kv_at(p, k.b, k.kvh, t, c, p.dv), x.dv(lt, c), mags ? x.mdv(lt, c) : S(0), row);
+  }
+}
+
+// The magnitudes that the streaming forward's error scales with (the
+// unmasked-order ones where it subtracts partial sums).
+struct ErrMags {
+  const std::vector<double>& num;
+  const std::vector<double>& den;
+};
+ErrMags streaming_error_magnitudes(const BatchProblem& p, const Reference& r) {
+  if (subtracts_partial_sums(p.opt, Form::streaming) && has_state_difference_magnitude(p.opt)) return {r.mag_num_sd, r.mag_den_sd};
+  return {r.mag_num, r.mag_den};
+}
+
+}  // namespace
+
+GradientScale gradient_scale(const BatchProblem& p, const std::vector<double>& den, const std::vector<double>& mag_num,
+                             const std::vector<double>& mnum_err, const std::vector<double>& mden_err, double u) {
+  GradientScale s{std::vector<double>(static_cast<size_t>(p.batch * p.heads * p.n), 1.0),
+                  std::vector<double>(static_cast<size_t>(p.batch * p.kv_heads * p.n), 1.0)};
+  if (!p.opt.normalize) return s;
+  const Index L = longest_sequence(p);
+  const double Kb = backward_depth_bound(p.opt.variant, L, p.d, p.dv), Kq = quotient_depth_bound(p.opt.variant, L, p.d, p.dv);
+  const double Ku = depth_bound(p.opt.variant, L, p.d) * u;
+  std::fill(s.kv.begin(), s.kv.end(), 0.0);
+  p.for_each_sequence([&](Index b, Index h, Index t0, Index t1) {
+    double kappa = 0;  // the largest κ_t over t ≥ x, x running down
+    for (Index t = t1 - 1; t >= t0; --t) {
+      const size_t di = p.den_index(b, h, t), oi = p.out_index(b, h, t, 0);
+      kappa = std::max(kappa, token_kappa(p.opt, den[di], mden_err[di], &mag_num[oi], &mnum_err[oi], p.dv, Ku));
+      s.q[di] = (Kb + Kq * kappa) / (Kb + Kq);
+      double& kv = s.kv[kv_row(p, b, p.kv_head_of(h), t)];
+      kv = std::max(kv, s.q[di]);
+    }
+  });
+  return s;
+}
+
+GradientReference compute_gradient_reference(const BatchProblem& p, const Reference& forward, std::vector<double> dout,
+                                             std::vector<double> dden) {
+  p.validate();  // finite inputs: a gradient fixture's reference is finite
+  if (!has_backward(p.opt.variant))
+    throw InputError("variant " + to_string(p.opt.variant) + " has no backward form (SPEC §9): no gradients for it");
+  if (p.has_state()) throw InputError("gradients from an initial state are not supported yet (the backward starts from zero)");
+  const size_t no = static_cast<size_t>(p.batch * p.heads * p.n * p.dv), nd = static_cast<size_t>(p.batch * p.heads * p.n);
+  if (dout.size() != no) throw InputError("upstream do holds " + std::to_string(dout.size()) + " values, expected " + std::to_string(no) + " = batch·heads·n·dv");
+  if (!dden.empty() && dden.size() != nd)
+    throw InputError("upstream dden holds " + std::to_string(dden.size()) + " values, expected " + std::to_string(nd) + " = batch·heads·n");
+  for (const auto& [name, x] : {std::pair{"do", &dout}, {"dden", &dden}})
+    for (size_t i = 0; i < x->size(); ++i) {
+      const double e = (*x)[i];
+      if (!std::isfinite(e)) throw InputError(std::string("upstream ") + name + "[" + std::to_string(i) + "] = " + num(e) + " is not finite");
+      if (round_to(p.dtype, e) != e)
+        throw InputError(std::string("upstream ") + name + "[" + std::to_string(i) + "] = " + num(e) + " is not representable in " + to_string(p.dtype));
+    }
+  if (forward.den.size() != nd || forward.mag_den.size() != nd) throw InputError("the forward reference does not match the problem's shape");
+  GradientReference g;
+  g.dout = std::move(dout);
+  g.dden = std::move(dden);
+  const size_t nq = static_cast<size_t>(p.batch * p.heads * p.n * p.d), nk = static_cast<size_t>(p.batch * p.kv_heads * p.n * p.d),
+               nv = static_cast<size_t>(p.batch * p.kv_heads * p.n * p.dv);
+  g.dq.assign(nq, 0), g.mag_dq.assign(nq, 0), g.dq_flags.assign(nq, 0);
+  g.dk.assign(nk, 0), g.mag_dk.assign(nk, 0), g.dk_flags.assign(nk, 0);
+  g.dv.assign(nv, 0), g.mag_dv.assign(nv, 0), g.dv_flags.assign(nv, 0);
+  const bool exact = forward.bits == 0;
+  g.bits = exact ? 0 : 113;
+  // The binary128 error bound per element: 2·2^-113·(K_b + K_q·κ_x)·M_g = 2^-112·K_g·scale·M_g.
+  Reference completed = forward;
+  if (!is_complete(completed)) complete_reference(p, completed);
+  const ErrMags em = streaming_error_magnitudes(p, completed);
+  const GradientScale sc = gradient_scale(p, completed.den, completed.mag_num, em.num, em.den, 0x1p-112);
+  const double Kg = gradient_depth_bound(p.opt, longest_sequence(p), p.d, p.dv);
+  const std::vector<Task> tasks = group_tasks(p);
+  std::mutex mu;
+  std::vector<double>* values[] = {&g.dq, &g.dk, &g.dv};
+  std::vector<double>* mags[] = {&g.mag_dq, &g.mag_dk, &g.mag_dv};
+  std::vector<uint8_t>* flags[] = {&g.dq_flags, &g.dk_flags, &g.dv_flags};
+  auto store_exact = [&](const GroupGradient<Rational>& x, const Task& k) {
+    for_each_element(p, k, x, [&](int w, size_t at, const Rational& v, const Rational& m, size_t) {
+      (*values[w])[at] = to_double(v), (*mags[w])[at] = to_double(m);
+    });
+  };
+  auto store_f113 = [&](const GroupGradient<f113>& x, const Task& k) {
+    for_each_element(p, k, x, [&](int w, size_t at, const f113& v, const f113& m, size_t row) {
+      const double scale = (w == 0 ? sc.q : sc.kv)[row];
+      (*values[w])[at] = static_cast<double>(v), (*mags[w])[at] = static_cast<double>(m);
+      if (!std::isfinite(scale)) (*flags[w])[at] = kUncertified | kIllConditioned;
+      else if (!certifies(v, f113(0x1p-112) * f113(Kg * scale) * m)) (*flags[w])[at] = kUncertified;
+    });
+  };
+  // Exact rationals stay single-threaded (small heads), like the forward's.
+  parallel_for(tasks.size(), exact ? 1 : worker_threads(), [&](size_t i) {
+    const Task& k = tasks[i];
+    if (exact) {
+      try {
+        store_exact(group_gradient<Rational>(p, g.dout, g.dden, k.b, k.kvh, k.t0, k.t1), k);
+        return;
+      } catch (const std::domain_error&) {  // den + ε = 0 exactly: binary128 flags it
+        std::lock_guard lock(mu);
+        g.bits = 113;
+      }
+    }
+    store_f113(group_gradient<f113>(p, g.dout, g.dden, k.b, k.kvh, k.t0, k.t1), k);
+  });
+  for (const auto* f : {&g.dq_flags, &g.dk_flags, &g.dv_flags})
+    for (uint8_t x : *f) g.uncertified += (x & kUncertified) != 0;
+  return g;
+}
+
+void check_gradients(const BatchProblem& p, const Reference& ref, const CandidateOutputs& cand, const CheckOptions& opt, Report& r) {
+  const bool has_any = !cand.dq.empty() || !cand.dk.empty() || !cand.dv.empty();
+  if (!ref.grad) {
+    if (has_any)
+      throw InputError("the candidate holds gradients (dq, dk, dv), but the fixture carries none (no upstream do to differentiate "
+                       "against): use a fixture written with gradients (hla gen --case ...,grad=true, or the golden *-grad fixtures)");
+    if (opt.require_gradients)
+      throw InputError("gradients are required (--require-grad), but the fixture carries none (no upstream do): use a fixture "
+                       "written with gradients");
+    return;
+  }
+  const GradientReference& g = *ref.grad;
+  // The forward's error scales with the magnitudes of the candidate's class (SPEC §7).
+  const bool sd = opt.form_class == FormClass::state_difference;
+  const GradientScale sc = gradient_scale(p, ref.den, ref.mag_num, sd ? ref.mag_num_sd : ref.mag_num,
+                                          sd ? ref.mag_den_sd : ref.mag_den, r.u);
+  const double K = gradient_depth_bound(p.opt, longest_sequence(p), p.d, p.dv);
+  r.gradient_bound = K + 1;
+  const double tiny = info(r.precision).smallest_normal();
+  struct Tensor {
+    const char* name;
+    const std::vector<double>& cand;
+    DType dtype;
+    const std::vector<double>& ref;
+    const std::vector<double>& mag;
+    Index heads, cols;
+    const std::vector<double>& scale;
+  };
+  const Tensor tensors[] = {{"dq", cand.dq, cand.dq_dtype, g.dq, g.mag_dq, p.heads, p.d, sc.q},
+                            {"dk", cand.dk, cand.dk_dtype, g.dk, g.mag_dk, p.kv_heads, p.d, sc.kv},
+                            {"dv", cand.dv, cand.dv_dtype, g.dv, g.mag_dv, p.kv_heads, p.dv, sc.kv}};
+  std::vector<std::string> missing;
+  for (const Tensor& x : tensors) {
+    GradientRow row;
+    row.name = x.name;
+    row.checked = !x.cand.empty();
+    const size_t size = static_cast<size_t>(p.batch * x.heads * p.n * x.cols);
+    if (!row.checked) {
+      missing.push_back(x.name);
+      r.gradients.push_back(row);
+      continue;
+    }
+    if (x.cand.size() != size)
+      throw InputError(std::string("candidate ") + x.name + " holds " + std::to_string(x.cand.size()) + " values, expected " + std::to_string(size));
+    std::vector<Element> all;
+    for (Index b = 0; b < p.batch; ++b)
+      for (Index h = 0; h < x.heads; ++h)
+        for (Index t = 0; t < p.n; ++t) {
+          const size_t row_at = static_cast<size_t>((b * x.heads + h) * p.n + t);
+          const double s = x.scale[row_at];
+          for (Index c = 0; c < x.cols; ++c) {
+            const size_t i = row_at * static_cast<size_t>(x.cols) + static_cast<size_t>(c);
+            ++row.elements;
+            Element e{b, h, t, c, x.cand[i], x.ref[i], x.mag[i] * s};
+            if (!std::isfinite(s) || !std::isfinite(e.reference)) {
+              ++row.ill_conditioned;
+              continue;
+            }
+            if (std::fabs(e.reference) > info(x.dtype).largest_finite()) {
+              ++row.out_of_range;
+              continue;
+            }
+            if (r.u * e.magnitude < tiny && e.magnitude > 0) {
+              ++row.underflow;
+              continue;
+            }
+            ++row.scored;
+            if (!std::isfinite(e.candidate)) {
+              e.score = HUGE_VAL;
+              ++row.nonfinite;
+            } else {
+              const double err = std::max(0.0, std::fabs(e.candidate - e.reference) - info(x.dtype).rounding_error(e.reference));
+              e.score = err == 0 ? 0.0 : e.magnitude > 0 ? err / (r.u * e.magnitude) : HUGE_VAL;
+            }
+            if (e.score > r.gradient_bound) ++row.over_bound;
+            row.max_score = std::max(row.max_score, e.score);
+            all.push_back(e);
+          }
+        }
+    row.worst = worst_of(std::move(all), opt.worst);
+    const std::string name = x.name;
+    if (row.nonfinite) r.reasons.push_back(name + ": " + std::to_string(row.nonfinite) + " non-finite values where the reference is finite");
+    if (row.over_bound) {
+      const Element& w = row.worst.front();
+      char buf[200];
+      std::snprintf(buf, sizeof buf, " elements exceed the a priori gradient bound %.4g u·magnitude (worst score %.4g at batch %ld head %ld token %ld column %ld)",
+                    r.gradient_bound, w.score, static_cast<long>(w.b), static_cast<long>(w.h), static_cast<long>(w.t), static_cast<long>(w.c));
+      r.reasons.push_back(name + ": " + std::to_string(row.over_bound) + buf);
+    }
+    r.gradients.push_back(std::move(row));
+  }
+  if (!missing.empty()) {
+    std::string list;
+    for (const auto& s : missing) list += (list.empty() ? "" : ", ") + s;
+    r.gradients_note = (missing.size() == 3 ? "gradients not checked: the candidate has no " : "not checked: the candidate has no ") + list;
+    if (opt.require_gradients) r.reasons.push_back("the candidate lacks " + list + ", required by --require-grad");
+  }
+}
+
+void ours_gradients(const BatchProblem& p, const std::vector<double>& dout, const std::vector<double>& dden, BackwardForm form,
+                    Index chunk, DType out, CandidateOutputs& c) {
+  p.validate();
+  if (p.has_state()) throw InputError("gradients from an initial state are not supported yet (the backward starts from zero)");
+  if (!has_backward_form(p.opt.variant, form))
+    throw InputError("variant " + to_string(p.opt.variant) + " has no backward form " + to_string(form));
+  c.dq.assign(static_cast<size_t>(p.batch * p.heads * p.n * p.d), 0);
+  c.dk.assign(static_cast<size_t>(p.batch * p.kv_heads * p.n * p.d), 0);
+  c.dv.assign(static_cast<size_t>(p.batch * p.kv_heads * p.n * p.dv), 0);
+  c.dq_dtype = c.dk_dtype = c.dv_dtype = out;
+  std::vector<double>* values[] = {&c.dq, &c.dk, &c.dv};
+  for (const Task& k : group_tasks(p))
+    for_each_element(p, k, group_gradient<double>(p, dout, dden, k.b, k.kvh, k.t0, k.t1, form, chunk, false),
+                     [&](int w, size_t at, double v, double, size_t) { (*values[w])[at] = round_to(out, v); });
+}
+
+void verify_gradients(const BatchProblem& p, const GradientReference& g,
+                      const std::function<void(const std::string&, const std::string&)>& add) {
+  if (p.has_state()) {
+    add("ref_dq", "gradients with an initial state, which no generator of ours writes (the backward starts from zero)");
+    return;
+  }
+  // Our float64 forward (den and magnitudes for the conditioning) and backward.
+  const size_t no = static_cast<size_t>(p.batch * p.heads * p.n * p.dv), nd = static_cast<size_t>(p.batch * p.heads * p.n);
+  std::vector<double> den(nd), mnum(no), eden(nd), enumr(no);
+  const bool sd = subtracts_partial_sums(p.opt, Form::streaming) && has_state_difference_magnitude(p.opt);
+  p.for_each_sequence([&](Index b, Index h, Index t0, Index t1) {
+    const Problem<double> ph = p.head<double>(b, h, t0, t1);
+    const Output<double> o = evaluate(ph, Form::streaming), m = magnitude(ph);
+    const Output<double> e = sd ? magnitude(ph, true) : m;
+    for (Index t = t0; t < t1; ++t) {
+      const size_t di = p.den_index(b, h, t);
+      den[di] = o.den(t - t0), eden[di] = e.den(t - t0);
+      for (Index c = 0; c < p.dv; ++c) mnum[p.out_index(b, h, t, c)] = m.num(t - t0, c), enumr[p.out_index(b, h, t, c)] = e.num(t - t0, c);
+    }
+  });
+  const double u = 0x1p-53;
+  const GradientScale sc = gradient_scale(p, den, mnum, enumr, eden, u);
+  const double Kg = gradient_depth_bound(p.opt, longest_sequence(p), p.d, p.dv);
+  const std::vector<double>* values[] = {&g.dq, &g.dk, &g.dv};
+  const std::vector<double>* mags[] = {&g.mag_dq, &g.mag_dk, &g.mag_dv};
+  for (const Task& k : group_tasks(p)) {
+    GroupGradient<double> x = group_gradient<double>(p, g.dout, g.dden, k.b, k.kvh, k.t0, k.t1);
+    bool finite = x.dk.allFinite() && x.dv.allFinite() && x.mdk.allFinite() && x.mdv.allFinite();
+    for (size_t i = 0; i < x.dq.size(); ++i) finite = finite && x.dq[i].allFinite() && x.mdq[i].allFinite();
+    if (!finite) {  // float64 overflowed where the exact values may not: binary128
+      const GroupGradient<f113> y = group_gradient<f113>(p, g.dout, g.dden, k.b, k.kvh, k.t0, k.t1);
+      auto cast = [](const Mat<f113>& a) { return Mat<double>(a.unaryExpr([](const f113& v) { return static_cast<double>(v); })); };
+      for (size_t i = 0; i < x.dq.size(); ++i) x.dq[i] = cast(y.dq[i]), x.mdq[i] = cast(y.mdq[i]);
+      x.dk = cast(y.dk), x.dv = cast(y.dv), x.mdk = cast(y.mdk), x.mdv = cast(y.mdv);
+    }
+    // |stored − ours| within 2^-53·(K_g·scale + 2)·M: ours within K_g·scale·u·M of the exact value, the stored one within an ulp.
+    for_each_element(p, k, x, [&](int w, size_t at, double ours, double mag, size_t row) {
+      const double scale = (w == 0 ? sc.q : sc.kv)[row];
+      if (!std::isfinite(scale)) return;
+      const double tol = u * (Kg * scale + 2) * mag + 0x1p-1000;
+      // [b, head, t, c] of the element (heads: query heads for dq, K/V heads for dk, dv).
+      const size_t cols = static_cast<size_t>(w == 2 ? p.dv : p.d), heads = static_cast<size_t>(w == 0 ? p.heads : p.kv_heads),
+                   n = static_cast<size_t>(p.n);
+      const std::string where = "[" + std::to_string(at / cols / n / heads) + "," + std::to_string(at / cols / n % heads) + "," +
+                                std::to_string(at / cols % n) + "," + std::to_string(at % cols) + "]";
+      const char* name[] = {"dq", "dk", "dv"};
+      const double stored = (*values[w])[at], stored_mag = (*mags[w])[at];
+      if (!(std::fabs(stored - ours) <= tol))
+        add(std::string("ref_") + name[w], std::string("ref_") + name[w] + where + " = " + num(stored) + ", but the inputs and upstream give " +
+                                               num(ours) + " (allowed difference " + num(tol) + ")");
+      if (!(std::fabs(stored_mag - mag) <= tol))
+        add(std::string("mag_") + name[w], std::string("mag_") + name[w] + where + " = " + num(stored_mag) +
+                                               ", but the inputs and upstream give " + num(mag) + " (allowed difference " + num(tol) + ")");
+    });
+  }
+}
+
+}  // namespace hla::check

@@ -1,0 +1,61 @@
+// What the check layer's units share: a parallel loop, the worst elements, and whether a
+// binary128 value with an error bound certifies its f64 rounding.
+#pragma once
+
+#include "hla/check/check.hpp"
+#include "hla/scalar.hpp"
+
+#include <cmath>
+#include <algorithm>
+#include <atomic>
+#include <exception>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+namespace hla::check {
+
+// Runs fn(i) for i in [0, count) on `threads` workers (this one included);
+// after an exception no new item starts, and the first one is rethrown.
+template <class F> void parallel_for(size_t count, int threads, F&& fn) {
+  std::atomic<size_t> next{0};
+  std::mutex mu;
+  std::exception_ptr error;
+  auto worker = [&] {
+    for (size_t i; (i = next.fetch_add(1)) < count;) {
+      try {
+        fn(i);
+      } catch (...) {
+        std::lock_guard lock(mu);
+        if (!error) error = std::current_exception();
+        next = count;
+      }
+    }
+  };
+  std::vector<std::thread> pool;
+  for (int i = 1; i < std::min<int>(threads, static_cast<int>(count)); ++i) pool.emplace_back(worker);
+  worker();
+  for (auto& t : pool) t.join();
+  if (error) std::rethrow_exception(error);
+}
+
+// The k elements of largest score, largest first.
+inline std::vector<Element> worst_of(std::vector<Element> all, size_t k) {
+  k = std::min(k, all.size());
+  std::partial_sort(all.begin(), all.begin() + static_cast<std::ptrdiff_t>(k), all.end(),
+                    [](const Element& a, const Element& b) { return a.score > b.score; });
+  all.resize(k);
+  return all;
+}
+
+// Whether every value within e of x rounds to the same double as x does
+// (then RN64(x) is the correctly rounded exact value).
+inline bool certifies(const f113& x, const f113& e) {
+  const double r = static_cast<double>(x);
+  if (!std::isfinite(r)) return false;
+  const f113 lo = (f113(r) + f113(std::nextafter(r, -INFINITY))) / 2;
+  const f113 hi = (f113(r) + f113(std::nextafter(r, INFINITY))) / 2;
+  return x - e > lo && x + e < hi;
+}
+
+}  // namespace hla::check
