@@ -21,7 +21,7 @@ ref=build/reference/libhla_reference.a
 [ -f "$ref" ] || { echo "sanitize: $ref missing: run scripts/setup.sh first" >&2; exit 2; }
 cmake -S . -B "$dir" -DCMAKE_BUILD_TYPE=Debug -DHLA_SANITIZE=ON -DCMAKE_C_COMPILER=gcc -DCMAKE_CXX_COMPILER=g++ \
   "-DHLA_REFERENCE_LIBRARY=$PWD/$ref" "-DHLA_RC_EXTRA=${HLA_SAN_RC_PARAMS:-max_success=25}" >/dev/null
-cmake --build "$dir" -j"$jobs" --target props_io props_check hla zoo zoo_selftest example_cabi_la1 \
+cmake --build "$dir" -j"$jobs" --target props_io props_check props_state hla zoo zoo_selftest example_cabi_la1 \
   fuzz_exact_tier_test fuzz_fixture_reader_replay fuzz_candidate_reader_replay
 built=$(date +%s)
 echo "sanitize: build took $((built - start)) s"
@@ -41,7 +41,7 @@ status=0
 # Not hla_fuzz_cli: 6 minutes under ASan (repeated campaigns with shrinking);
 # the campaign, shrinking and finding-file paths it takes run below in the zoo
 # campaign and in example_cabi_la1_fuzz.
-tests='^(props_io|props_check|fuzz_exact_tier):|^(hla_cli|hla_bad_input|hla_ref_cli|zoo_selftest|example_cabi_la1_fuzz|fuzz_readers_corpus)$'
+tests='^(props_io|props_check|props_state|fuzz_exact_tier):|^(hla_cli|hla_bad_input|hla_ref_cli|zoo_selftest|example_cabi_la1_fuzz|fuzz_readers_corpus)$'
 ctest --test-dir "$dir" -j"$jobs" --output-on-failure -R "$tests" | tee "$dir/ctest.log" || status=1
 ran=$(sed -n 's/.*tests passed, [0-9]* tests failed out of \([0-9]*\).*/\1/p' "$dir/ctest.log")
 
