@@ -14,6 +14,7 @@
 #include "hla/io/fixture.hpp"
 #include "hla/io/inputs.hpp"
 #include "hla/io/state.hpp"
+#include "hla/backward.hpp"
 #include "hla/state.hpp"
 
 #include <random>
@@ -182,6 +183,10 @@ TEST_CASE("state reference: la1", "[state]") { reference_props(Variant::la1); }
 TEST_CASE("state reference: hla2", "[state]") { reference_props(Variant::hla2); }
 TEST_CASE("state reference: ahla", "[state]") { reference_props(Variant::ahla); }
 TEST_CASE("state reference: hla3", "[state]") { reference_props(Variant::hla3); }
+
+TEST_CASE("state: the variants with a state are those with a backward type (whose State it is)", "[state]") {
+  for (const auto& v : kVariants) CHECK(has_state(v.id) == has_backward(v.id));
+}
 
 TEST_CASE("state: the checker passes a kernel that continues from the state and fails one that ignores it", "[state]") {
   for (const Variant v : kStateVariants) {
