@@ -3,7 +3,10 @@
 corpus/fixture/ (a few small golden fixtures, copied, plus hand-made malformed
 files) and corpus/candidate/ (candidates for the golden fixture the candidate
 target reads, hla3 n8 d4 B1 H2, valid and not). Deterministic: rerunning it
-rewrites the same bytes. Standard library only.
+rewrites the same bytes. Standard library only. One more seed, a fixture
+with an initial state (initial_state.<part> tensors), is written by hla itself:
+  hla gen --case variant=hla2,gamma=1/2,normalize=add,dtype=f32,B=1,H=2,Hkv=1,n=8,d=4,dv=2,seed=1,state=4 \
+      --out corpus/fixture/case-hla2-initial-state.safetensors
 
   make_corpus.py REPO_ROOT
 """
