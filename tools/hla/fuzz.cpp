@@ -77,6 +77,7 @@ std::unique_ptr<fuzz::Adapter> make_adapter(const FuzzArgs& a) {
   for (const auto& t : fuzz::split_list(a.dtypes)) s.dtypes.push_back(parse_dtype(t));
   if (s.variants.empty() || s.dtypes.empty()) throw InputError("--variants and --dtypes must name at least one each");
   s.features = a.features == "none" ? 0 : fuzz::parse_features(a.features);
+  if (s.has(HLA_FEAT_BACKWARD)) throw InputError("--features backward: only a --lib candidate returns gradients (hla_impl_run_backward)");
   s.precision = check::parse_precision_map(a.precision);
   if (s.precision.empty()) throw InputError("--precision must name a precision (e.g. f32, or bf16=f32,f32=f32)");
   s.max_n = a.max_n;
