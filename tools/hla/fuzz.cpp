@@ -104,6 +104,8 @@ int run_fuzz(FuzzArgs a) {
     c.p = f.problem;
     c.exact_tier = f.exact_tier;
     if (!c.p.all_finite()) c.probe = fuzz::Probe::nan_causality;
+    // A fixture with gradients runs the backward too, where the candidate has one.
+    if (f.gradients && s.has(HLA_FEAT_BACKWARD) && c.probe == fuzz::Probe::plain) c.grad = true, c.dout = f.dout, c.dden = f.dden;
     const fuzz::Verdict v = fuzz::judge(*adapter, c, a.budget);
     std::cout << "hla fuzz --replay " << io::printable(a.replay) << ": "
               << (v.kind.empty() ? "passes" : "[" + v.kind + "] " + io::printable_message(v.message)) << "\n";
