@@ -85,6 +85,15 @@ fuzz::FuzzCase grad_case(Variant v, Index n, uint64_t seed, Index heads = 2, Ind
   return c;
 }
 
+// The verdict on c: its kind and failed rules ("" and "": a pass), never inconclusive.
+void expect(fuzz::Adapter& a, const fuzz::FuzzCase& c, const std::string& kind, const std::string& rules = "") {
+  const fuzz::Verdict v = fuzz::judge(a, c);
+  INFO(v.message);
+  CHECK(v.kind == kind);
+  CHECK(v.rules == rules);
+  CHECK_FALSE(v.inconclusive);
+}
+
 // Bit for bit (NaN included): same seed, same bytes.
 bool same_bits(const std::vector<double>& a, const std::vector<double>& b) {
   return a.size() == b.size() && (a.empty() || std::memcmp(a.data(), b.data(), a.size() * sizeof(double)) == 0);
@@ -123,34 +132,14 @@ TEST_CASE("generator: upstream gradients only with a backward, in the dtype, det
 TEST_CASE("judge: gradient findings, our backward passes", "[fuzz][grad]") {
   Grads honest(Bug::none), dk_off(Bug::dk_off), leak(Bug::leak);
   fuzz::FuzzCase c = grad_case(Variant::hla2, 9, 3);
-  {
-    const fuzz::Verdict v = fuzz::judge(honest, c);
-    INFO(v.message);
-    CHECK(v.kind.empty());
-    CHECK_FALSE(v.inconclusive);
-  }
-  {
-    const fuzz::Verdict v = fuzz::judge(dk_off, c);
-    INFO(v.message);
-    CHECK(v.kind == "gradient");
-    CHECK(v.rules == "grad_bound");
-    CHECK(v.outputs.dk.size() == static_cast<size_t>(c.p.batch * c.p.kv_heads * c.p.n * c.p.d));  // for the finding's candidate file
-  }
+  expect(honest, c, "");
+  expect(dk_off, c, "gradient", "grad_bound");
+  CHECK(fuzz::judge(dk_off, c).outputs.dk.size() == static_cast<size_t>(c.p.kv_heads * c.p.n * c.p.d));  // for the candidate file
   // A NaN in dout at token 2 of query head 1: rows ≤ 2 of dq (head 1), dk and dv (the one kv head) are not judged.
   c.probe = fuzz::Probe::grad_nan_causality;
   c.dout[c.p.out_index(0, 1, 2, 1)] = NAN;
-  {
-    const fuzz::Verdict v = fuzz::judge(honest, c);
-    INFO(v.message);
-    CHECK(v.kind.empty());
-    CHECK_FALSE(v.inconclusive);
-  }
-  {
-    const fuzz::Verdict v = fuzz::judge(leak, c);
-    INFO(v.message);
-    CHECK(v.kind == "gradient_nan_causality");
-    CHECK(v.rules == "grad_nonfinite,grad_bound");  // a non-finite element also scores inf
-  }
+  expect(honest, c, "");
+  expect(leak, c, "gradient_nan_causality", "grad_nonfinite,grad_bound");  // a non-finite element also scores inf
   // The rule hides exactly the reachable rows: dq of head 0 and rows 3.. stay judged.
   const check::Reference ref = fuzz::with_gradients(c, check::compute_reference(c.p), true);
   for (Index t = 0; t < c.p.n; ++t) {
