@@ -6,6 +6,9 @@
  *   const hla_impl_info* hla_impl_info_get(void);
  *   int hla_impl_run(const hla_problem* p, char* err, size_t err_len);
  *
+ * and, declaring HLA_FEAT_BACKWARD (ABI 1.3), a third: hla_impl_run_backward
+ * (gradients; below).
+ *
  * hla_impl_info_get says what the implementation supports; the fuzzer only
  * generates problems inside it. hla_impl_run computes the outputs of one
  * problem and returns 0, or non-zero with a message in err (NUL-terminated,
@@ -46,10 +49,12 @@ extern "C" {
  *   1.2  int32_t fields instead of enum-typed ones (the same layout: these
  *        enums are 4-byte ints on the Linux ABIs the fuzzer runs on); the
  *        version encoded as major << 16 | minor (0x10002)
+ *   1.3  HLA_FEAT_BACKWARD and hla_impl_run_backward (a harness ignores the bit
+ *        in libraries declaring an older version, where it meant nothing)
  * Headers before 1.2 defined HLA_IMPL_ABI_VERSION as 1 or 2: the values below
  * 0x10000 read as 1.(value - 1) (HLA_IMPL_ABI_MAJOR_OF / _MINOR_OF). */
 #define HLA_IMPL_ABI_VERSION_MAJOR 1
-#define HLA_IMPL_ABI_VERSION_MINOR 2
+#define HLA_IMPL_ABI_VERSION_MINOR 3
 #define HLA_IMPL_ABI_MAKE_VERSION(major, minor) (((major) << 16) | (minor))
 #define HLA_IMPL_ABI_VERSION HLA_IMPL_ABI_MAKE_VERSION(HLA_IMPL_ABI_VERSION_MAJOR, HLA_IMPL_ABI_VERSION_MINOR)
 #define HLA_IMPL_ABI_MAJOR_OF(v) ((v) < 0x10000 ? 1 : (v) >> 16)
@@ -77,6 +82,7 @@ typedef enum { HLA_CLASS_MASKED = 0, HLA_CLASS_STATE_DIFFERENCE = 1 } hla_form_c
 #define HLA_FEAT_VARLEN    (1u << 7) /* offsets != NULL */
 #define HLA_FEAT_STATE     (1u << 8) /* state_in / state_out */
 #define HLA_FEAT_DEN       (1u << 9) /* writes den when p->den != NULL */
+#define HLA_FEAT_BACKWARD  (1u << 10) /* exports hla_impl_run_backward (ABI 1.3) */
 
 typedef struct {
   int32_t abi_version;    /* HLA_IMPL_ABI_VERSION of the header the library is built with */
@@ -120,6 +126,19 @@ const hla_impl_info* hla_impl_info_get(void);
 int hla_impl_run(const hla_problem* p, char* err, size_t err_len);
 /* Only with HLA_FEAT_STATE: doubles of state per (batch, head, sequence). */
 int64_t hla_impl_state_size(const hla_problem* p);
+
+/* Only with HLA_FEAT_BACKWARD (ABI 1.3): the gradients (SPEC.md §9) of
+ * L = sum_t <dout_t, out_t> + sum_t dden_t * den_t with respect to q (before
+ * scale), k and v, for every problem the library declares except hla3_paper
+ * (no backward) and problems with an initial state. p is as for hla_impl_run,
+ * with out, den, state_in and state_out NULL (the library recomputes what it
+ * needs). Buffers, dense row-major, 64-byte aligned:
+ *   dout [batch][heads][n][dv] in dtype    dden [batch][heads][n] double, or NULL (zero)
+ *   dq   [batch][heads][n][d] in dtype     dk [batch][kv_heads][n][d] in dtype
+ *   dv   [batch][kv_heads][n][dv] in dtype (dk, dv summed over each kv group's query heads)
+ * Returns 0, or non-zero with a message in err, as hla_impl_run. */
+int hla_impl_run_backward(const hla_problem* p, const void* dout, const double* dden, void* dq, void* dk, void* dv,
+                          char* err, size_t err_len);
 
 #ifdef __cplusplus
 }

@@ -54,6 +54,18 @@ def campaign(hla, member, paths, root, work, seed, budget, stop_after, worker="p
     return json.loads(proc.stdout)
 
 
+def reproduces_gradient_failure(hla, f):
+    """A gradient finding's fixture carries the upstream and reference gradients, its
+    candidate file dq, dk, dv: `hla check` must fail them on a gradient row."""
+    proc = subprocess.run([hla, "check", f["fixture"], f["candidate"], "--precision", f["precision"], "--require-grad"],
+                          capture_output=True, text=True)
+    failing = [line for line in proc.stdout.splitlines() if line.strip().startswith(("dq", "dk", "dv")) and "FAIL" in line]
+    if proc.returncode != 1 or not failing:
+        print(f"     hla check on the finding exited {proc.returncode}, failing gradient rows: {failing}\n{proc.stdout[-2000:]}")
+        return False
+    return True
+
+
 def main():
     ap = argparse.ArgumentParser(description="the fuzzer against the bug zoo")
     for name in ("hla", "zoo_json", "paths_json", "root", "work"):
@@ -98,6 +110,8 @@ def main():
             r = campaign(hla, m, paths, root, work, seed, BUGGY_BUDGET, 1, a.worker)
             f = r["findings"][0] if r["findings"] else None
             ok = f is not None and f["kind"] == m["expected_finding"]
+            if ok and f["kind"].startswith("gradient"):
+                ok = reproduces_gradient_failure(hla, f)
             print(f"{'ok ' if ok else 'MISS'} {m['name']} seed {seed}: " +
                   (f"[{f['kind']}] after {f['cases_run']} cases, {f['seconds']:.2f} s; shrunk to {f['shrunk']}" if f else
                    f"no finding in {r['cases']} cases") + (f" (expected {m['expected_finding']})" if not ok else ""), flush=True)

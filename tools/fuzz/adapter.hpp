@@ -65,6 +65,9 @@ class Adapter {
   // state_in / want_state only with HLA_FEAT_STATE.
   virtual RunResult run(const BatchProblem& p, const check::Reference* ref, const std::vector<double>* state_in,
                         bool want_state) = 0;
+  // The candidate's gradients (SPEC §9) for upstream dout [B,H,n,dv] and dden
+  // [B,H,n] (or empty) into out.dq, dk, dv; only with HLA_FEAT_BACKWARD.
+  virtual RunResult run_backward(const BatchProblem& p, const std::vector<double>& dout, const std::vector<double>& dden);
 };
 
 // Runs the library `path` in a child process: `persistent`, one that keeps it

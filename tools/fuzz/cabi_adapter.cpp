@@ -16,6 +16,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <memory>
+#include <optional>
 
 namespace hla::fuzz {
 
@@ -28,6 +29,13 @@ std::string to_string(RunResult::Status s) {
     case RunResult::Status::bad_output: return "bad_output";
   }
   return "?";
+}
+
+RunResult Adapter::run_backward(const BatchProblem&, const std::vector<double>&, const std::vector<double>&) {
+  RunResult r;
+  r.status = RunResult::Status::error;
+  r.message = "this adapter computes no gradients";
+  return r;
 }
 
 namespace {
@@ -54,6 +62,7 @@ struct InfoCopy {  // hla_impl_info, flattened for shared memory
   uint32_t variants, dtypes, features;
   int64_t max_n, max_d, max_dv;
   int32_t form_class;
+  int32_t has_backward;  // exports hla_impl_run_backward
   char name[128], precision[16], precision_by_dtype[128];
 };
 
@@ -61,6 +70,7 @@ struct Entry {
   decltype(&hla_impl_info_get) info = nullptr;
   decltype(&hla_impl_run) run = nullptr;
   decltype(&hla_impl_state_size) state_size = nullptr;
+  decltype(&hla_impl_run_backward) backward = nullptr;
 };
 
 // In the child: load the library; on failure write the reason to msg.
@@ -73,6 +83,7 @@ bool load(const std::string& path, Entry& e, char* msg) {
   e.info = reinterpret_cast<decltype(e.info)>(dlsym(h, "hla_impl_info_get"));
   e.run = reinterpret_cast<decltype(e.run)>(dlsym(h, "hla_impl_run"));
   e.state_size = reinterpret_cast<decltype(e.state_size)>(dlsym(h, "hla_impl_state_size"));
+  e.backward = reinterpret_cast<decltype(e.backward)>(dlsym(h, "hla_impl_run_backward"));
   if (!e.info || !e.run) {
     std::snprintf(msg, kMsg, "%s does not export hla_impl_info_get and hla_impl_run", path.c_str());
     return false;
@@ -82,11 +93,14 @@ bool load(const std::string& path, Entry& e, char* msg) {
 
 // One call into the library. The problem's pointers are offsets into the
 // arena plus one (0: NULL); the child rebases them onto its own mapping.
-enum class Op : int32_t { info, state_size, run };
+enum class Op : int32_t { info, state_size, run, backward };
 struct Request {
   Op op;
   uint64_t arena_bytes;
   hla_problem hp;
+  const void* dout = nullptr;  // backward only (arena offsets + 1, as hp's)
+  const double* dden = nullptr;
+  void *dq = nullptr, *dk = nullptr, *dv = nullptr;
 };
 enum Code : int32_t { kOk = 0, kRunFailed = 1, kLoadFailed = 2, kNoInfo = 3, kNoStateSize = 4, kNoArena = 5 };
 struct Reply {
@@ -116,6 +130,7 @@ class Server {
       // form_class and precision_by_dtype exist from ABI 1.1 on.
       const bool has_1_1 = abi_supported(i->abi_version) && abi_minor(i->abi_version) >= 1;
       c.form_class = has_1_1 ? i->form_class : HLA_CLASS_MASKED;
+      c.has_backward = e_.backward != nullptr;
       std::snprintf(c.precision_by_dtype, sizeof c.precision_by_dtype, "%s",
                     has_1_1 && i->precision_by_dtype ? i->precision_by_dtype : "");
       return answer(reply, kOk, reply_bytes);
@@ -133,7 +148,13 @@ class Server {
       reply.value = e_.state_size(&hp);
       return answer(reply, kOk, reply_bytes);
     }
-    const int rc = e_.run(&hp, reply.msg, kMsg);
+    if (rq.op == Op::backward && !e_.backward) {
+      std::snprintf(reply.msg, kMsg, "the library does not export hla_impl_run_backward");
+      return answer(reply, kRunFailed, reply_bytes);
+    }
+    const int rc = rq.op == Op::backward
+                       ? e_.backward(&hp, at(rq.dout), at(rq.dden), at(rq.dq), at(rq.dk), at(rq.dv), reply.msg, kMsg)
+                       : e_.run(&hp, reply.msg, kMsg);
     reply.msg[kMsg - 1] = 0;
     answer(reply, rc == 0 ? kOk : kRunFailed, reply_bytes);
   }
@@ -191,18 +212,8 @@ class CabiAdapter final : public Adapter {
     const size_t nout = static_cast<size_t>(p.batch * p.heads * p.n * p.dv), nden = static_cast<size_t>(p.batch * p.heads * p.n);
     const size_t w = dtype_size(p.dtype);
 
-    Request rq{};
+    Request rq = request_of(p);
     hla_problem& hp = rq.hp;
-    hp.abi_version = abi_;
-    hp.variant = static_cast<int32_t>(p.opt.variant);
-    hp.masked = p.opt.masked;
-    hp.normalize = p.opt.normalize;
-    hp.eps_mode = p.opt.eps_mode == EpsMode::add ? HLA_EPS_ADD : HLA_EPS_CLAMP;
-    hp.gamma = to_double(p.opt.gamma), hp.eps = to_double(p.opt.eps), hp.lambda = to_double(p.opt.lambda),
-    hp.scale = to_double(p.opt.scale);
-    hp.batch = p.batch, hp.heads = p.heads, hp.kv_heads = p.kv_heads, hp.n = p.n, hp.d = p.d, hp.dv = p.dv;
-    hp.dtype = static_cast<int32_t>(p.dtype);
-    hp.num_offsets = static_cast<int64_t>(p.offsets.size());
 
     // Inputs first; every buffer 64-byte aligned (hla_impl.h): what a
     // vectorized or GPU kernel may assume, and what UBSan checks of typed loads.
@@ -238,22 +249,10 @@ class CabiAdapter final : public Adapter {
     hp.state_out = want_state ? offset_ptr<double>(at_state_out) : nullptr;
     Reply rep;
     const ChildOutcome o = call(rq, rep);
-    if (o.kind == ChildOutcome::Kind::timed_out)
-      return fail(RunResult::Status::timeout, "no result within " + std::to_string(timeout_) + " s");
-    if (o.kind == ChildOutcome::Kind::signaled) return fail(RunResult::Status::crash, o.describe());
-    if (o.code != 0) return fail(RunResult::Status::crash, "the library's process " + o.describe());
-    if (rep.code != kOk) {
-      worker_.stop();  // an error may leave the library's state (a CUDA context) broken: a fresh process next time
-      return fail(RunResult::Status::error, "hla_impl_run failed: " + reply_failure(rep));
-    }
+    if (auto failed = failure(o, rep, "hla_impl_run")) return *failed;
     base = arena_.data();
     r.out.out_dtype = p.dtype;
-    r.out.out.resize(nout);
-    for (size_t i = 0; i < nout; ++i) {
-      uint64_t bits = 0;
-      std::memcpy(&bits, base + at_out + i * w, w);
-      r.out.out[i] = io::decode_float(p.dtype, bits);
-    }
+    r.out.out = decode(p.dtype, base + at_out, nout);
     if (hp.den) {
       r.out.den.resize(nden);
       if (nden) std::memcpy(r.out.den.data(), base + at_den, nden * sizeof(double));
@@ -265,7 +264,80 @@ class CabiAdapter final : public Adapter {
     return r;
   }
 
+  RunResult run_backward(const BatchProblem& p, const std::vector<double>& dout, const std::vector<double>& dden) override {
+    if (!s_.has(HLA_FEAT_BACKWARD)) return Adapter::run_backward(p, dout, dden);
+    const std::string exact[4] = {hla::to_string(p.opt.gamma), hla::to_string(p.opt.eps), hla::to_string(p.opt.lambda),
+                                  hla::to_string(p.opt.scale)};
+    const auto qb = encode(p.q, p.dtype), kb = encode(p.k, p.dtype), vb = encode(p.v, p.dtype), ob = encode(dout, p.dtype);
+    const size_t nq = static_cast<size_t>(p.batch * p.heads * p.n * p.d), nk = static_cast<size_t>(p.batch * p.kv_heads * p.n * p.d),
+                 nv = static_cast<size_t>(p.batch * p.kv_heads * p.n * p.dv), w = dtype_size(p.dtype);
+    Request rq = request_of(p);
+    Layout l;
+    size_t at_exact[4];
+    for (int i = 0; i < 4; ++i) at_exact[i] = l.add(exact[i].size() + 1);
+    const size_t at_q = l.add(qb.size()), at_k = l.add(kb.size()), at_v = l.add(vb.size()),
+                 at_offsets = l.add(p.offsets.size() * sizeof(int64_t)), at_dout = l.add(ob.size()),
+                 at_dden = l.add(dden.size() * sizeof(double)), at_dq = l.add(nq * w), at_dk = l.add(nk * w), at_dv = l.add(nv * w);
+    unsigned char* base = fill_inputs(rq, l.size(), at_exact, exact, at_q, qb, at_k, kb, at_v, vb, at_offsets, p, 0, nullptr);
+    if (!ob.empty()) std::memcpy(base + at_dout, ob.data(), ob.size());
+    if (!dden.empty()) std::memcpy(base + at_dden, dden.data(), dden.size() * sizeof(double));
+    for (auto [at, count] : {std::pair{at_dq, nq}, std::pair{at_dk, nk}, std::pair{at_dv, nv}}) {  // NaN: "not written" shows
+      const auto nan_bits = encode(std::vector<double>(count, std::nan("")), p.dtype);
+      if (!nan_bits.empty()) std::memcpy(base + at, nan_bits.data(), nan_bits.size());
+    }
+    rq.op = Op::backward;
+    rq.dout = offset_ptr<const void>(at_dout);
+    rq.dden = dden.empty() ? nullptr : offset_ptr<const double>(at_dden);
+    rq.dq = offset_ptr<void>(at_dq), rq.dk = offset_ptr<void>(at_dk), rq.dv = offset_ptr<void>(at_dv);
+    Reply rep;
+    const ChildOutcome o = call(rq, rep);
+    if (auto failed = failure(o, rep, "hla_impl_run_backward")) return *failed;
+    base = arena_.data();
+    RunResult r;
+    r.out.dq = decode(p.dtype, base + at_dq, nq), r.out.dk = decode(p.dtype, base + at_dk, nk), r.out.dv = decode(p.dtype, base + at_dv, nv);
+    r.out.dq_dtype = r.out.dk_dtype = r.out.dv_dtype = p.dtype;
+    return r;
+  }
+
  private:
+  // The request's scalar fields for p (pointers are set by fill_inputs and the caller).
+  Request request_of(const BatchProblem& p) const {
+    Request rq{};
+    hla_problem& hp = rq.hp;
+    hp.abi_version = abi_;
+    hp.variant = static_cast<int32_t>(p.opt.variant);
+    hp.masked = p.opt.masked;
+    hp.normalize = p.opt.normalize;
+    hp.eps_mode = p.opt.eps_mode == EpsMode::add ? HLA_EPS_ADD : HLA_EPS_CLAMP;
+    hp.gamma = to_double(p.opt.gamma), hp.eps = to_double(p.opt.eps), hp.lambda = to_double(p.opt.lambda),
+    hp.scale = to_double(p.opt.scale);
+    hp.batch = p.batch, hp.heads = p.heads, hp.kv_heads = p.kv_heads, hp.n = p.n, hp.d = p.d, hp.dv = p.dv;
+    hp.dtype = static_cast<int32_t>(p.dtype);
+    hp.num_offsets = static_cast<int64_t>(p.offsets.size());
+    return rq;
+  }
+  static std::vector<double> decode(DType t, const unsigned char* at, size_t count) {
+    const size_t w = dtype_size(t);
+    std::vector<double> x(count);
+    for (size_t i = 0; i < count; ++i) {
+      uint64_t bits = 0;
+      std::memcpy(&bits, at + i * w, w);
+      x[i] = io::decode_float(t, bits);
+    }
+    return x;
+  }
+  // How a call into the library failed (timeout, crash, error return), or nothing.
+  std::optional<RunResult> failure(const ChildOutcome& o, const Reply& rep, const char* entry) {
+    if (o.kind == ChildOutcome::Kind::timed_out)
+      return fail(RunResult::Status::timeout, "no result within " + std::to_string(timeout_) + " s");
+    if (o.kind == ChildOutcome::Kind::signaled) return fail(RunResult::Status::crash, o.describe());
+    if (o.code != 0) return fail(RunResult::Status::crash, "the library's process " + o.describe());
+    if (rep.code != kOk) {
+      worker_.stop();  // an error may leave the library's state (a CUDA context) broken: a fresh process next time
+      return fail(RunResult::Status::error, std::string(entry) + " failed: " + reply_failure(rep));
+    }
+    return std::nullopt;
+  }
   static RunResult fail(RunResult::Status s, std::string m) {
     RunResult r;
     r.status = s;
@@ -336,6 +408,11 @@ class CabiAdapter final : public Adapter {
       if (info->dtypes & (1u << static_cast<unsigned>(t))) s_.dtypes.push_back(t);
     if (s_.variants.empty() || s_.dtypes.empty()) throw InputError(path_ + " declares no variant or no dtype");
     s_.features = info->features;
+    // Bit 10 meant nothing before ABI 1.3: a stray one from an older library is ignored.
+    const bool has_1_3 = abi_supported(info->abi_version) && info->abi_version >= 0x10000 && abi_minor(info->abi_version) >= 3;
+    if (!has_1_3) s_.features &= ~HLA_FEAT_BACKWARD;
+    if (s_.has(HLA_FEAT_BACKWARD) && !info->has_backward)
+      throw InputError(path_ + " declares HLA_FEAT_BACKWARD but does not export hla_impl_run_backward");
     if (info->max_n > 0) s_.max_n = info->max_n;
     if (info->max_d > 0) s_.max_d = std::min<Index>(s_.max_d, info->max_d);
     if (info->max_dv > 0) s_.max_dv = std::min<Index>(s_.max_dv, info->max_dv);

@@ -1,6 +1,7 @@
 #include "campaign.hpp"
 
 #include "features.hpp"
+#include "gradients.hpp"
 
 #include "hla/check/fixture.hpp"
 #include "hla/io/atomic_file.hpp"
@@ -37,7 +38,15 @@ std::string failed_rules(const check::Report& r) {
   add(r.over_bound > 0, "bound");
   add(!(r.baseline_ratio <= r.ratio_limit), "ratio");
   add(r.exact_mismatches > 0, "exact");
+  for (const auto& g : r.gradients) {
+    add(g.nonfinite > 0 && s.find("grad_nonfinite") == std::string::npos, "grad_nonfinite");
+    add(g.over_bound > 0 && s.find("grad_bound") == std::string::npos, "grad_bound");
+  }
   return s;
+}
+
+bool forward_fails(const check::Report& r) {
+  return r.nonfinite > 0 || r.over_bound > 0 || !(r.baseline_ratio <= r.ratio_limit) || r.exact_mismatches > 0;
 }
 
 // What the shrinker could not take away from a failing case.
@@ -45,6 +54,7 @@ std::string features_of(const FuzzCase& c) {
   std::string s = feature_names(required_features(c.p));
   if (c.p.batch * c.p.heads > 1) s += ", several heads";
   if (c.p.dtype != DType::f32) s += ", " + to_string(c.p.dtype) + " inputs";
+  if (c.grad) s += c.dden.empty() ? ", gradients" : ", gradients with dden";
   return s;
 }
 
@@ -69,20 +79,31 @@ check::CandidateOutputs stitch(const BatchProblem& p, const check::CandidateOutp
 std::string summarize(const check::Report& r) {
   std::string m = r.reasons.empty() ? "check failed" : r.reasons.front();
   if (r.state_difference_would_pass) m += " (hint: it passes as --form-class state_difference: does it subtract partial sums?)";
-  if (!r.worst.empty()) {
-    const auto& e = r.worst.front();
-    char buf[256];
-    std::snprintf(buf, sizeof buf, "; worst: batch %ld head %ld token %ld %s: candidate %.9g, reference %.9g (score %.3g)",
-                  static_cast<long>(e.b), static_cast<long>(e.h), static_cast<long>(e.t),
-                  e.c < 0 ? "den" : ("column " + std::to_string(e.c)).c_str(), e.candidate, e.reference, e.score);
+  // The worst element of what failed: the outputs, else the first failing gradient.
+  const check::Element* e = r.worst.empty() || !forward_fails(r) ? nullptr : &r.worst.front();
+  std::string what = e && e->c < 0 ? "den" : "";
+  for (const auto& g : r.gradients)
+    if (!e && (g.nonfinite || g.over_bound) && !g.worst.empty()) e = &g.worst.front(), what = g.name + " ";
+  if (e) {
+    char buf[300];
+    std::snprintf(buf, sizeof buf, "; worst: batch %ld %shead %ld token %ld %s: candidate %.9g, reference %.9g (score %.3g)",
+                  static_cast<long>(e->b), what == "dk " || what == "dv " ? "kv " : "", static_cast<long>(e->h),
+                  static_cast<long>(e->t), what == "den" ? "den" : (what + "column " + std::to_string(e->c)).c_str(),
+                  e->candidate, e->reference, e->score);
     m += buf;
   }
   return m;
 }
 
 Verdict run_and_check(Adapter& a, const FuzzCase& c, const check::Reference& ref) {
-  const RunResult r = a.run(c.p, &ref, nullptr, false);
+  RunResult r = a.run(c.p, &ref, nullptr, false);
   if (r.status != RunResult::Status::ok) return failed_run(r);
+  if (c.grad) {
+    RunResult g = a.run_backward(c.p, c.dout, c.dden);
+    if (g.status != RunResult::Status::ok) return failed_run(g);
+    r.out.dq = std::move(g.out.dq), r.out.dk = std::move(g.out.dk), r.out.dv = std::move(g.out.dv);
+    r.out.dq_dtype = g.out.dq_dtype, r.out.dk_dtype = g.out.dk_dtype, r.out.dv_dtype = g.out.dv_dtype;
+  }
   check::CheckOptions opt;
   opt.precision = a.supports().precision_for(c.p.dtype);
   opt.form_class = a.supports().form_class;
@@ -92,6 +113,11 @@ Verdict run_and_check(Adapter& a, const FuzzCase& c, const check::Reference& ref
   if (rep.inconclusive) return inconclusive();  // nothing to judge on (e.g. every output depends on a NaN input)
   std::string kind = "numerics";
   if (c.probe == Probe::nan_causality && rep.nonfinite > 0) kind = "nan_causality";
+  else if (!forward_fails(rep)) {  // the outputs are right, their gradients are not
+    bool nonfinite = false;
+    for (const auto& g : rep.gradients) nonfinite = nonfinite || g.nonfinite > 0;
+    kind = c.probe == Probe::grad_nan_causality && nonfinite ? "gradient_nan_causality" : "gradient";
+  }
   else if (rep.exact_mismatches > 0 && rep.over_bound == 0 && rep.nonfinite == 0 && rep.baseline_ratio <= rep.ratio_limit) kind = "exact_tier";
   return {kind, summarize(rep), r.out, true, failed_rules(rep), rep.state_difference_would_pass};
 }
@@ -153,7 +179,8 @@ void write_finding(Finding& f, const std::string& name, const io::Fixture& fx, c
 }  // namespace
 
 Verdict judge(Adapter& a, const FuzzCase& c, double reference_budget, Index exact_max_n) {
-  const check::Reference ref = check::compute_reference(c.p, exact_max_n, reference_budget);
+  check::Reference ref = check::compute_reference(c.p, exact_max_n, reference_budget);
+  if (c.grad) ref = with_gradients(c, std::move(ref), c.probe == Probe::grad_nan_causality);
   Verdict v = run_and_check(a, c, ref);
   if (!v.kind.empty()) {
     // A packed batch that fails while its failing sequence alone passes leaks across sequences.
@@ -161,6 +188,8 @@ Verdict judge(Adapter& a, const FuzzCase& c, double reference_budget, Index exac
       for (size_t s = 0; s + 1 < c.p.offsets.size(); ++s) {
         FuzzCase one = c;
         one.p = slice_tokens(c.p, c.p.offsets[s], c.p.offsets[s + 1]);
+        one.grad = false, one.dout.clear(), one.dden.clear();  // the outputs failed: judged without gradients
+        if (one.probe == Probe::grad_nan_causality) one.probe = Probe::plain;
         if (!run_and_check(a, one, check::compute_reference(one.p)).kind.empty()) return v;  // wrong on its own
       }
       v.kind = "varlen";
@@ -227,7 +256,7 @@ Summary run_campaign(Adapter& a, const CampaignOptions& o) {
     if (o.max_seconds > 0 && elapsed() >= o.max_seconds) break;
     const FuzzCase c = make_case(a.supports(), gen::derive_seed(o.seed, i));
     ++s.cases;
-    ++s.probes[to_string(c.probe)];
+    ++s.probes[c.grad && c.probe == Probe::plain ? "gradients" : to_string(c.probe)];  // plain cases that also run the backward
     Verdict v = judge(a, c, 0, o.exact_max_n);
     if (v.inconclusive) ++s.inconclusive;
     if (!v.kind.empty()) {
@@ -258,7 +287,10 @@ Summary run_campaign(Adapter& a, const CampaignOptions& o) {
       f.message = v.message;
       f.shrunk = cur.describe();
       f.needs = features_of(cur);
-      const io::Fixture fx = check::make_fixture(cur.p, check::compute_reference(cur.p),
+      // With gradients: the upstream with its non-finite entries as 0 (a fixture's upstream is finite).
+      check::Reference ref = check::compute_reference(cur.p);
+      if (cur.grad) ref = with_gradients(cur, std::move(ref), false);
+      const io::Fixture fx = check::make_fixture(cur.p, ref,
                                                  {"fuzz", f.kind + ": " + f.shrunk, gen::derive_seed(o.seed, i), cur.exact_tier});
       write_finding(f, f.kind + "-" + std::to_string(i), fx, v, o, s);
       f.precision = check::to_string(a.supports().precision_for(cur.p.dtype));

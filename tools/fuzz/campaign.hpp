@@ -30,7 +30,8 @@ struct CampaignOptions {
 };
 
 struct Finding {
-  std::string kind;      // crash, timeout, error, bad_output, numerics, exact_tier, nan_causality, state_continuation, varlen
+  std::string kind;      // crash, timeout, error, bad_output, numerics, exact_tier, nan_causality, state_continuation, varlen,
+                         // gradient (outputs right, dq/dk/dv not), gradient_nan_causality
   std::string message;   // what went wrong, on the shrunk case
   size_t case_index = 0;     // in the campaign stream
   size_t cases_run = 0;      // cases this campaign had run when it was found

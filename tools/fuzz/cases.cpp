@@ -1,8 +1,11 @@
 #include "cases.hpp"
 
 #include "features.hpp"
+#include "gradients.hpp"
 #include "hla_impl.h"
 #include "suite.hpp"
+
+#include "hla/backward.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -14,6 +17,7 @@ std::string to_string(Probe p) {
     case Probe::plain: return "plain";
     case Probe::nan_causality: return "nan_causality";
     case Probe::state_continuation: return "state_continuation";
+    case Probe::grad_nan_causality: return "grad_nan_causality";
   }
   return "?";
 }
@@ -71,7 +75,8 @@ std::string FuzzCase::describe() const {
          " Hkv=" + std::to_string(p.kv_heads) + " n=" + std::to_string(p.n) + " d=" + std::to_string(p.d) +
          " dv=" + std::to_string(p.dv) + (p.offsets.empty() ? "" : " packed " + std::to_string(p.offsets.size() - 1) + " seqs") +
          ", " + gen::to_string(dist) + ", probe " + to_string(probe) +
-         (probe == Probe::state_continuation ? " at " + std::to_string(split) : "") + (exact_tier ? ", exact tier" : "");
+         (probe == Probe::state_continuation ? " at " + std::to_string(split) : "") + (exact_tier ? ", exact tier" : "") +
+         (grad ? std::string(", gradients") + (dden.empty() ? "" : " with dden") : "");
 }
 
 namespace {
@@ -181,6 +186,9 @@ FuzzCase make_case(const Supports& s, uint64_t seed) {
     (*x)[static_cast<size_t>(r.int_in(0, static_cast<int64_t>(x->size()) - 1))] = chance(r, 2) ? NAN : INFINITY;
     c.exact_tier = false;
   }
+  // Gradients (drawn only for candidates with a backward: the streams of the
+  // others stay as they were), on finite inputs without state.
+  if (s.has(HLA_FEAT_BACKWARD) && c.probe == Probe::plain && has_backward(o.variant) && chance(r, 2)) draw_upstream(c, s, r);
   return c;
 }
 
@@ -237,11 +245,15 @@ BatchProblem narrow(const BatchProblem& p, Index d2, Index dv2) {
 
 std::vector<FuzzCase> reductions(const FuzzCase& c, const Supports& s) {
   std::vector<FuzzCase> out;
-  auto add = [&](BatchProblem p, Index dropped_prefix = 0) {
+  // keep: the upstream's part that belongs to the reduced problem (gradient cases).
+  const Keep all{{}, {}, 0, c.p.n, c.p.dv};
+  auto add = [&](BatchProblem p, const Keep& keep, Index dropped_prefix = 0) {
     FuzzCase k = c;
     k.p = std::move(p);
     k.split -= dropped_prefix;
+    keep_upstream(k, c, keep);
     if (c.probe == Probe::nan_causality && k.p.all_finite()) return;  // the probe needs its NaN
+    if (c.probe == Probe::grad_nan_causality && upstream_finite(k)) return;
     if (c.probe == Probe::state_continuation && (k.split < 1 || k.split >= k.p.n || k.split % s.n_multiple != 0)) return;
     if (!s.admits_sizes(k.p)) return;  // a kernel's declared sizes hold for shrunk cases too
     k.exact_tier = c.exact_tier && gen::qualifies_exact_tier(k.p);
@@ -254,7 +266,7 @@ std::vector<FuzzCase> reductions(const FuzzCase& c, const Supports& s) {
       for (Index h = 0; h < p.heads; ++h) {
         BatchProblem q = one_head(p, b, h);
         if (!p.offsets.empty()) q.offsets = p.offsets;
-        add(std::move(q));
+        add(std::move(q), {{b}, {h}, 0, p.n, p.dv});
       }
   // Fewer packed sequences: the first k of them.
   if (p.offsets.size() > 2)
@@ -262,7 +274,15 @@ std::vector<FuzzCase> reductions(const FuzzCase& c, const Supports& s) {
       BatchProblem q = slice_tokens(p, 0, p.offsets[k]);
       q.offsets.assign(p.offsets.begin(), p.offsets.begin() + static_cast<std::ptrdiff_t>(k) + 1);
       if (q.offsets.size() == 2) q.offsets.clear();
-      add(std::move(q));
+      add(std::move(q), {{}, {}, 0, p.offsets[k], p.dv});
+    }
+  // ... or the last ones (the failure may sit in a later sequence).
+  if (p.offsets.size() > 2)
+    for (size_t k = 1; k + 1 < p.offsets.size(); ++k) {
+      BatchProblem q = slice_tokens(p, p.offsets[k], p.n);
+      for (size_t i = k; i < p.offsets.size(); ++i) q.offsets.push_back(p.offsets[i] - p.offsets[k]);
+      if (q.offsets.size() == 2) q.offsets.clear();
+      add(std::move(q), {{}, {}, p.offsets[k], p.n, p.dv});
     }
   // Fewer tokens: a prefix (outputs depend only on earlier tokens), then
   // without a leading part (the failure may not need it).
@@ -271,16 +291,16 @@ std::vector<FuzzCase> reductions(const FuzzCase& c, const Supports& s) {
   auto blocks = [m](Index x) { return x / m * m; };
   if (p.offsets.empty()) {
     for (Index n2 : {p.n / 4, p.n / 2, (3 * p.n) / 4, p.n - 1})
-      if (blocks(n2) >= 1 && blocks(n2) < p.n) add(slice_tokens(p, 0, blocks(n2)));
+      if (blocks(n2) >= 1 && blocks(n2) < p.n) add(slice_tokens(p, 0, blocks(n2)), {{}, {}, 0, blocks(n2), p.dv});
     for (Index t0 : {p.n / 2, p.n / 4, Index(1)})
-      if (blocks(t0) >= 1 && blocks(t0) < p.n) add(slice_tokens(p, blocks(t0), p.n), blocks(t0));
+      if (blocks(t0) >= 1 && blocks(t0) < p.n) add(slice_tokens(p, blocks(t0), p.n), {{}, {}, blocks(t0), p.n, p.dv}, blocks(t0));
   }
   // Narrower heads; with declared dimensions, the smaller declared ones (both
   // at once with dv = d).
   if (s.d_values.empty() && s.dv_values.empty() && !s.dv_equals_d) {
     for (auto [d2, dv2] : {std::pair{std::max<Index>(1, p.d / 2), p.dv}, std::pair{p.d, std::max<Index>(1, p.dv / 2)},
                            std::pair{p.d - 1, p.dv}, std::pair{p.d, p.dv - 1}})
-      if (d2 >= 1 && dv2 >= 1 && (d2 < p.d || dv2 < p.dv)) add(narrow(p, d2, dv2));
+      if (d2 >= 1 && dv2 >= 1 && (d2 < p.d || dv2 < p.dv)) add(narrow(p, d2, dv2), {{}, {}, 0, p.n, dv2});
   } else {
     auto smaller = [](const std::vector<Index>& declared, Index x) {
       std::vector<Index> out;
@@ -295,17 +315,17 @@ std::vector<FuzzCase> reductions(const FuzzCase& c, const Supports& s) {
       return out;
     };
     if (s.dv_equals_d) {
-      for (Index d2 : smaller(s.d_values, p.d)) add(narrow(p, d2, d2));
+      for (Index d2 : smaller(s.d_values, p.d)) add(narrow(p, d2, d2), {{}, {}, 0, p.n, d2});
     } else {
-      for (Index d2 : smaller(s.d_values, p.d)) add(narrow(p, d2, p.dv));
-      for (Index dv2 : smaller(s.dv_values, p.dv)) add(narrow(p, p.d, dv2));
+      for (Index d2 : smaller(s.d_values, p.d)) add(narrow(p, d2, p.dv), all);
+      for (Index dv2 : smaller(s.dv_values, p.dv)) add(narrow(p, p.d, dv2), {{}, {}, 0, p.n, dv2});
     }
   }
   // Simpler options.
   auto with = [&](auto&& edit) {
     BatchProblem q = p;
     edit(q.opt);
-    if (!(q.opt == p.opt)) add(std::move(q));
+    if (!(q.opt == p.opt)) add(std::move(q), all);
   };
   with([](Options& o) { o.lambda = 0; });
   with([](Options& o) { o.normalize = false; });
@@ -317,7 +337,11 @@ std::vector<FuzzCase> reductions(const FuzzCase& c, const Supports& s) {
     q.dtype = DType::f32;
     for (auto* x : {&q.q, &q.k, &q.v})
       for (double& e : *x) e = round_to(DType::f32, e);
-    add(std::move(q));
+    size_t before = out.size();
+    add(std::move(q), all);
+    if (out.size() > before)
+      for (auto* x : {&out.back().dout, &out.back().dden})
+        for (double& e : *x) e = round_to(DType::f32, e);
   }
   // Simpler values: small integers (keeping signs and the NaN), then zeros.
   using Member = std::vector<double> BatchProblem::*;
@@ -330,12 +354,40 @@ std::vector<FuzzCase> reductions(const FuzzCase& c, const Supports& s) {
         changed = changed || r != e;
         e = r;
       }
-    if (changed) add(q);
+    if (changed) add(q, all);
     BatchProblem z = p;
     bool nonzero = false;
     for (double& e : z.*which)
       if (std::isfinite(e) && e != 0) e = 0, nonzero = true;
-    if (nonzero) add(z);
+    if (nonzero) add(z, all);
+  }
+  // A simpler upstream: its NaN/Inf moved to column 0 (narrower heads keep it
+  // then), small integers (keeping the NaN), without dden.
+  if (c.grad) {
+    for (size_t i = 0; i < c.dout.size(); ++i)
+      if (!std::isfinite(c.dout[i]) && i % static_cast<size_t>(p.dv) != 0) {
+        FuzzCase k = c;
+        std::swap(k.dout[i], k.dout[i - i % static_cast<size_t>(p.dv)]);
+        out.push_back(std::move(k));
+      }
+    const size_t before = out.size();
+    add(p, all);
+    if (out.size() > before) {
+      bool changed = false;
+      for (auto* x : {&out.back().dout, &out.back().dden})
+        for (double& e : *x)
+          if (std::isfinite(e)) {
+            const double r = std::clamp(std::round(e), -2.0, 2.0);
+            changed = changed || r != e;
+            e = r;
+          }
+      if (!changed) out.pop_back();
+    }
+    if (!c.dden.empty() && c.probe != Probe::grad_nan_causality) {
+      FuzzCase k = c;
+      k.dden.clear();
+      out.push_back(std::move(k));
+    }
   }
   return out;
 }

@@ -14,6 +14,7 @@ enum class Probe {
   plain,               // run once, check against the reference
   nan_causality,       // a NaN/Inf at token j must not reach outputs before j
   state_continuation,  // tokens [0, m) then [m, n) with the state passed == one run
+  grad_nan_causality,  // a NaN/Inf in the upstream dout at token j must not reach gradients of tokens after j
 };
 std::string to_string(Probe p);
 
@@ -23,6 +24,11 @@ struct FuzzCase {
   gen::Dist dist = gen::Dist::gaussian;
   bool exact_tier = false;
   Index split = 0;  // state_continuation: first token of the second call
+  // Upstream gradients (SPEC §9), drawn when the candidate declares
+  // HLA_FEAT_BACKWARD: the case also runs the backward and judges dq, dk, dv.
+  // dout [B,H,n,dv] (values of the problem's dtype), dden [B,H,n] or empty.
+  bool grad = false;
+  std::vector<double> dout, dden;
   std::string describe() const;  // one line: options, shapes, dist, probe
 };
 

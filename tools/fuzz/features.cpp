@@ -13,7 +13,7 @@ const std::vector<std::pair<std::string, uint32_t>>& names() {
       {"unmasked", HLA_FEAT_UNMASKED}, {"normalize", HLA_FEAT_NORMALIZE}, {"clamp", HLA_FEAT_CLAMP},
       {"decay", HLA_FEAT_DECAY},       {"ridge", HLA_FEAT_RIDGE},         {"scale", HLA_FEAT_SCALE},
       {"gqa", HLA_FEAT_GQA},           {"varlen", HLA_FEAT_VARLEN},       {"state", HLA_FEAT_STATE},
-      {"den", HLA_FEAT_DEN}};
+      {"den", HLA_FEAT_DEN},           {"backward", HLA_FEAT_BACKWARD}};
   return n;
 }
 
@@ -32,12 +32,12 @@ uint32_t parse_features(const std::string& s) {
   for (const auto& x : split_list(s)) {
     if (x == "all") {
       for (const auto& [n, b] : names())
-        if (b != HLA_FEAT_STATE) f |= b;  // state only when named: it changes the exec protocol
+        if (b != HLA_FEAT_STATE && b != HLA_FEAT_BACKWARD) f |= b;  // state only when named: it changes the exec protocol
       continue;
     }
     auto it = std::find_if(names().begin(), names().end(), [&](const auto& p) { return p.first == x; });
     if (it == names().end())
-      throw InputError("unknown feature '" + x + "' (expected unmasked, normalize, clamp, decay, ridge, scale, gqa, varlen, den, state or all)");
+      throw InputError("unknown feature '" + x + "' (expected unmasked, normalize, clamp, decay, ridge, scale, gqa, varlen, den, state, backward or all)");
     f |= it->second;
   }
   return f;

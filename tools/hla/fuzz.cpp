@@ -77,6 +77,7 @@ std::unique_ptr<fuzz::Adapter> make_adapter(const FuzzArgs& a) {
   for (const auto& t : fuzz::split_list(a.dtypes)) s.dtypes.push_back(parse_dtype(t));
   if (s.variants.empty() || s.dtypes.empty()) throw InputError("--variants and --dtypes must name at least one each");
   s.features = a.features == "none" ? 0 : fuzz::parse_features(a.features);
+  if (s.has(HLA_FEAT_BACKWARD)) throw InputError("--features backward: only a --lib candidate returns gradients (hla_impl_run_backward)");
   s.precision = check::parse_precision_map(a.precision);
   if (s.precision.empty()) throw InputError("--precision must name a precision (e.g. f32, or bf16=f32,f32=f32)");
   s.max_n = a.max_n;
@@ -103,6 +104,8 @@ int run_fuzz(FuzzArgs a) {
     c.p = f.problem;
     c.exact_tier = f.exact_tier;
     if (!c.p.all_finite()) c.probe = fuzz::Probe::nan_causality;
+    // A fixture with gradients runs the backward too, where the candidate has one.
+    if (f.gradients && s.has(HLA_FEAT_BACKWARD) && c.probe == fuzz::Probe::plain) c.grad = true, c.dout = f.dout, c.dden = f.dden;
     const fuzz::Verdict v = fuzz::judge(*adapter, c, a.budget);
     std::cout << "hla fuzz --replay " << io::printable(a.replay) << ": "
               << (v.kind.empty() ? "passes" : "[" + v.kind + "] " + io::printable_message(v.message)) << "\n";

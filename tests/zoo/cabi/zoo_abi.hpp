@@ -13,6 +13,14 @@
 #include <cstddef>
 #include <cstdint>
 
+// Every zoo source is compiled once per member, named by ZOO_BUG.
+#ifndef ZOO_BUG
+#error "build with -DZOO_BUG=<member name>"
+#endif
+#define ZOO_STR2(x) #x
+#define ZOO_STR(x) ZOO_STR2(x)
+#define ZOO_EXPORT __attribute__((visibility("default")))
+
 namespace zoo {
 
 // Element i of a q/k/v buffer as T. BF16 and F16 widen to float exactly; F64 rounds when T is float.

@@ -26,15 +26,9 @@
 #include <string_view>
 #include <vector>
 
-#ifndef ZOO_BUG
-#error "build with -DZOO_BUG=<member name>"
-#endif
 #ifndef ZOO_CHUNK
 #define ZOO_CHUNK 16
 #endif
-#define ZOO_STR2(x) #x
-#define ZOO_STR(x) ZOO_STR2(x)
-#define ZOO_EXPORT __attribute__((visibility("default")))
 
 namespace {
 

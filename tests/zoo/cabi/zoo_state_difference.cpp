@@ -26,12 +26,6 @@
 #include <type_traits>
 #include <vector>
 
-#ifndef ZOO_BUG
-#error "build with -DZOO_BUG=<member name>"
-#endif
-#define ZOO_STR2(x) #x
-#define ZOO_STR(x) ZOO_STR2(x)
-#define ZOO_EXPORT __attribute__((visibility("default")))
 
 namespace {
 

@@ -1,0 +1,179 @@
+// The fuzzer's gradient cases (SPEC §9) in process: upstream gradients are
+// drawn only for candidates with a backward (deterministically, in the
+// dtype); the judge reports `gradient` and `gradient_nan_causality` findings
+// and passes our own backward; a finding shrinks with its upstream in step,
+// and its fixture carries gradients that check_fixture (`hla check`) fails.
+#include "campaign.hpp"
+#include "cases.hpp"
+#include "gradients.hpp"
+#include "hla_impl.h"
+
+#include "hla/check/fixture.hpp"
+#include "hla/check/gradient.hpp"
+#include "hla/io/candidate.hpp"
+#include "hla/io/fixture.hpp"
+
+#include <catch2/catch.hpp>
+
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+#include <iostream>
+
+#include <unistd.h>
+
+namespace hla {
+namespace {
+
+namespace fs = std::filesystem;
+
+enum class Bug { none, dk_off, leak };
+
+fuzz::Supports backward_supports() {
+  fuzz::Supports s;
+  s.name = "in-process backward";
+  s.variants = {Variant::la1, Variant::hla2, Variant::ahla, Variant::hla3};
+  s.dtypes = {DType::f64, DType::f32};
+  s.features = HLA_FEAT_NORMALIZE | HLA_FEAT_DECAY | HLA_FEAT_SCALE | HLA_FEAT_GQA | HLA_FEAT_VARLEN | HLA_FEAT_DEN |
+               HLA_FEAT_BACKWARD;
+  s.max_n = 64;
+  s.precision = check::PrecisionMap{check::Precision::f64, {}};
+  return s;
+}
+
+// Our streaming forms in float64; bugs planted in the gradients only.
+class Grads : public fuzz::Adapter {
+ public:
+  explicit Grads(Bug bug, fuzz::Supports s = backward_supports()) : bug_(bug), s_(std::move(s)) {}
+  const fuzz::Supports& supports() const override { return s_; }
+  fuzz::RunResult run(const BatchProblem& p, const check::Reference*, const std::vector<double>*, bool) override {
+    fuzz::RunResult r;
+    r.out = check::ours(p, check::Precision::f64, Form::streaming, 64, DType::f64);
+    return r;
+  }
+  fuzz::RunResult run_backward(const BatchProblem& p, const std::vector<double>& dout, const std::vector<double>& dden) override {
+    fuzz::RunResult r;
+    check::ours_gradients(p, dout, dden, BackwardForm::streaming, 16, DType::f64, r.out);
+    bool finite = true;
+    for (const auto* x : {&dout, &dden})
+      for (double e : *x) finite = finite && std::isfinite(e);
+    if (bug_ == Bug::dk_off)  // far beyond K_g·u·M of every element with a magnitude
+      for (double& e : r.out.dk) e += 1e-3 * (1 + std::fabs(e));
+    if (bug_ == Bug::leak && !finite) std::fill(r.out.dq.begin(), r.out.dq.end(), std::nan(""));
+    return r;
+  }
+
+ private:
+  Bug bug_;
+  fuzz::Supports s_;
+};
+
+fuzz::FuzzCase grad_case(Variant v, Index n, uint64_t seed, Index heads = 2, Index kv_heads = 1) {
+  fuzz::FuzzCase c;
+  BatchProblem& p = c.p;
+  p.opt.variant = v;
+  p.opt.gamma = Rational(7, 8);
+  p.dtype = DType::f32;
+  p.heads = heads, p.kv_heads = kv_heads;
+  p.n = n, p.d = 3, p.dv = 2;
+  p.resize_buffers();
+  gen::Rng rng(seed);
+  gen::fill(p, gen::Dist::gaussian, rng);
+  c.grad = true;
+  c.dout.resize(static_cast<size_t>(p.batch * p.heads * p.n * p.dv));
+  for (double& e : c.dout) e = round_to(DType::f32, rng.normal());
+  return c;
+}
+
+// The verdict on c: its kind and failed rules ("" and "": a pass), never inconclusive.
+void expect(fuzz::Adapter& a, const fuzz::FuzzCase& c, const std::string& kind, const std::string& rules = "") {
+  const fuzz::Verdict v = fuzz::judge(a, c);
+  INFO(v.message);
+  CHECK(v.kind == kind);
+  CHECK(v.rules == rules);
+  CHECK_FALSE(v.inconclusive);
+}
+
+// Bit for bit (NaN included): same seed, same bytes.
+bool same_bits(const std::vector<double>& a, const std::vector<double>& b) {
+  return a.size() == b.size() && (a.empty() || std::memcmp(a.data(), b.data(), a.size() * sizeof(double)) == 0);
+}
+
+}  // namespace
+
+TEST_CASE("generator: upstream gradients only with a backward, in the dtype, deterministic", "[fuzz][grad]") {
+  fuzz::Supports without = backward_supports();
+  without.features &= ~HLA_FEAT_BACKWARD;
+  const fuzz::Supports with = backward_supports();
+  size_t grads = 0, nan_probe = 0, with_dden = 0;
+  for (uint64_t i = 0; i < 400; ++i) {
+    const uint64_t seed = gen::derive_seed(7, i);
+    const fuzz::FuzzCase a = fuzz::make_case(without, seed), c = fuzz::make_case(with, seed);
+    CHECK_FALSE(a.grad);
+    // The backward's draws come last: the problem is the one a forward-only candidate gets.
+    CHECK(same_bits(a.p.q, c.p.q));
+    CHECK(same_bits(fuzz::make_case(with, seed).dout, c.dout));
+    if (!c.grad) continue;
+    ++grads;
+    with_dden += !c.dden.empty();
+    REQUIRE(c.dout.size() == static_cast<size_t>(c.p.batch * c.p.heads * c.p.n * c.p.dv));
+    for (double e : c.dout) CHECK((!std::isfinite(e) || round_to(c.p.dtype, e) == e));
+    if (c.probe != fuzz::Probe::grad_nan_causality) continue;
+    ++nan_probe;
+    CHECK_FALSE(fuzz::upstream_finite(c));
+  }
+  std::cout << "[generator] 400 cases: " << grads << " with gradients, " << with_dden << " with dden, " << nan_probe
+            << " grad_nan_causality" << std::endl;
+  CHECK(grads > 100);
+  CHECK(with_dden == grads);
+  CHECK(nan_probe > 10);
+}
+
+TEST_CASE("judge: gradient findings, our backward passes", "[fuzz][grad]") {
+  Grads honest(Bug::none), dk_off(Bug::dk_off), leak(Bug::leak);
+  fuzz::FuzzCase c = grad_case(Variant::hla2, 9, 3);
+  expect(honest, c, "");
+  expect(dk_off, c, "gradient", "grad_bound");
+  CHECK(fuzz::judge(dk_off, c).outputs.dk.size() == static_cast<size_t>(c.p.kv_heads * c.p.n * c.p.d));  // for the candidate file
+  // A NaN in dout at token 2 of query head 1: rows ≤ 2 of dq (head 1), dk and dv (the one kv head) are not judged.
+  c.probe = fuzz::Probe::grad_nan_causality;
+  c.dout[c.p.out_index(0, 1, 2, 1)] = NAN;
+  expect(honest, c, "");
+  expect(leak, c, "gradient_nan_causality", "grad_nonfinite,grad_bound");  // a non-finite element also scores inf
+  // The rule hides exactly the reachable rows: dq of head 0 and rows 3.. stay judged.
+  const check::Reference ref = fuzz::with_gradients(c, check::compute_reference(c.p), true);
+  for (Index t = 0; t < c.p.n; ++t) {
+    CHECK(std::isnan(ref.grad->dq[c.p.q_index(0, 1, t, 0)]) == (t <= 2));
+    CHECK(std::isfinite(ref.grad->dq[c.p.q_index(0, 0, t, 0)]));
+    CHECK(std::isnan(ref.grad->dk[c.p.k_index(0, 0, t, 0)]) == (t <= 2));
+  }
+}
+
+TEST_CASE("campaign: a gradient finding shrinks, and its fixture fails check_fixture", "[fuzz][grad]") {
+  Grads dk_off(Bug::dk_off);
+  const fs::path dir = fs::temp_directory_path() / ("hla_fuzz_grad_" + std::to_string(::getpid()));
+  fuzz::CampaignOptions o;
+  o.seed = 3, o.max_cases = 40, o.stop_after = 1, o.findings_dir = dir.string(), o.progress = false;
+  const fuzz::Summary s = fuzz::run_campaign(dk_off, o);
+  std::cout << s.text() << std::endl;
+  REQUIRE(s.findings.size() == 1);
+  const fuzz::Finding& f = s.findings.front();
+  CHECK(f.kind == "gradient");
+  CHECK(f.shrink_steps > 0);
+  CHECK(f.shrunk.find("B=1 H=1 Hkv=1 n=") != std::string::npos);
+  CHECK(f.shrunk.find(" d=1 dv=1") != std::string::npos);
+  const io::Fixture fx = io::read_fixture(f.fixture);
+  CHECK(fx.gradients);
+  check::CheckOptions opt;
+  opt.precision = check::Precision::f64;
+  opt.require_gradients = true;
+  const check::Report r = check::check_fixture(fx, io::read_candidate(f.candidate, fx), opt);
+  CHECK_FALSE(r.pass);
+  bool dk_fails = false;
+  for (const auto& g : r.gradients) dk_fails = dk_fails || (g.name == "dk" && g.over_bound > 0);
+  CHECK(dk_fails);
+  std::error_code ec;
+  fs::remove_all(dir, ec);
+}
+
+}  // namespace hla

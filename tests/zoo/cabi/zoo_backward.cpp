@@ -1,0 +1,255 @@
+// zoo_backward.cpp — the bug zoo's backward pass (hla_impl_run_backward, ABI
+// 1.3): la1 and masked hla2 forward by the SPEC §3 streaming recurrences and
+// backward by their reverse-time adjoints, in double (precision f64).
+// Independent of the project's reference library on purpose.
+//
+// As in zoo_impl.cpp, v' = [v | 1] (w = dv + 1 columns; the last is den), and
+// the upstream is Ȳ_t = ∂L/∂[num_t | den_t] = [do | dden], normalized (add):
+// [do/D | dden − ⟨do, num⟩/D²], D = den + ε. q̃ = scale·q. Per head and sequence:
+//   la1:  P_t = γP_{t−1} + k_t v'_tᵀ, num'_t = q̃_tᵀP_t;  dq̃_t = P_tȲ_t,
+//         R_j = γR_{j+1} + q̃_jȲ_jᵀ, dk_j = R_jv'_j, dv'_j = R_jᵀk_j.
+//   hla2: S_t = γS_{t−1} + k_tk_tᵀ, b_t = S_tq̃_t, F_t = γ²F_{t−1} + b_tv'_tᵀ,
+//         num'_t = q̃_tᵀF_t. L = Σ_j g_jᵀS_jq̃_j with g_j = R_jv'_j and
+//         R_j = γ²R_{j+1} + q̃_jȲ_jᵀ; so dq̃_t = F_tȲ_t + S_tg_t,
+//         dv'_j = R_jᵀb_j, and with M_i = γM_{i+1} + g_iq̃_iᵀ (the adjoint of S),
+//         dk_i = (M_i + M_iᵀ)k_i (k_i appears twice in k_ik_iᵀ).
+// dk and dv of a kv head sum over the query heads of its group.
+//
+// Members (ZOO_BUG): correct_backward; backward_dk_no_cross (dk_i = M_ik_i:
+// the k_i dkᵀ half of d(kkᵀ) dropped); backward_decay_power (hla2's R decays
+// by γ, not γ²); backward_gqa_unsummed (dk, dv of a group from its last query
+// head only); backward_nan_leak (R over chunks of 16 with the causal mask
+// applied by multiplying with 0/1: a NaN in do_t reaches rows j > t of its chunk).
+
+#include "hla_impl.h"
+#include "zoo_abi.hpp"
+
+#include <cmath>
+#include <cstdio>
+#include <string_view>
+#include <vector>
+
+
+namespace {
+
+constexpr std::string_view kMember = ZOO_STR(ZOO_BUG);
+static_assert(kMember == "correct_backward" || kMember == "backward_dk_no_cross" || kMember == "backward_decay_power" ||
+                  kMember == "backward_gqa_unsummed" || kMember == "backward_nan_leak",
+              "ZOO_BUG names no member built from zoo_backward.cpp");
+constexpr bool bug(std::string_view b) { return kMember == b; }
+
+constexpr uint32_t kFeatures = HLA_FEAT_NORMALIZE | HLA_FEAT_DECAY | HLA_FEAT_SCALE | HLA_FEAT_GQA | HLA_FEAT_VARLEN |
+                               HLA_FEAT_DEN | HLA_FEAT_BACKWARD;
+const hla_impl_info kInfo = {
+    HLA_IMPL_ABI_VERSION, "zoo_" ZOO_STR(ZOO_BUG), (1u << HLA_LA1) | (1u << HLA_HLA2), (1u << HLA_F64) | (1u << HLA_F32),
+    kFeatures, 4096, 64, 64, "f64", HLA_CLASS_MASKED, nullptr,
+};
+
+using Vec = std::vector<double>;
+size_t at(int64_t i) { return static_cast<size_t>(i); }
+
+// M (rows x cols) = g·M + a bᵀ
+void decay_add_outer(double* M, double g, const double* a, const double* b, int64_t rows, int64_t cols) {
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t c = 0; c < cols; ++c) M[r * cols + c] = g * M[r * cols + c] + a[r] * b[c];
+}
+// y (rows) += M x   (M rows x cols)
+void add_matvec(const double* M, const double* x, int64_t rows, int64_t cols, double* y) {
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t c = 0; c < cols; ++c) y[r] += M[r * cols + c] * x[c];
+}
+// y (cols) += Mᵀ x
+void add_matTvec(const double* M, const double* x, int64_t rows, int64_t cols, double* y) {
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t c = 0; c < cols; ++c) y[c] += M[r * cols + c] * x[r];
+}
+
+// One sequence of one query head: q (scaled), k (L x d), v (L x w). Forward:
+// num (L x w). With Y (L x w, the upstream of num|den): dq (of q̃), dk, dv
+// (L x w) accumulated.
+struct Head {
+  bool hla2;
+  double g;
+  int64_t L, d, w;
+  const Vec &q, &k, &v;
+};
+
+void forward(const Head& h, Vec& num, Vec* Fs, Vec* Ss, Vec* bs) {
+  const int64_t d = h.d, w = h.w;
+  Vec S(at(d * d)), F(at(d * w)), b(at(d));
+  num.assign(at(h.L * w), 0);
+  for (int64_t t = 0; t < h.L; ++t) {
+    const double *qt = &h.q[at(t * d)], *kt = &h.k[at(t * d)], *vt = &h.v[at(t * w)];
+    if (h.hla2) {
+      decay_add_outer(S.data(), h.g, kt, kt, d, d);
+      b.assign(at(d), 0);
+      add_matvec(S.data(), qt, d, d, b.data());
+      decay_add_outer(F.data(), h.g * h.g, b.data(), vt, d, w);
+      if (Ss) std::copy(S.begin(), S.end(), Ss->begin() + t * d * d), std::copy(b.begin(), b.end(), bs->begin() + t * d);
+    } else {
+      decay_add_outer(F.data(), h.g, kt, vt, d, w);  // P
+    }
+    add_matTvec(F.data(), qt, d, w, &num[at(t * w)]);
+    if (Fs) std::copy(F.begin(), F.end(), Fs->begin() + t * d * w);
+  }
+}
+
+// R_j for every j (L x d x w): R_j = ρR_{j+1} + q̃_jȲ_jᵀ.
+Vec adjoint(const Head& h, const Vec& Y, double rho) {
+  const int64_t d = h.d, w = h.w, dw = d * w;
+  Vec R(at(h.L * dw));
+  if (!bug("backward_nan_leak")) {
+    Vec cur(at(dw));
+    for (int64_t j = h.L - 1; j >= 0; --j) {
+      decay_add_outer(cur.data(), rho, &h.q[at(j * d)], &Y[at(j * w)], d, w);
+      std::copy(cur.begin(), cur.end(), R.begin() + j * dw);
+    }
+    return R;
+  }
+  // The leak: per chunk, R_j = ρ^(c1−j)R_{c1} + Σ_{t in chunk} [t ≥ j]·ρ^(t−j)·q̃_tȲ_tᵀ, masked by multiplying.
+  constexpr int64_t C = 16;
+  Vec carry(at(dw));
+  for (int64_t c0 = (h.L - 1) / C * C; c0 >= 0; c0 -= C) {
+    const int64_t c1 = std::min(h.L, c0 + C);
+    for (int64_t j = c0; j < c1; ++j) {
+      double* Rj = &R[at(j * dw)];
+      for (int64_t x = 0; x < dw; ++x) Rj[x] = std::pow(rho, static_cast<double>(c1 - j)) * carry[at(x)];
+      for (int64_t t = c0; t < c1; ++t) {
+        const double m = (t >= j ? 1.0 : 0.0) * std::pow(rho, static_cast<double>(std::max<int64_t>(t - j, 0)));
+        for (int64_t r = 0; r < d; ++r)
+          for (int64_t c = 0; c < w; ++c) Rj[r * w + c] += m * h.q[at(t * d + r)] * Y[at(t * w + c)];
+      }
+    }
+    std::copy(R.begin() + c0 * dw, R.begin() + (c0 + 1) * dw, carry.begin());
+  }
+  return R;
+}
+
+void backward(const Head& h, const Vec& Y, Vec& dq, Vec& dk, Vec& dv) {
+  const int64_t d = h.d, w = h.w, L = h.L;
+  Vec num, Fs(at(L * d * w)), Ss, bs;
+  if (h.hla2) Ss.resize(at(L * d * d)), bs.resize(at(L * d));
+  forward(h, num, &Fs, h.hla2 ? &Ss : nullptr, &bs);
+  for (int64_t t = 0; t < L; ++t) add_matvec(&Fs[at(t * d * w)], &Y[at(t * w)], d, w, &dq[at(t * d)]);
+  const double rho = h.hla2 && !bug("backward_decay_power") ? h.g * h.g : h.g;
+  const Vec R = adjoint(h, Y, rho);
+  if (!h.hla2) {
+    for (int64_t j = 0; j < L; ++j) {
+      add_matvec(&R[at(j * d * w)], &h.v[at(j * w)], d, w, &dk[at(j * d)]);
+      add_matTvec(&R[at(j * d * w)], &h.k[at(j * d)], d, w, &dv[at(j * w)]);
+    }
+    return;
+  }
+  Vec M(at(d * d)), gj(at(d));
+  for (int64_t j = L - 1; j >= 0; --j) {
+    const double* Rj = &R[at(j * d * w)];
+    add_matTvec(Rj, &bs[at(j * d)], d, w, &dv[at(j * w)]);
+    gj.assign(at(d), 0);
+    add_matvec(Rj, &h.v[at(j * w)], d, w, gj.data());
+    add_matvec(&Ss[at(j * d * d)], gj.data(), d, d, &dq[at(j * d)]);
+    decay_add_outer(M.data(), h.g, gj.data(), &h.q[at(j * d)], d, d);
+    add_matvec(M.data(), &h.k[at(j * d)], d, d, &dk[at(j * d)]);
+    if (!bug("backward_dk_no_cross")) add_matTvec(M.data(), &h.k[at(j * d)], d, d, &dk[at(j * d)]);
+  }
+}
+
+bool refuse(const hla_problem* p, char* err, size_t err_len, bool backward) {
+  hla_problem c = *p;
+  alignas(64) static double dummy;
+  if (backward) c.out = &dummy, c.den = nullptr;  // the backward gets no output buffers
+  const char* why = zoo::unsupported(&c, kInfo);
+  if (!why && backward && (p->state_in || p->state_out)) why = "no state in a backward call";
+  if (why && err && err_len) std::snprintf(err, err_len, "%s: %s", kInfo.name, why);
+  return why != nullptr;
+}
+
+// The forward (dout == nullptr) or the backward of every head and sequence.
+int run(const hla_problem* p, const void* dout, const double* dden, void* dq_out, void* dk_out, void* dv_out) {
+  const int64_t n = p->n, d = p->d, dv = p->dv, w = dv + 1, group = p->heads / p->kv_heads;
+  const int64_t nseq = p->offsets ? p->num_offsets - 1 : 1;
+  Vec q, k, v, num, Y, dq, dk, dv_, gk(at(p->batch * p->kv_heads * n * d)), gv(at(p->batch * p->kv_heads * n * dv));
+  for (int64_t b = 0; b < p->batch; ++b)
+    for (int64_t h = 0; h < p->heads; ++h) {
+      const int64_t hk = h / group;
+      for (int64_t s = 0; s < nseq; ++s) {
+        const int64_t t0 = p->offsets ? p->offsets[s] : 0, L = (p->offsets ? p->offsets[s + 1] : n) - t0;
+        q.assign(at(L * d), 0), k.assign(at(L * d), 0), v.assign(at(L * w), 0);
+        for (int64_t t = 0; t < L; ++t) {
+          const size_t qi = at(((b * p->heads + h) * n + t0 + t) * d), ki = at(((b * p->kv_heads + hk) * n + t0 + t) * d),
+                       vi = at(((b * p->kv_heads + hk) * n + t0 + t) * dv);
+          for (int64_t c = 0; c < d; ++c)
+            q[at(t * d + c)] = p->scale * zoo::load<double>(p->q, p->dtype, qi + at(c)),
+                       k[at(t * d + c)] = zoo::load<double>(p->k, p->dtype, ki + at(c));
+          for (int64_t c = 0; c < dv; ++c) v[at(t * w + c)] = zoo::load<double>(p->v, p->dtype, vi + at(c));
+          v[at(t * w + dv)] = 1;
+        }
+        const Head hd{p->variant == HLA_HLA2, p->gamma, L, d, w, q, k, v};
+        forward(hd, num, nullptr, nullptr, nullptr);
+        const size_t row0 = at((b * p->heads + h) * n + t0);
+        if (!dout) {
+          for (int64_t t = 0; t < L; ++t) {
+            const double den = num[at(t * w + dv)];
+            for (int64_t c = 0; c < dv; ++c)
+              zoo::store(p->out, p->dtype, (row0 + at(t)) * at(dv) + at(c), zoo::normalize(p, num[at(t * w + c)], den));
+            if (p->den) p->den[row0 + at(t)] = den;
+          }
+          continue;
+        }
+        Y.assign(at(L * w), 0);
+        for (int64_t t = 0; t < L; ++t) {
+          double* y = &Y[at(t * w)];
+          const double D = num[at(t * w + dv)] + p->eps;
+          double dot = 0;
+          for (int64_t c = 0; c < dv; ++c) {
+            const double o = zoo::load<double>(dout, p->dtype, (row0 + at(t)) * at(dv) + at(c));
+            y[c] = p->normalize ? o / D : o;
+            dot += o * num[at(t * w + c)];
+          }
+          y[dv] = (dden ? dden[row0 + at(t)] : 0) - (p->normalize ? dot / (D * D) : 0);
+        }
+        dq.assign(at(L * d), 0), dk.assign(at(L * d), 0), dv_.assign(at(L * w), 0);
+        backward(hd, Y, dq, dk, dv_);
+        const size_t kv0 = at((b * p->kv_heads + hk) * n + t0);
+        const bool overwrite = bug("backward_gqa_unsummed");  // the bug: the group's last query head wins
+        for (int64_t t = 0; t < L; ++t) {
+          for (int64_t c = 0; c < d; ++c) {
+            zoo::store(dq_out, p->dtype, (row0 + at(t)) * at(d) + at(c), p->scale * dq[at(t * d + c)]);
+            double& x = gk[(kv0 + at(t)) * at(d) + at(c)];
+            x = (overwrite ? 0 : x) + dk[at(t * d + c)];
+          }
+          for (int64_t c = 0; c < dv; ++c) {
+            double& x = gv[(kv0 + at(t)) * at(dv) + at(c)];
+            x = (overwrite ? 0 : x) + dv_[at(t * w + c)];
+          }
+        }
+      }
+    }
+  if (dout) {
+    for (size_t i = 0; i < gk.size(); ++i) zoo::store(dk_out, p->dtype, i, gk[i]);
+    for (size_t i = 0; i < gv.size(); ++i) zoo::store(dv_out, p->dtype, i, gv[i]);
+  }
+  return 0;
+}
+
+}  // namespace
+
+extern "C" {
+
+ZOO_EXPORT const hla_impl_info* hla_impl_info_get(void) { return &kInfo; }
+
+ZOO_EXPORT int hla_impl_run(const hla_problem* p, char* err, size_t err_len) {
+  if (!p || refuse(p, err, err_len, false)) return 1;
+  return run(p, nullptr, nullptr, nullptr, nullptr, nullptr);
+}
+
+ZOO_EXPORT int hla_impl_run_backward(const hla_problem* p, const void* dout, const double* dden, void* dq, void* dk, void* dv,
+                                     char* err, size_t err_len) {
+  if (!p || refuse(p, err, err_len, true)) return 1;
+  if (p->n > 0 && (!dout || !dq || !dk || !dv)) {
+    if (err && err_len) std::snprintf(err, err_len, "%s: missing dout, dq, dk or dv", kInfo.name);
+    return 1;
+  }
+  return run(p, dout, dden, dq, dk, dv);
+}
+
+}  // extern "C"
