@@ -90,5 +90,7 @@ PY
 "$hla" fuzz --exec 'true' 2> "$work/err"; [ $? = 2 ] && grep -q "{in} and {out}" "$work/err" && note "ok: exec without {in} {out} -> 2" || note "FAILED: exec without placeholders"
 "$hla" fuzz --lib "$good" --shard 3/2 2> /dev/null; [ $? = 2 ] && note "ok: bad shard -> 2" || note "FAILED: --shard 3/2 must exit 2"
 "$hla" fuzz --exec 'x {in} {out}' --features warp 2> "$work/err"; [ $? = 2 ] && grep -q "warp" "$work/err" && note "ok: unknown feature -> 2" || note "FAILED: unknown feature"
+"$hla" fuzz --exec 'x {in} {out}' --features backward 2> "$work/err"; [ $? = 2 ] && grep -q "only a --lib candidate returns gradients" "$work/err" \
+  && note "ok: exec with --features backward -> 2" || note "FAILED: --exec with --features backward must exit 2 (exec candidates return no gradients)"
 echo "$fails failure(s)"
 exit $((fails > 0))

@@ -17,7 +17,7 @@ CHECK_UNIT = r"^props_check: (check|rule|trust: a report|pinned)"
 FUZZ_UNIT = r"^fuzz_(unit|exact_tier):"
 IO = r"^props_io:"
 NORMALIZE = r"^props_check:pinned|^golden_fixtures_up_to_date$"
-FUZZ = r"^fuzz_(unit|exact_tier):|^hla_fuzz_cli$|^hla_fuzz_zoo"
+FUZZ = r"^fuzz_(unit|exact_tier|gradient):|^hla_fuzz_cli$|^hla_fuzz_zoo"
 
 MUTANTS = [
     # ------------------------------------------------------------ reference operators
@@ -444,6 +444,21 @@ MUTANTS = [
          original='if (c.probe == Probe::nan_causality && rep.nonfinite > 0) kind = "nan_causality";',
          replacement='if (false && c.probe == Probe::nan_causality && rep.nonfinite > 0) kind = "nan_causality";',
          tests=FUZZ, description="a causality failure is reported as numerics"),
+    dict(id="grad_never_drawn", area="fuzz", file="tools/fuzz/cases.cpp",
+         original="has_backward(o.variant) && chance(r, 2)) draw_upstream(c, s, r);",
+         replacement="has_backward(o.variant) && false) draw_upstream(c, s, r);",
+         tests=FUZZ, description="no fuzz case runs the backward"),
+    dict(id="grad_reach_not_hidden", area="fuzz", file="tools/fuzz/gradients.cpp",
+         original="if (!hide_reach) return ref;", replacement="if (true) return ref;",
+         tests=FUZZ, description="a NaN in do fails gradients it may legitimately reach"),
+    dict(id="grad_reach_whole_sequence", area="fuzz", file="tools/fuzz/gradients.cpp",
+         original="for (Index t = t0; t < (p.opt.masked ? j + 1 : t1); ++t) {",
+         replacement="for (Index t = t0; t < t1; ++t) {",
+         tests=FUZZ, description="a NaN in do hides the gradients after it too: a leak goes unseen"),
+    dict(id="kind_gradient_lost", area="fuzz", file="tools/fuzz/campaign.cpp",
+         original='kind = c.probe == Probe::grad_nan_causality && nonfinite ? "gradient_nan_causality" : "gradient";',
+         replacement='kind = "numerics";',
+         tests=FUZZ, description="a gradient failure is reported as numerics"),
     dict(id="kind_exact_tier_lost", area="fuzz", file="tools/fuzz/campaign.cpp",
          original="else if (rep.exact_mismatches > 0 && rep.over_bound == 0 &&",
          replacement="else if (false && rep.exact_mismatches > 0 && rep.over_bound == 0 &&",
@@ -497,8 +512,8 @@ MUTANTS = [
          replacement="for (Index n2 : {p.n / 4, p.n / 2, (3 * p.n) / 4})",
          tests=FUZZ, description="the shrinker never drops just the last token"),
     dict(id="shrink_narrow_missing", area="fuzz", file="tools/fuzz/cases.cpp",
-         original="if (d2 >= 1 && dv2 >= 1 && (d2 < p.d || dv2 < p.dv)) add(narrow(p, d2, dv2));",
-         replacement="if (false) add(narrow(p, d2, dv2));",
+         original="if (d2 >= 1 && dv2 >= 1 && (d2 < p.d || dv2 < p.dv)) add(narrow(p, d2, dv2), {{}, {}, 0, p.n, dv2});",
+         replacement="if (false) add(narrow(p, d2, dv2), {{}, {}, 0, p.n, dv2});",
          tests=FUZZ, description="the shrinker never narrows d or dv"),
     dict(id="shrink_gamma_kept", area="fuzz", file="tools/fuzz/cases.cpp",
          original="with([&](Options& o) { if (!needs_unit_gamma(o.variant)) o.gamma = 1; });",

@@ -4,8 +4,9 @@
 // Independent of the project's reference library on purpose.
 //
 // As in zoo_impl.cpp, v' = [v | 1] (w = dv + 1 columns; the last is den), and
-// the upstream is Ȳ_t = ∂L/∂[num_t | den_t] = [do | dden], normalized (add):
-// [do/D | dden − ⟨do, num⟩/D²], D = den + ε. q̃ = scale·q. Per head and sequence:
+// the upstream is Ȳ_t = ∂L/∂[num_t | den_t] = [do | dden], normalized:
+// [do/D | dden − ⟨do, num⟩/D²·∂D/∂den], D = den ⊕ ε (∂D/∂den = 1, or 0 where
+// the clamp holds D at ±ε: |den| < ε). q̃ = scale·q. Per head and sequence:
 //   la1:  P_t = γP_{t−1} + k_t v'_tᵀ, num'_t = q̃_tᵀP_t;  dq̃_t = P_tȲ_t,
 //         R_j = γR_{j+1} + q̃_jȲ_jᵀ, dk_j = R_jv'_j, dv'_j = R_jᵀk_j.
 //   hla2: S_t = γS_{t−1} + k_tk_tᵀ, b_t = S_tq̃_t, F_t = γ²F_{t−1} + b_tv'_tᵀ,
@@ -38,7 +39,7 @@ static_assert(kMember == "correct_backward" || kMember == "backward_dk_no_cross"
               "ZOO_BUG names no member built from zoo_backward.cpp");
 constexpr bool bug(std::string_view b) { return kMember == b; }
 
-constexpr uint32_t kFeatures = HLA_FEAT_NORMALIZE | HLA_FEAT_DECAY | HLA_FEAT_SCALE | HLA_FEAT_GQA | HLA_FEAT_VARLEN |
+constexpr uint32_t kFeatures = HLA_FEAT_NORMALIZE | HLA_FEAT_CLAMP | HLA_FEAT_DECAY | HLA_FEAT_SCALE | HLA_FEAT_GQA | HLA_FEAT_VARLEN |
                                HLA_FEAT_DEN | HLA_FEAT_BACKWARD;
 const hla_impl_info kInfo = {
     HLA_IMPL_ABI_VERSION, "zoo_" ZOO_STR(ZOO_BUG), (1u << HLA_LA1) | (1u << HLA_HLA2), (1u << HLA_F64) | (1u << HLA_F32),
@@ -198,14 +199,16 @@ int run(const hla_problem* p, const void* dout, const double* dden, void* dq_out
         Y.assign(at(L * w), 0);
         for (int64_t t = 0; t < L; ++t) {
           double* y = &Y[at(t * w)];
-          const double D = num[at(t * w + dv)] + p->eps;
+          const double den = num[at(t * w + dv)];
+          const bool clamp = p->eps_mode == HLA_EPS_CLAMP, held = clamp && std::abs(den) < p->eps;
+          const double D = clamp ? (den < 0 ? -1.0 : 1.0) * std::max(std::abs(den), p->eps) : den + p->eps;
           double dot = 0;
           for (int64_t c = 0; c < dv; ++c) {
             const double o = zoo::load<double>(dout, p->dtype, (row0 + at(t)) * at(dv) + at(c));
             y[c] = p->normalize ? o / D : o;
             dot += o * num[at(t * w + c)];
           }
-          y[dv] = (dden ? dden[row0 + at(t)] : 0) - (p->normalize ? dot / (D * D) : 0);
+          y[dv] = (dden ? dden[row0 + at(t)] : 0) - (p->normalize && !held ? dot / (D * D) : 0);
         }
         dq.assign(at(L * d), 0), dk.assign(at(L * d), 0), dv_.assign(at(L * w), 0);
         backward(hd, Y, dq, dk, dv_);

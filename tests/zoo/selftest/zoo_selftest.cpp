@@ -527,10 +527,10 @@ std::map<std::string, Expect> expectations() {
   std::set<std::string> no_f64 = hla3;
   no_f64.insert("hla2_add_f64_n37");
   const std::string base = "hla2_g1_n16", n37 = "hla2_n37";
-  // zoo_backward.cpp: la1 and masked hla2, f32/f64, no clamp, ridge or state.
+  // zoo_backward.cpp: la1 and masked hla2, f32/f64, no ridge or state.
   const std::set<std::string> not_backward = {
       "ahla_n37",         "hla2_unmasked_n37", "hla2_unmasked_ridge_n37", "hla2_ridge_add_n37", "hla2_ridge_clamp_n37",
-      "la1_clamp_n37",    "ahla_clamp_n37",    "ahla_varlen_n40",         "hla2_state_n37",     "ahla_state_n37",
+      "ahla_clamp_n37",    "ahla_varlen_n40",         "hla2_state_n37",     "ahla_state_n37",
       "la1_state_n37",    "hla2_add_bf16_n37", "hla2_add_f16_n37",        "ahla_nan20_n37",     "hla3_n37",
       "hla3_unmasked_n20"};
 
