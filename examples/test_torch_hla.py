@@ -6,6 +6,7 @@ sequences). Run by ctest `example_torch_hla` (needs torch in .venv: scripts/setu
     PYTHONPATH=build/python .venv/bin/python -m pytest examples/test_torch_hla.py
 """
 import os
+from fractions import Fraction
 import re
 import subprocess
 import sys
@@ -76,3 +77,25 @@ def test_readme_example_runs_as_written():
     env = dict(os.environ)
     p = subprocess.run([sys.executable, "-c", code], cwd=REPO, env=env, capture_output=True, text=True, timeout=300)
     assert p.returncode == 0, p.stdout + p.stderr
+
+
+@pytest.mark.parametrize("form", FORMS)
+def test_state_handed_to_the_reference(form):
+    """The kernel's own final state after a prefix, handed to hla_oracle as
+    initial_state (its (S, F, f) are SPEC §3's corrected-state parts): the
+    rest of the sequence, computed from that state, passes; computed from
+    zero (the state dropped), it fails. bf16 inputs, GQA, several sequences."""
+    g = torch.Generator().manual_seed(3)
+    B, T, H, Hkv, d, dv, m = 2, 320, 4, 2, 32, 32, 128
+    q, k, v = (torch.randn(B, T, h, w, generator=g).to(torch.bfloat16) for h, w in ((H, d), (Hkv, d), (Hkv, dv)))
+    opts = dict(gamma=63 / 64, normalize=True, eps=1e-6, eps_mode="add")
+    _, st = FORMS[form](q[:, :m], k[:, :m], v[:, :m], output_final_state=True, **opts)
+    state = {"S": st[0], "F": st[1], "f": st[2]}
+    rest = [x[:, m:] for x in (q, k, v)]
+    out, _ = FORMS[form](*rest, initial_state=st, **opts)
+    ask = dict(variant="hla2", gamma=Fraction(63, 64), normalize=True, eps=1e-6, layout="bthd", precision="f32")
+    r = hla_oracle.check(out, *rest, initial_state=state, **ask)
+    assert r.passed, r.text
+    dropped, _ = FORMS[form](*rest, **opts)
+    r = hla_oracle.check(dropped, *rest, initial_state=state, **ask)
+    assert not r.passed, r.text
