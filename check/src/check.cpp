@@ -26,12 +26,6 @@
 namespace hla::check {
 namespace {
 
-Index longest_sequence(const BatchProblem& p) {
-  Index m = 0;
-  for (const auto& [t0, t1] : p.sequences()) m = std::max(m, t1 - t0);
-  return m;
-}
-
 // The magnitudes a class is judged against (SPEC §7 evaluation classes).
 struct Mags {
   const std::vector<double>& num;

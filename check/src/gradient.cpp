@@ -24,12 +24,6 @@ double gradient_depth_bound(const Options& o, Index n, Index d, Index dv) {
 
 namespace {
 
-Index longest_sequence(const BatchProblem& p) {
-  Index m = 0;
-  for (const auto& [t0, t1] : p.sequences()) m = std::max(m, t1 - t0);
-  return m;
-}
-
 // κ_t of one normalized output token (gradient.hpp), +inf where ill-conditioned.
 // Ku: the forward's error bound per unit of magnitude (K_f·u). With den's
 // relative error δ = Ku·M̃_den/|D| < 1/2: |1/D̂ − 1/D| ≤ (1/(1−δ) − 1)/|D| and
@@ -49,11 +43,6 @@ double token_kappa(const Options& o, double den, double mden_err, const double* 
   for (Index c = 0; c < dv; ++c)
     if (mnum_err[c] > mnum[c]) rho = std::max(rho, mnum[c] > 0 ? mnum_err[c] / mnum[c] : INFINITY);
   return rho + (flat ? 0.0 : (2 - delta) / ((1 - delta) * (1 - delta)) * mden_err / std::fabs(D));
-}
-
-template <class S> S exactly(double x) {
-  if constexpr (std::is_same_v<S, Rational>) return to_rational(x);
-  else return S(x);  // double and f113 hold every double
 }
 
 // One (batch, K/V head, sequence): the gradients of the group's query heads
@@ -76,8 +65,8 @@ GroupGradient<S> group_gradient(const BatchProblem& p, const std::vector<double>
     Mat<S> up(L, p.dv);
     Vec<S> dd = Vec<S>::Zero(L);
     for (Index t = 0; t < L; ++t) {
-      for (Index c = 0; c < p.dv; ++c) up(t, c) = exactly<S>(dout[p.out_index(b, h, t0 + t, c)]);
-      if (!dden.empty()) dd(t) = exactly<S>(dden[p.den_index(b, h, t0 + t)]);
+      for (Index c = 0; c < p.dv; ++c) up(t, c) = BatchProblem::convert(dout[p.out_index(b, h, t0 + t, c)], S());
+      if (!dden.empty()) dd(t) = BatchProblem::convert(dden[p.den_index(b, h, t0 + t)], S());
     }
     const Gradient<S> x = backward(ph, up, dd, form, chunk);
     g.dq.push_back(x.dq);
@@ -95,12 +84,6 @@ size_t kv_at(const BatchProblem& p, Index b, Index kvh, Index t, Index c, Index 
   return static_cast<size_t>(((b * p.kv_heads + kvh) * p.n + t) * cols + c);
 }
 size_t kv_row(const BatchProblem& p, Index b, Index kvh, Index t) { return static_cast<size_t>((b * p.kv_heads + kvh) * p.n + t); }
-
-std::string num(double x) {
-  char buf[40];
-  std::snprintf(buf, sizeof buf, "%.17g", x);
-  return buf;
-}
 
 struct Task {
   Index b, kvh, t0, t1;

@@ -1,4 +1,4 @@
-// What the check layer's units share: a parallel loop, the worst elements, and whether a
+// What the check layer's units share: a parallel loop, the longest sequence, the worst elements, and whether a
 // binary128 value with an error bound certifies its f64 rounding.
 #pragma once
 
@@ -6,6 +6,8 @@
 #include "hla/scalar.hpp"
 
 #include <cmath>
+#include <cstdio>
+#include <string>
 #include <algorithm>
 #include <atomic>
 #include <exception>
@@ -39,6 +41,20 @@ template <class F> void parallel_for(size_t count, int threads, F&& fn) {
   if (error) std::rethrow_exception(error);
 }
 
+// x with every digit a double needs to read back the same (for messages).
+inline std::string num(double x) {
+  char buf[40];
+  std::snprintf(buf, sizeof buf, "%.17g", x);
+  return buf;
+}
+
+// The longest sequence of p (its a priori depth bounds use it).
+inline Index longest_sequence(const BatchProblem& p) {
+  Index m = 0;
+  for (const auto& [t0, t1] : p.sequences()) m = std::max(m, t1 - t0);
+  return m;
+}
+
 // The k elements of largest score, largest first.
 inline std::vector<Element> worst_of(std::vector<Element> all, size_t k) {
   k = std::min(k, all.size());
@@ -52,7 +68,7 @@ inline std::vector<Element> worst_of(std::vector<Element> all, size_t k) {
 // (then RN64(x) is the correctly rounded exact value).
 inline bool certifies(const f113& x, const f113& e) {
   const double r = static_cast<double>(x);
-  if (!std::isfinite(r)) return false;
+  if (!std::isfinite(r) || !(e >= 0)) return false;
   const f113 lo = (f113(r) + f113(std::nextafter(r, -INFINITY))) / 2;
   const f113 hi = (f113(r) + f113(std::nextafter(r, INFINITY))) / 2;
   return x - e > lo && x + e < hi;

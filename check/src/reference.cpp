@@ -97,15 +97,18 @@ void clear_flags(Sink& s, Index b, Index h, Index t0, Index t1) {
 
 bool has_state_difference_magnitude(const Options& o) { return o.masked && has_unmasked(o.variant); }
 
-template <class S> SequenceValues<S> evaluate_sequence(const BatchProblem& p, Index b, Index h, Index t0, Index t1, bool with_sd) {
+template <class S>
+SequenceValues<S> evaluate_sequence(const BatchProblem& p, Index b, Index h, Index t0, Index t1, bool with_sd, bool with_values) {
   const Problem<S> ph = p.head<S>(b, h, t0, t1);
+  SequenceValues<S> r;
   if (!p.has_state()) {
-    SequenceValues<S> r{evaluate(ph, Form::streaming), magnitude(ph), {}};
+    if (with_values) r.values = evaluate(ph, Form::streaming), r.magnitude = magnitude(ph);
     r.sd_magnitude = with_sd ? magnitude(ph, true) : r.magnitude;
     return r;
   }
   const StateMats<S> X = p.head_state<S>(p.sequence_of(b, t0), h);
-  SequenceValues<S> r{evaluate_from(ph, X), magnitude_from(ph, X), {}};
+  if (with_values) r.values = evaluate_from(ph, X);
+  r.magnitude = magnitude_from(ph, X);  // from a state also a part of the state-difference magnitude
   if (!with_sd) {
     r.sd_magnitude = r.magnitude;
     return r;
@@ -125,9 +128,9 @@ template <class S> SequenceValues<S> evaluate_sequence(const BatchProblem& p, In
   r.sd_magnitude.den += r.magnitude.den;
   return r;
 }
-template SequenceValues<Rational> evaluate_sequence(const BatchProblem&, Index, Index, Index, Index, bool);
-template SequenceValues<f113> evaluate_sequence(const BatchProblem&, Index, Index, Index, Index, bool);
-template SequenceValues<double> evaluate_sequence(const BatchProblem&, Index, Index, Index, Index, bool);
+template SequenceValues<Rational> evaluate_sequence(const BatchProblem&, Index, Index, Index, Index, bool, bool);
+template SequenceValues<f113> evaluate_sequence(const BatchProblem&, Index, Index, Index, Index, bool, bool);
+template SequenceValues<double> evaluate_sequence(const BatchProblem&, Index, Index, Index, Index, bool, bool);
 
 
 void fill_state_difference_magnitude(const BatchProblem& p, Reference& ref) {
@@ -176,7 +179,7 @@ void fill_state_difference_magnitude(const BatchProblem& p, Reference& ref) {
     // Sums of non-negative terms: relative error at most K·2^-53 (K = depth_bound;
     // a state's terms pass fewer roundings than the tokens'); scaling by
     // 1 + 2K·2^-53 makes the double an upper bound.
-    const Output<double> m = evaluate_sequence<double>(p, b, h, t0, t1, true).sd_magnitude;
+    const Output<double> m = evaluate_sequence<double>(p, b, h, t0, t1, true, false).sd_magnitude;
     const double up = 1 + 2 * depth_bound(p.opt.variant, t1 - t0, p.d) * std::ldexp(1.0, -53);
     for (Index t = t0; t < t1; ++t) {
       ref.mag_den_sd[p.den_index(b, h, t)] = m.den(t - t0) * up;

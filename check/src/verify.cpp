@@ -11,6 +11,7 @@
 #include "hla/evaluate.hpp"
 #include "hla/fast/engine.hpp"
 #include "hla/io/printable.hpp"
+#include "internal.hpp"
 
 #include <cmath>
 #include <cstdio>
@@ -113,12 +114,6 @@ bool all_finite(const HeadValues& v) {
     for (double e : *x)
       if (!std::isfinite(e)) return false;
   return true;
-}
-
-std::string num(double x) {
-  char buf[40];
-  std::snprintf(buf, sizeof buf, "%.17g", x);
-  return buf;
 }
 
 // Collects mismatches: a count per tensor and the first few in words.
@@ -251,31 +246,16 @@ void verify_fixture(const io::Fixture& f, const std::function<void(double, doubl
       }
     }
   };
-  std::atomic<size_t> next{0}, done{0};
-  std::mutex mu;
-  std::exception_ptr error;
-  auto worker = [&] {
-    for (size_t i; (i = next.fetch_add(1)) < tasks.size();) {
-      try {
-        one(i);
-      } catch (...) {
-        std::lock_guard lock(mu);
-        if (!error) error = std::current_exception();
-        next = tasks.size();
-      }
-      const size_t d = ++done;
-      if (progress) {
-        std::lock_guard lock(mu);
-        progress(static_cast<double>(d), static_cast<double>(tasks.size()));
-      }
+  std::atomic<size_t> done{0};
+  std::mutex mu;  // progress
+  parallel_for(tasks.size(), worker_threads(), [&](size_t i) {
+    one(i);
+    const size_t d = ++done;
+    if (progress) {
+      std::lock_guard lock(mu);
+      progress(static_cast<double>(d), static_cast<double>(tasks.size()));
     }
-  };
-  const int threads = std::min<int>(worker_threads(), static_cast<int>(std::max<size_t>(tasks.size(), 1)));
-  std::vector<std::thread> pool;
-  for (int i = 1; i < threads; ++i) pool.emplace_back(worker);
-  worker();
-  for (auto& t : pool) t.join();
-  if (error) std::rethrow_exception(error);
+  });
   for (const Findings& fnd : found) bad.merge(fnd);
   // Gradients: a float64 backward of the stored inputs and upstream.
   if (f.gradients && bad.count.empty()) {

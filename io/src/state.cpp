@@ -28,17 +28,16 @@ std::vector<int64_t> shape_of(const BatchProblem& p, const StatePart& part, bool
 }
 
 // Calls f(index into p.state, index into the part's [N, H, rows(, cols)] tensor) for every entry.
-template <class F> void for_each_entry(const BatchProblem& p, const std::vector<StatePart>& layout, const Slot& s, F&& f) {
-  const Index size = state_size(layout);
-  Index offset = 0;
-  for (size_t i = 0; i < s.member; ++i) offset += layout[i].size();
-  const StatePart& part = layout[s.member];
-  const Index cols = s.ones ? 1 : part.cols;
+template <class F> void for_each_entry(const BatchProblem& p, const Slot& s, F&& f) {
   size_t k = 0;
-  for (Index sh = 0; sh < p.sequence_count() * p.heads; ++sh)
-    for (Index r = 0; r < part.rows; ++r)
-      for (Index c = 0; c < cols; ++c, ++k)
-        f(static_cast<size_t>(sh * size + offset + r * part.width() + (s.ones ? part.cols : c)), k);
+  for (Index seq = 0; seq < p.sequence_count(); ++seq)
+    for (Index h = 0; h < p.heads; ++h) {
+      const BatchProblem::StateView X = p.state_view(seq, h);
+      const StatePart& part = X.layout[s.member];
+      for (Index r = 0; r < part.rows; ++r)
+        for (Index c = 0; c < (s.ones ? 1 : part.cols); ++c)
+          f(X.start[s.member] + static_cast<size_t>(r * part.width() + (s.ones ? part.cols : c)), k++);
+    }
 }
 
 }  // namespace
@@ -84,7 +83,7 @@ void read_state(const std::map<std::string, Tensor>& tensors, BatchProblem& p, c
   for (const auto& [name, t] : given) {
     const auto s = *slot_of(layout, name);
     const std::vector<double> x = float_values(*t, "initial_state." + name);
-    for_each_entry(p, layout, s, [&](size_t to, size_t from) { p.state[to] = x[from]; });
+    for_each_entry(p, s, [&](size_t to, size_t from) { p.state[to] = x[from]; });
   }
 }
 
@@ -99,7 +98,7 @@ std::map<std::string, Tensor> state_tensors(const BatchProblem& p) {
       const Slot s{i, ones};
       const auto shape = shape_of(p, layout[i], ones);
       std::vector<double> x(static_cast<size_t>(p.sequence_count() * p.heads * layout[i].rows * (ones ? 1 : layout[i].cols)));
-      for_each_entry(p, layout, s, [&](size_t from, size_t to) { x[to] = p.state[from]; });
+      for_each_entry(p, s, [&](size_t from, size_t to) { x[to] = p.state[from]; });
       const std::string name = std::string(kInitialStatePrefix) + (ones ? layout[i].ones : layout[i].name);
       out.emplace(name, float_tensor(p.state_dtype, shape, x, name));
     }

@@ -28,9 +28,9 @@ bool BatchProblem::all_finite() const {
 
 bool BatchProblem::head_finite(Index b, Index h, Index t0, Index t1) const {
   if (has_state()) {
-    const size_t size = static_cast<size_t>(state_size(state_layout(opt, d, dv)));
-    const size_t at = static_cast<size_t>(sequence_of(b, t0) * heads + h) * size;
-    for (size_t i = at; i < at + size; ++i)
+    const StateView X0 = state_view(sequence_of(b, t0), h);
+    const size_t end = X0.start.back() + static_cast<size_t>(X0.layout.back().size());
+    for (size_t i = X0.start.front(); i < end; ++i)
       if (!std::isfinite(state[i])) return false;
   }
   for (Index t = t0; t < t1; ++t) {

@@ -5,6 +5,7 @@
 
 #include "hla/bounds.hpp"
 #include "hla/fast/streaming.hpp"
+#include "../internal.hpp"
 
 #include <atomic>
 #include <cmath>
@@ -28,17 +29,14 @@ template <class S> void run_head(const BatchProblem& p, const BaselineForm& f, C
   auto q_at = [&](Index t, Index c) { return input_as<S>(p.q[p.q_index(b, h, t0 + t, c)], p.dtype); };
   auto k_at = [&](Index t, Index c) { return input_as<S>(p.k[p.k_index(b, h, t0 + t, c)], p.dtype); };
   auto v_at = [&](Index t, Index c) { return input_as<S>(p.v[p.v_index(b, h, t0 + t, c)], p.dtype); };
-  // From an initial state the streaming order is the chunked form with chunks
-  // of one token (the corrected-state recurrence: streaming_head has no carry).
-  const bool streaming = (f.form == Form::streaming || f.form == Form::streaming_paper_state) && !p.has_state();
-  const bool single = f.form == Form::streaming || f.form == Form::streaming_paper_state;
-  fast::FastHead<S> fh = fast::make_fast_head<S>(o, t1 - t0, p.d, p.dv, q_at, k_at, v_at, single ? 1 : f.chunk);
-  if (p.has_state()) {
-    const auto X0 = p.state_view(p.sequence_of(b, t0), h);
-    fast::set_initial_carry(fh, X0.layout, [&](size_t i, Index r, Index c) { return input_as<S>(X0.at(i, r, c), p.state_dtype); });
-  }
+  // The streaming orders; from an initial state they run as chunks of one
+  // token (the corrected-state recurrence), since streaming_head has no carry.
+  const bool one_token = f.form == Form::streaming || f.form == Form::streaming_paper_state;
+  fast::FastHead<S> fh = fast::make_fast_head<S>(o, t1 - t0, p.d, p.dv, q_at, k_at, v_at, one_token ? 1 : f.chunk);
+  const BatchProblem::StateView X0 = p.state_of(b, h, t0);
+  fast::set_initial_carry(fh, X0.layout, [&](size_t i, Index r, Index c) { return input_as<S>(X0.at(i, r, c), p.state_dtype); });
   const fast::Dense<S> Y =
-      streaming ? fast::streaming_head(fh, f.form == Form::streaming_paper_state) : fast::evaluate_head(fh).val;
+      one_token && !p.has_state() ? fast::streaming_head(fh, f.form == Form::streaming_paper_state) : fast::evaluate_head(fh).val;
   using T = std::conditional_t<std::is_same_v<S, double>, double, float>;
   constexpr int K = std::is_same_v<S, fast::Emu<1>> ? 1 : std::is_same_v<S, fast::Emu<2>> ? 2 : 0;
   auto rnd = [](T x) -> T {
@@ -80,33 +78,16 @@ CandidateOutputs fast_ours(const BatchProblem& p, Precision prec, const Baseline
   };
   std::vector<Task> tasks;
   p.for_each_sequence([&](Index b, Index h, Index t0, Index t1) { tasks.push_back({b, h, t0, t1}); });
-  std::atomic<size_t> next{0};
-  std::mutex mu;
-  std::exception_ptr error;
-  auto worker = [&] {
-    for (size_t i; (i = next.fetch_add(1)) < tasks.size();) {
-      const Task& t = tasks[i];
-      try {
-        switch (prec) {
-          case Precision::f64: run_head<double>(p, f, out, out_dtype, t.b, t.h, t.t0, t.t1); break;
-          case Precision::f32:
-          case Precision::tf32: run_head<fast::Emu<0>>(p, f, out, out_dtype, t.b, t.h, t.t0, t.t1); break;
-          case Precision::bf16: run_head<fast::Emu<1>>(p, f, out, out_dtype, t.b, t.h, t.t0, t.t1); break;
-          case Precision::f16: run_head<fast::Emu<2>>(p, f, out, out_dtype, t.b, t.h, t.t0, t.t1); break;
-        }
-      } catch (...) {
-        std::lock_guard lock(mu);
-        if (!error) error = std::current_exception();
-        next = tasks.size();
-      }
+  parallel_for(tasks.size(), worker_threads(), [&](size_t i) {
+    const Task& t = tasks[i];
+    switch (prec) {
+      case Precision::f64: run_head<double>(p, f, out, out_dtype, t.b, t.h, t.t0, t.t1); break;
+      case Precision::f32:
+      case Precision::tf32: run_head<fast::Emu<0>>(p, f, out, out_dtype, t.b, t.h, t.t0, t.t1); break;
+      case Precision::bf16: run_head<fast::Emu<1>>(p, f, out, out_dtype, t.b, t.h, t.t0, t.t1); break;
+      case Precision::f16: run_head<fast::Emu<2>>(p, f, out, out_dtype, t.b, t.h, t.t0, t.t1); break;
     }
-  };
-  const int threads = std::min<int>(worker_threads(), static_cast<int>(tasks.size()));
-  std::vector<std::thread> pool;
-  for (int i = 1; i < threads; ++i) pool.emplace_back(worker);
-  worker();
-  for (auto& th : pool) th.join();
-  if (error) std::rethrow_exception(error);
+  });
   return out;
 }
 

@@ -3,6 +3,7 @@
 
 #include "hla/bounds.hpp"
 #include "hla/fast/engine.hpp"
+#include "../internal.hpp"
 
 #include <cmath>
 
@@ -23,15 +24,6 @@ namespace hla::check {
 using fast::DD;
 
 namespace {
-
-// Whether every value within e of x rounds to the same double as x does.
-bool certifies(const f113& x, const f113& e) {
-  const double r = static_cast<double>(x);
-  if (!std::isfinite(r) || !(e >= 0)) return false;
-  const f113 lo = (f113(r) + f113(std::nextafter(r, -INFINITY))) / 2;
-  const f113 hi = (f113(r) + f113(std::nextafter(r, INFINITY))) / 2;
-  return x - e > lo && x + e < hi;
-}
 
 // An upper bound, as a binary128 number, of phi·2^-106·M + alpha for the
 // magnitude mag (a computed DD magnitude, itself within the same bound of M).
@@ -136,8 +128,8 @@ FastHeadOutcome fast_head(const BatchProblem& p, Reference& ref, Index b, Index 
   const bool large = static_cast<double>(n) * p.d * (p.d + dv) > double_magnitudes_above;
   fast::FastHead<DD> fh = fast::make_fast_head<DD>(o, n, p.d, dv, q_at, k_at, v_at, chunk, !large);
   // An initial state: the carry before token 0, its entries exact inputs.
-  const auto X0 = p.has_state() ? p.state_view(p.sequence_of(b, t0), h) : BatchProblem::StateView{};
-  if (p.has_state()) fast::set_initial_carry(fh, X0.layout, [&](size_t i, Index r, Index c) { return DD{X0.at(i, r, c), 0}; });
+  const BatchProblem::StateView X0 = p.state_of(b, h, t0);  // none: no members, the carry stays zero
+  fast::set_initial_carry(fh, X0.layout, [&](size_t i, Index r, Index c) { return DD{X0.at(i, r, c), 0}; });
   const fast::HeadResult<DD> r = fast::evaluate_head(fh);
   if (!r.finite) return res;
   fast::HeadResult<double> mr;
@@ -149,7 +141,7 @@ FastHeadOutcome fast_head(const BatchProblem& p, Reference& ref, Index b, Index 
         a, n, p.d, dv, abs_at(p.q, [&](Index t, Index c) { return p.q_index(b, h, t0 + t, c); }),
         abs_at(p.k, [&](Index t, Index c) { return p.k_index(b, h, t0 + t, c); }),
         abs_at(p.v, [&](Index t, Index c) { return p.v_index(b, h, t0 + t, c); }), chunk, false);
-    if (p.has_state()) fast::set_initial_carry(mh, X0.layout, [&](size_t i, Index r, Index c) { return std::fabs(X0.at(i, r, c)); });
+    fast::set_initial_carry(mh, X0.layout, [&](size_t i, Index r, Index c) { return std::fabs(X0.at(i, r, c)); });
     mr = fast::evaluate_head(mh);
     if (!mr.finite) return res;
   }

@@ -82,6 +82,8 @@ struct BatchProblem {
     if (has_state()) v.values = state.data();
     return v;
   }
+  // The state of batch entry b's sequence starting at t0, head h; no members when there is none.
+  StateView state_of(Index b, Index h, Index t0) const { return has_state() ? state_view(sequence_of(b, t0), h) : StateView{}; }
   // The same as matrices in layout order; zero when has_state() is false.
   template <class S> StateMats<S> head_state(Index seq, Index h) const {
     const StateView v = state_view(seq, h);
@@ -118,7 +120,7 @@ struct BatchProblem {
     return p;
   }
 
- private:
+  // A stored value in S: exact (Rational, double, f113) or rounded once (the others).
   template <class S> static S convert(double x, S) {
     if constexpr (std::is_same_v<S, Rational>) return to_rational(x);
     else if constexpr (std::is_same_v<S, double> || std::is_same_v<S, f113>) return S(x);  // exact

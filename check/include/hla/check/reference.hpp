@@ -110,7 +110,10 @@ bool exact_options_cheap(const Options& o);
 template <class S> struct SequenceValues {
   Output<S> values, magnitude, sd_magnitude;
 };
-template <class S> SequenceValues<S> evaluate_sequence(const BatchProblem& p, Index b, Index h, Index t0, Index t1, bool with_sd);
+// Without values (with_values false) it computes only what the state-difference
+// magnitude needs: values and, without a state, magnitude are left empty.
+template <class S>
+SequenceValues<S> evaluate_sequence(const BatchProblem& p, Index b, Index h, Index t0, Index t1, bool with_sd, bool with_values = true);
 
 // Whether a state-difference algorithm forms larger terms than a masked one on
 // this problem (masked hla2 and hla3): then Reference::mag_*_sd differ.
