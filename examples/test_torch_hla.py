@@ -99,3 +99,29 @@ def test_state_handed_to_the_reference(form):
     dropped, _ = FORMS[form](*rest, **opts)
     r = hla_oracle.check(dropped, *rest, initial_state=state, **ask)
     assert not r.passed, r.text
+
+
+@pytest.mark.parametrize("form", FORMS)
+@pytest.mark.hla_golden(variants=["hla2"], dtypes=["f64", "f32", "bf16", "f16"], features=FEATURES, precision=PRECISION,
+                        gradients=True)
+def test_golden_backward(form, hla_fixture):
+    """torch.autograd through each form, on the golden gradient fixtures: dq, dk, dv for the fixture's upstream."""
+    q, k, v = (x.requires_grad_() for x in hla_fixture.inputs(layout="bthd", framework="torch"))
+    do, dden = hla_fixture.upstream(layout="bthd", framework="torch")
+    out, den, _ = run(form, q, k, v, FixtureOptions(hla_fixture))
+    torch.autograd.backward([out, den] if dden is not None else [out],
+                            [do.to(out.dtype), dden.to(den.dtype)] if dden is not None else [do.to(out.dtype)])
+    hla_fixture.assert_passes(out.detach(), den.detach(), layout="bthd", dq=q.grad, dk=k.grad, dv=v.grad)
+
+
+@pytest.mark.parametrize("form", FORMS)
+def test_fuzz_backward(form, tmp_path):
+    """The same forms' autograd backward fuzzed (hla_oracle.fuzz(..., backward="autograd"))."""
+    support = hla_oracle.Support(variants=["hla2"], dtypes=["f64", "f32", "bf16"], features=FEATURES, max_n=48,
+                                 precision=PRECISION)
+    findings = Path(os.environ.get("HLA_EXAMPLE_FINDINGS", tmp_path)) / (form + "-backward")
+    r = hla_oracle.fuzz(lambda q, k, v, o: run(form, q, k, v, o), support, max_cases=80, seed=2, layout="bthd",
+                        framework="torch", findings=findings, progress=False, backward="autograd")
+    print(r.text)
+    assert r.ok, r.text
+    assert r.probes.get("gradients", 0) > 5 and r.probes.get("grad_nan_causality", 0) > 0, r.probes

@@ -139,17 +139,21 @@ BatchProblem problem_from_tensors(const std::map<std::string, Tensor>& tensors, 
   return p;
 }
 
-std::vector<double> output_values(const Tensor& t, const std::string& name, const BatchProblem& p, Layout layout, bool den) {
+std::vector<double> head_values(const Tensor& t, const std::string& name, const BatchProblem& p, Layout layout, Index heads,
+                                Index width, const std::string& dims) {
   const bool fla = layout == Layout::bthd;
-  std::vector<int64_t> want = den ? (fla ? std::vector<int64_t>{p.batch, p.n, p.heads} : std::vector<int64_t>{p.batch, p.heads, p.n})
-                                  : (fla ? std::vector<int64_t>{p.batch, p.n, p.heads, p.dv}
-                                         : std::vector<int64_t>{p.batch, p.heads, p.n, p.dv});
+  std::vector<int64_t> want = fla ? std::vector<int64_t>{p.batch, p.n, heads} : std::vector<int64_t>{p.batch, heads, p.n};
+  if (width > 0) want.push_back(width);
   if (!float_dtype(t.dtype)) throw InputError(name + " has dtype " + to_string(t.dtype) + "; expected F64, F32, BF16 or F16");
   if (t.shape != want)
     throw InputError(name + " has shape " + shape_string(t.shape) + "; expected " + shape_string(want) + " (" +
-                     (den ? (fla ? "[B,T,H]" : "[B,H,T]") : (fla ? "[B,T,H,dv]" : "[B,H,T,dv]")) + ")");
+                     (fla ? "[B,T,H" : "[B,H,T") + (width > 0 ? "," + dims + "])" : "])"));
   std::vector<double> x = float_values(t, name);
-  return fla ? bthd_to_bhtd(x, p.batch, p.n, p.heads, den ? 1 : p.dv) : x;
+  return fla ? bthd_to_bhtd(x, p.batch, p.n, heads, width > 0 ? width : 1) : x;
+}
+
+std::vector<double> output_values(const Tensor& t, const std::string& name, const BatchProblem& p, Layout layout, bool den) {
+  return head_values(t, name, p, layout, p.heads, den ? 0 : p.dv, "dv");
 }
 
 }  // namespace hla::io

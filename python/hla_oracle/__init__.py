@@ -57,7 +57,7 @@ from ._options import DEFAULT_EPS, option_text
 from .exec_server import serve
 
 __all__ = ["reference", "Reference", "check", "Report", "load_fixture", "Fixture", "save_candidate", "golden_dir",
-           "golden_fixtures", "fuzz", "FuzzResult", "Support", "serve", "InputError"]
+           "golden_fixtures", "fuzz", "autograd_backward", "FuzzResult", "Support", "serve", "InputError"]
 __version__ = "0.1.0"
 
 
@@ -170,21 +170,30 @@ def _precision(precision):
 
 def check(out, q, k, v, *, variant="hla2", masked=True, gamma=1, normalize=False, eps_mode="add", eps=DEFAULT_EPS, lam=0,
           scale=1, precision=None, form_class="masked", den=None, layout="bhtd", cu_seqlens=None, initial_state=None,
-          dtype=None, out_dtype=None, exact_tier=False, worst=10, dump=None):
+          dtype=None, out_dtype=None, exact_tier=False, worst=10, dump=None, do=None, dden=None, dq=None, dk=None, dv=None):
     """Judges a kernel's `out` (and `den` when it exposes one) on q, k, v with
     the pass rule of `hla check`: computes the reference, scores every element
     in units of u·magnitude and compares with our own honest evaluation
     orders. precision: the kernel's compute precision ('f32', 'bf16=f32,...';
     default: out's dtype); form_class: 'masked' or 'state_difference';
     initial_state as in reference(). dump='PATH/STEM': on failure write STEM.safetensors and
-    STEM.candidate.safetensors, reproduced by `hla check` (the report says how)."""
+    STEM.candidate.safetensors, reproduced by `hla check` (the report says how).
+    Gradients (SPEC §9): with the upstream do [B,H,T,dv] (and dden [B,H,T]) in
+    the inputs' dtype, the kernel's dq, dk, dv (any of them; [B,H,T,d],
+    [B,Hkv,T,d], [B,Hkv,T,dv] in `layout`) are judged as the gradients of
+    L = Σ⟨do, out⟩ + Σ dden·den, each in a row of the report."""
     opts = option_text(variant, masked, gamma, normalize, eps_mode, eps, lam, scale)
     t = _inputs(q, k, v, layout, cu_seqlens, dtype, initial_state)
     o = tensor(out, "out", out_dtype)
     d = None if den is None else tensor(den, "den")
     text, js = _core.check(t, opts, layout, o, d, _precision(precision), str(form_class), bool(exact_tier), int(worst),
-                           "" if dump is None else os.fspath(dump))
+                           "" if dump is None else os.fspath(dump), _gradients(do=do, dden=dden, dq=dq, dk=dk, dv=dv))
     return Report(text, js)
+
+
+def _gradients(**arrays):
+    """The given gradient arrays (do, dden, dq, dk, dv) as tensors, by name."""
+    return {name: tensor(x, name) for name, x in arrays.items() if x is not None}
 
 
 class Fixture:
@@ -203,6 +212,7 @@ class Fixture:
         self.dtype = info["dtype"]
         self.exact_tier = info["exact_tier"]
         self.reference_bits = info["reference_bits"]
+        self.gradients = info["gradients"]
         self.warnings = list(info["warnings"])
         self.options = dict(info["options"])
         self.shape = dict(info["shape"])
@@ -226,7 +236,9 @@ class Fixture:
         return self._arrays[name]
 
     def _input(self, name):
-        a = self._get(name)
+        return self._input_typed(self._get(name))
+
+    def _input_typed(self, a):
         return a.astype({"f64": np.float64, "f32": np.float32, "f16": np.float16, "bf16": np.float32}[self.dtype])
 
     q = property(lambda self: self._input("q"))
@@ -237,6 +249,13 @@ class Fixture:
     ref_den = property(lambda self: self._get("ref_den"))
     mag_num = property(lambda self: self._get("mag_num"))
     mag_den = property(lambda self: self._get("mag_den"))
+    # Gradient fixtures (gradients True): the upstream do [B,H,T,dv], dden [B,H,T]
+    # (or None) and the reference gradients with their magnitudes; None otherwise.
+    do = property(lambda self: self._get("do"))
+    dden = property(lambda self: self._get("dden"))
+    ref_dq = property(lambda self: self._get("ref_dq"))
+    ref_dk = property(lambda self: self._get("ref_dk"))
+    ref_dv = property(lambda self: self._get("ref_dv"))
 
     def inputs(self, layout="bhtd", framework="numpy"):
         """(q, k, v) in `layout`, as numpy arrays or torch tensors (framework='torch': bf16 as torch.bfloat16)."""
@@ -249,12 +268,28 @@ class Fixture:
             return tuple(t.to(torch.bfloat16) if self.dtype == "bf16" else t for t in ts)
         raise ValueError(f"framework must be 'numpy' or 'torch', got {framework!r}")
 
-    def check(self, out, den=None, *, precision=None, form_class="masked", layout="bhtd", out_dtype=None, worst=10):
+    def upstream(self, layout="bhtd", framework="numpy"):
+        """(do, dden) of a gradient fixture in `layout` and the inputs' dtype (dden None when it has none)."""
+        if not self.gradients:
+            raise ValueError(f"{self.name} carries no gradients (no upstream do): use a *-grad fixture")
+        arrays = [None if x is None else _to_layout(self._input_typed(x), layout) for x in (self.do, self.dden)]
+        if framework == "numpy":
+            return tuple(arrays)
+        if framework == "torch":
+            import torch
+            ts = [None if x is None else torch.from_numpy(np.ascontiguousarray(x)) for x in arrays]
+            return tuple(t.to(torch.bfloat16) if t is not None and self.dtype == "bf16" else t for t in ts)
+        raise ValueError(f"framework must be 'numpy' or 'torch', got {framework!r}")
+
+    def check(self, out, den=None, *, precision=None, form_class="masked", layout="bhtd", out_dtype=None, worst=10,
+              dq=None, dk=None, dv=None):
         """The Report of `out` (and `den`) against this fixture, as `hla check FIXTURE CANDIDATE` gives it
-        (the fixture's reference is proved to belong to its inputs first; its exact tier applies)."""
+        (the fixture's reference is proved to belong to its inputs first; its exact tier applies). A
+        gradient fixture also judges dq, dk, dv (in `layout`), the gradients for its upstream()."""
         o = tensor(out, "out", out_dtype)
         d = None if den is None else tensor(den, "den")
-        text, js = _core.check_fixture(self._handle, o, d, layout, _precision(precision), str(form_class), int(worst))
+        text, js = _core.check_fixture(self._handle, o, d, layout, _precision(precision), str(form_class), int(worst),
+                                       _gradients(dq=dq, dk=dk, dv=dv))
         return Report(text, js)
 
     def __repr__(self):
@@ -268,16 +303,17 @@ def load_fixture(path):
     return Fixture(path)
 
 
-def save_candidate(path, out, den=None, *, fixture=None, layout="bhtd", out_dtype=None):
+def save_candidate(path, out, den=None, *, fixture=None, layout="bhtd", out_dtype=None, dq=None, dk=None, dv=None):
     """Writes a candidate file for `hla check FIXTURE CANDIDATE` (atomically):
     `out` in its own dtype (bf16 included) and optionally `den`. With
-    `fixture` (a Fixture or a path), shapes are checked against it."""
+    `fixture` (a Fixture or a path), shapes are checked against it; the
+    gradients dq, dk, dv (for a gradient fixture's upstream) need it."""
     fx = None
     if fixture is not None:
         fx = (fixture if isinstance(fixture, Fixture) else Fixture(fixture))._handle
     o = tensor(out, "out", out_dtype)
     d = None if den is None else tensor(den, "den")
-    _core.save_candidate(os.fspath(path), o, d, fx, layout)
+    _core.save_candidate(os.fspath(path), o, d, fx, layout, _gradients(dq=dq, dk=dk, dv=dv))
 
 
 def golden_dir():
@@ -312,4 +348,4 @@ def golden_fixtures(support=None, folder=None):
     return [p for p, w in zip(paths, why) if not w]
 
 
-from ._fuzz import FuzzResult, fuzz  # noqa: E402
+from ._fuzz import FuzzResult, autograd_backward, fuzz  # noqa: E402

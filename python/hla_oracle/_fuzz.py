@@ -107,8 +107,38 @@ def _state_back(flat, how, framework):
     return tuple(parts) if is_tuple else parts[0]
 
 
+def _outputs_of(res):
+    """(out, den, state) of what fn returned (den, state may be None)."""
+    if isinstance(res, (tuple, list)):
+        if not 1 <= len(res) <= 3:
+            raise ValueError(f"fn returned {len(res)} values; expected out, (out, den) or (out, den, state)")
+        return tuple((list(res) + [None, None])[:3])
+    return res, None, None
+
+
+def autograd_backward(fn):
+    """A backward for fuzz(..., backward=) from a PyTorch forward fn(q, k, v,
+    options): the gradients torch.autograd computes through it (your
+    torch.autograd.Function's backward, where fn calls one), for the case's
+    upstream do (and dden, which needs fn to return den)."""
+    def backward(q, k, v, do, dden, options):
+        import torch
+        q, k, v = (x.detach().clone().requires_grad_(True) for x in (q, k, v))
+        out, den, _ = _outputs_of(fn(q, k, v, options))
+        outs, ups = [out], [do.to(out.dtype)]
+        if dden is not None:
+            if den is None:
+                raise ValueError("the case has an upstream dden (the support declares den), but fn returned no den")
+            outs.append(den)
+            ups.append(dden.to(den.dtype))
+        grads = torch.autograd.grad(outs, [q, k, v], ups, allow_unused=True)
+        return tuple(torch.zeros_like(x) if g is None else g for x, g in zip((q, k, v), grads))
+    backward.__qualname__ = f"autograd_backward({getattr(fn, '__qualname__', repr(fn))})"
+    return backward
+
+
 def fuzz(fn, support=None, *, max_cases=1000, seed=1, time=0, findings="hla-findings", layout="bhtd", framework="numpy",
-         shrink_attempts=300, stop_after=0, progress=True, shard=None, exact_max_n=0):
+         shrink_attempts=300, stop_after=0, progress=True, shard=None, exact_max_n=0, backward=None):
     """Fuzzes fn(q, k, v, options) -> out, (out, den) or (out, den, state)
     (den, state may be None) with `hla fuzz`'s campaign: cases inside
     `support` (a Support or a dict of its fields), each judged by the pass
@@ -125,7 +155,14 @@ def fuzz(fn, support=None, *, max_cases=1000, seed=1, time=0, findings="hla-find
     wherever it certifies an element (uncertified prefixes are recomputed in
     binary128 or flagged, as for `hla ref`), at 3-8x the cases/s, since the
     exact reference is most of a small case's cost.
-    shard=(i, N): the i-th of N disjoint case streams."""
+    shard=(i, N): the i-th of N disjoint case streams.
+    backward: your gradients, judged like `hla check` judges dq, dk, dv (SPEC
+    §9) on half of the cases (a quarter of those with a NaN/Inf in the
+    upstream, whose reach is the gradient NaN-causality probe):
+    backward(q, k, v, do, dden, options) -> (dq, dk, dv), do [B,H,T,dv] and
+    dden [B,H,T] (None unless the support declares den) in the layout and
+    framework of q; or "autograd" (framework='torch'): torch.autograd through
+    fn (autograd_backward(fn))."""
     if layout not in ("bhtd", "bthd"):
         raise ValueError(f"layout must be 'bhtd' or 'bthd', got {layout!r}")
     if framework not in ("numpy", "torch"):
@@ -134,6 +171,13 @@ def fuzz(fn, support=None, *, max_cases=1000, seed=1, time=0, findings="hla-find
     torch = None
     if framework == "torch":
         import torch
+    if isinstance(backward, str):
+        if backward != "autograd" or framework != "torch":
+            raise ValueError(f"backward must be a callable, or 'autograd' with framework='torch'; got {backward!r} "
+                             f"with framework={framework!r}")
+        backward = autograd_backward(fn)
+    elif backward is not None and not callable(backward):
+        raise TypeError(f"backward must be a callable or 'autograd', got {type(backward).__name__}")
     states = {}  # how the last returned state is rebuilt (shapes), by its flat size
 
     def convert_input(a, dtype):
@@ -151,30 +195,34 @@ def fuzz(fn, support=None, *, max_cases=1000, seed=1, time=0, findings="hla-find
             a = np.swapaxes(a, 1, 2) if a.ndim >= 3 else a
         return tensor(a, name, carried)
 
+    def options_of(info, offsets, initial, want_state):
+        if offsets is not None and torch is not None:
+            offsets = torch.from_numpy(offsets)
+        g, e, l, s = (Fraction(info[x]) for x in ("gamma", "eps", "lambda", "scale"))
+        return CaseOptions(variant=info["variant"], masked=info["masked"], normalize=info["normalize"],
+                           eps_mode=info["eps_mode"], gamma=float(g), eps=float(e), lam=float(l), scale=float(s),
+                           gamma_exact=g, eps_exact=e, lam_exact=l, scale_exact=s, dtype=info["dtype"], layout=layout,
+                           cu_seqlens=offsets, initial_state=initial, want_state=bool(want_state))
+
+    def failed(ex):
+        where = traceback.extract_tb(ex.__traceback__)[-1]
+        return ("error", f"{type(ex).__name__}: {ex} (at {where.filename}:{where.lineno})")
+
     def run_case(q, k, v, info, offsets, state_in, want_state):
         dtype = info["dtype"]
         initial = None
         if state_in is not None:
             how = states.get(state_in.size)
             initial = _state_back(state_in, how, framework) if how else state_in
-        if offsets is not None and torch is not None:
-            offsets = torch.from_numpy(offsets)
-        g, e, l, s = (Fraction(info[x]) for x in ("gamma", "eps", "lambda", "scale"))
-        opts = CaseOptions(variant=info["variant"], masked=info["masked"], normalize=info["normalize"],
-                           eps_mode=info["eps_mode"], gamma=float(g), eps=float(e), lam=float(l), scale=float(s),
-                           gamma_exact=g, eps_exact=e, lam_exact=l, scale_exact=s, dtype=dtype, layout=layout,
-                           cu_seqlens=offsets, initial_state=initial, want_state=bool(want_state))
+        opts = options_of(info, offsets, initial, want_state)
         try:
             res = fn(convert_input(q, dtype), convert_input(k, dtype), convert_input(v, dtype), opts)
         except Exception as ex:
-            where = traceback.extract_tb(ex.__traceback__)[-1]
-            return ("error", f"{type(ex).__name__}: {ex} (at {where.filename}:{where.lineno})")
-        if isinstance(res, (tuple, list)):
-            if not 1 <= len(res) <= 3:
-                return ("bad_output", f"fn returned {len(res)} values; expected out, (out, den) or (out, den, state)")
-            out, den, state = (list(res) + [None, None])[:3]
-        else:
-            out, den, state = res, None, None
+            return failed(ex)
+        try:
+            out, den, state = _outputs_of(res)
+        except ValueError as ex:
+            return ("bad_output", str(ex))
         if out is None:
             return ("bad_output", "fn returned no out")
         try:
@@ -190,10 +238,29 @@ def fuzz(fn, support=None, *, max_cases=1000, seed=1, time=0, findings="hla-find
             return ("bad_output", str(ex))
         return ("ok", o, d, flat)
 
+    def run_backward_case(q, k, v, info, offsets, do, dden):
+        dtype = info["dtype"]
+        opts = options_of(info, offsets, None, False)
+        try:
+            res = backward(convert_input(q, dtype), convert_input(k, dtype), convert_input(v, dtype),
+                           convert_input(do, dtype), None if dden is None else convert_input(dden, dtype), opts)
+        except Exception as ex:
+            return failed(ex)
+        if not isinstance(res, (tuple, list)) or len(res) != 3:
+            return ("bad_output", f"backward returned {type(res).__name__}"
+                    f"{f' of {len(res)} values' if isinstance(res, (tuple, list)) else ''}; expected (dq, dk, dv)")
+        try:
+            return ("ok",) + tuple(convert_output(g, name) for g, name in zip(res, ("dq", "dk", "dv")))
+        except (ValueError, TypeError) as ex:
+            return ("bad_output", str(ex))
+
     shards = (0, 1) if shard is None else tuple(shard)
     d = _core.fuzz(run_case, sup, int(seed), int(max_cases), float(time), str(findings), int(shrink_attempts),
-                   int(stop_after), bool(progress), int(shards[0]), int(shards[1]), int(exact_max_n))
+                   int(stop_after), bool(progress), int(shards[0]), int(shards[1]), int(exact_max_n),
+                   None if backward is None else run_backward_case)
     name = getattr(fn, "__qualname__", repr(fn))
+    if backward is not None:
+        name += f", backward={getattr(backward, '__qualname__', repr(backward))}"
     header = (f"hla_oracle.fuzz({name}): seed {seed}, max_cases {max_cases}, layout {layout}, framework {framework}; "
               f"support {sup}\n")
     return FuzzResult(d, header)

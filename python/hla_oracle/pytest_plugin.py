@@ -15,6 +15,16 @@ fields; no mark: every golden fixture):
 ``assert_passes`` judges with the declared precision and form class and fails
 with the whole report (`hla check`'s text); a report of a failing test is also
 printed in its "hla-oracle report" section, however the test asserted it.
+A backward is tested on the gradient fixtures (``gradients=True`` in the mark):
+
+    @pytest.mark.hla_golden(variants=["hla2"], gradients=True)
+    def test_backward(hla_fixture):
+        q, k, v = (x.requires_grad_() for x in hla_fixture.inputs(framework="torch"))
+        do, _ = hla_fixture.upstream(framework="torch")
+        out = my_kernel(q, k, v, **hla_fixture.kwargs)
+        out.backward(do)
+        hla_fixture.assert_passes(out.detach(), dq=q.grad, dk=k.grad, dv=v.grad)
+
 ``--hla-fixtures DIR`` selects another folder of fixtures (e.g. `hla gen --suite default`).
 """
 import tempfile
@@ -35,7 +45,8 @@ def pytest_addoption(parser):
 
 def pytest_configure(config):
     config.addinivalue_line("markers", "hla_golden(**support): run the test's hla_fixture over the golden fixtures "
-                                       "inside this support (hla_oracle.Support fields)")
+                                       "inside this support (hla_oracle.Support fields); gradients=True: only those "
+                                       "with an upstream do (hla_fixture.upstream(), check(..., dq=, dk=, dv=))")
 
 
 class GoldenCase:
@@ -51,15 +62,17 @@ class GoldenCase:
     def __getattr__(self, name):
         return getattr(self.fixture, name)
 
-    def check(self, out, den=None, *, layout="bhtd", out_dtype=None, precision=None, form_class=None):
+    def check(self, out, den=None, *, layout="bhtd", out_dtype=None, precision=None, form_class=None, dq=None, dk=None,
+              dv=None):
         declared = self.support or hla_oracle.Support(precision=None)  # no mark: the precision of out's dtype
         p = precision if precision is not None else declared.precision
         fc = form_class or declared.form_class
-        r = self.fixture.check(out, den, precision=p, form_class=fc, layout=layout, out_dtype=out_dtype)
+        grads = {"dq": dq, "dk": dk, "dv": dv}
+        r = self.fixture.check(out, den, precision=p, form_class=fc, layout=layout, out_dtype=out_dtype, **grads)
         if not r.passed:  # the outputs as a candidate file: `hla check` reproduces the verdict
             folder = Path(tempfile.mkdtemp(prefix="hla-candidate-"))
             cand = folder / (Path(self.fixture.path).name[:-len(".safetensors")] + ".candidate.safetensors")
-            hla_oracle.save_candidate(cand, out, den, fixture=self.fixture, layout=layout, out_dtype=out_dtype)
+            hla_oracle.save_candidate(cand, out, den, fixture=self.fixture, layout=layout, out_dtype=out_dtype, **grads)
             prec = hla_oracle._precision(p)
             r.text += (f"  reproduce: hla check {self.fixture.path} {cand}" + (f" --precision {prec}" if prec else "") +
                        ("" if fc == "masked" else f" --form-class {fc}") + "\n")
@@ -80,9 +93,13 @@ def pytest_generate_tests(metafunc):
     if "hla_fixture" not in metafunc.fixturenames:
         return
     mark = metafunc.definition.get_closest_marker("hla_golden")
-    support = as_support(dict(mark.kwargs)) if mark else None
+    kwargs = dict(mark.kwargs) if mark else {}
+    gradients = kwargs.pop("gradients", False)  # only fixtures with an upstream do (test a backward)
+    support = as_support(kwargs) if mark else None
     folder = metafunc.config.getoption("--hla-fixtures")
     paths = hla_oracle.golden_fixtures(support, folder)
+    if gradients:
+        paths = [p for p in paths if hla_oracle.load_fixture(p).gradients]
     if not paths:
         raise pytest.UsageError(f"{metafunc.definition.nodeid}: no fixture of "
                                 f"{folder or hla_oracle.golden_dir()} lies inside the declared support {support}")

@@ -9,6 +9,7 @@
 #include "core.hpp"
 
 #include "hla/check/fixture.hpp"
+#include "hla/check/gradient.hpp"
 #include "hla/io/candidate.hpp"
 #include "hla/io/fixture.hpp"
 #include "hla/io/inputs.hpp"
@@ -140,7 +141,31 @@ std::pair<std::string, std::string> report_of(const check::Report& r, const Batc
   return {head + r.text(), r.json().dump(-1, ' ', false, nlohmann::json::error_handler_t::replace)};
 }
 
-io::Candidate candidate_of(const BatchProblem& p, const TensorArg& out, const std::optional<TensorArg>& den, io::Layout l) {
+// The [B,heads,n,width] values of a per-head tensor in layout l (width 0: [B,heads,n]), its dtype.
+struct HeadTensor {
+  Index heads, width;
+  const char* dims;
+};
+HeadTensor head_tensor(const BatchProblem& p, const std::string& name) {
+  if (name == "do") return {p.heads, p.dv, "dv"};
+  if (name == "dden") return {p.heads, 0, ""};
+  if (name == "dq") return {p.heads, p.d, "d"};
+  if (name == "dk") return {p.kv_heads, p.d, "d"};
+  if (name == "dv") return {p.kv_heads, p.dv, "dv"};
+  throw InputError("unknown gradient tensor '" + name + "' (expected do, dden, dq, dk, dv)");
+}
+std::vector<double> head_values(const BatchProblem& p, const std::map<std::string, TensorArg>& ts, const std::string& name,
+                                io::Layout l, DType* dtype = nullptr) {
+  const io::Tensor t = tensor_of(ts.at(name), name);
+  const HeadTensor h = head_tensor(p, name);
+  if (dtype) *dtype = *io::float_dtype(t.dtype);
+  return io::head_values(t, name, p, l, h.heads, h.width, h.dims);
+}
+
+// The candidate: out, den and the gradients dq, dk, dv among `grads` (the
+// upstream do, dden there are the reference's, not the candidate's).
+io::Candidate candidate_of(const BatchProblem& p, const TensorArg& out, const std::optional<TensorArg>& den,
+                           const std::map<std::string, TensorArg>& grads, io::Layout l) {
   const io::Tensor o = tensor_of(out, "out");
   io::Candidate c;
   c.out = io::output_values(o, "out", p, l, false);
@@ -150,27 +175,48 @@ io::Candidate candidate_of(const BatchProblem& p, const TensorArg& out, const st
     c.den = io::output_values(t, "den", p, l, true);
     c.den_dtype = *io::float_dtype(t.dtype);
   }
+  for (const auto& [name, x, dt] : {std::tuple{"dq", &c.dq, &c.dq_dtype}, {"dk", &c.dk, &c.dk_dtype}, {"dv", &c.dv, &c.dv_dtype}})
+    if (grads.count(name)) *x = head_values(p, grads, name, l, dt);
   return c;
+}
+
+// The upstream do, dden among `grads` (empty: none); InputError when
+// gradients are given without do or do without gradients.
+std::pair<std::vector<double>, std::vector<double>> upstream_of(const BatchProblem& p, const std::map<std::string, TensorArg>& grads,
+                                                                io::Layout l) {
+  const bool has_do = grads.count("do") > 0, has_any = grads.count("dq") + grads.count("dk") + grads.count("dv") > 0;
+  if (grads.count("dden") && !has_do) throw InputError("dden= needs do= (the upstream gradient of out)");
+  if (has_any && !has_do)
+    throw InputError("dq, dk, dv are judged as gradients of L = Σ⟨do, out⟩ + Σ dden·den: pass the upstream do= (and dden=) "
+                     "they were computed for");
+  if (has_do && !has_any) throw InputError("do= was given but none of dq=, dk=, dv=: nothing to judge the gradients of");
+  if (!has_do) return {};
+  return {head_values(p, grads, "do", l), grads.count("dden") ? head_values(p, grads, "dden", l) : std::vector<double>{}};
 }
 
 std::pair<std::string, std::string> check_arrays(const std::map<std::string, TensorArg>& tensors,
                                                  const std::map<std::string, std::string>& options, const std::string& layout,
                                                  const TensorArg& out, const std::optional<TensorArg>& den,
                                                  const std::string& precision, const std::string& form_class, bool exact_tier,
-                                                 size_t worst, const std::string& dump) {
+                                                 size_t worst, const std::string& dump, const std::map<std::string, TensorArg>& grads) {
   const BatchProblem p = problem_of(tensors, options, layout);
   const io::Layout l = io::parse_layout(layout);
-  io::Candidate read = candidate_of(p, out, den, l);
-  check::CandidateOutputs c;
-  c.out = std::move(read.out), c.out_dtype = read.out_dtype;
-  if (read.den) c.den = std::move(*read.den), c.den_dtype = read.den_dtype;
+  const check::CandidateOutputs c = check::outputs_of(candidate_of(p, out, den, grads, l));
+  auto [dout, dden] = upstream_of(p, grads, l);
+  const bool with_gradients = grads.count("do") > 0;
   check::CheckOptions opt = check_options(p, precision, form_class, worst);
   opt.exact_tier = exact_tier;
   opt.dump_on_failure = dump;
   check::Report r;
   {
     nb::gil_scoped_release unlocked;
-    r = check::check(p, c, opt);
+    if (!with_gradients) {
+      r = check::check(p, c, opt);
+    } else {  // the reference with its gradients for the upstream (SPEC §9)
+      check::Reference ref = check::compute_reference(p);
+      ref.grad = check::compute_gradient_reference(p, ref, std::move(dout), std::move(dden));
+      r = check::check(p, ref, c, opt);
+    }
   }
   return report_of(r, p, "hla_oracle.check");
 }
@@ -197,6 +243,15 @@ nb::dict fixture_arrays(const Fixture& fx) {
   d["mag_den"] = numpy_f64(std::vector<double>(f.mag_den), den_dims(p));
   d["flags"] = f.flags.empty() ? nb::none() : numpy_u8(std::vector<uint8_t>(f.flags), out_dims(p));
   d["den_flags"] = f.den_flags.empty() ? nb::none() : numpy_u8(std::vector<uint8_t>(f.den_flags), den_dims(p));
+  // Gradient fixtures: the upstream and the reference gradients (SPEC §9).
+  const std::vector<size_t> qd{size_t(p.batch), size_t(p.heads), size_t(p.n), size_t(p.d)},
+      kd{size_t(p.batch), size_t(p.kv_heads), size_t(p.n), size_t(p.d)}, vd{size_t(p.batch), size_t(p.kv_heads), size_t(p.n), size_t(p.dv)};
+  auto opt = [&](const std::vector<double>& x, const std::vector<size_t>& dims) {
+    return !f.gradients || x.empty() ? nb::none() : numpy_f64(std::vector<double>(x), dims);
+  };
+  d["do"] = opt(f.dout, out_dims(p)), d["dden"] = opt(f.dden, den_dims(p));
+  d["ref_dq"] = opt(f.ref_dq, qd), d["ref_dk"] = opt(f.ref_dk, kd), d["ref_dv"] = opt(f.ref_dv, vd);
+  d["mag_dq"] = opt(f.mag_dq, qd), d["mag_dk"] = opt(f.mag_dk, kd), d["mag_dv"] = opt(f.mag_dv, vd);
   return d;
 }
 
@@ -212,6 +267,7 @@ nb::dict fixture_info(const Fixture& fx) {
   d["dtype"] = std::string(to_string(p.dtype));
   d["exact_tier"] = f.exact_tier;
   d["reference_bits"] = f.reference_bits;
+  d["gradients"] = f.gradients;
   d["warnings"] = f.warnings;
   nb::dict opt;
   opt["variant"] = std::string(to_string(o.variant));
@@ -232,8 +288,9 @@ nb::dict fixture_info(const Fixture& fx) {
 
 std::pair<std::string, std::string> check_fixture(const Fixture& fx, const TensorArg& out, const std::optional<TensorArg>& den,
                                                   const std::string& layout, const std::string& precision,
-                                                  const std::string& form_class, size_t worst) {
-  const io::Candidate c = candidate_of(fx.f.problem, out, den, io::parse_layout(layout));
+                                                  const std::string& form_class, size_t worst,
+                                                  const std::map<std::string, TensorArg>& grads) {
+  const io::Candidate c = candidate_of(fx.f.problem, out, den, grads, io::parse_layout(layout));
   const check::CheckOptions opt = check_options(fx.f.problem, precision, form_class, worst);
   check::Report r;
   {
@@ -246,9 +303,10 @@ std::pair<std::string, std::string> check_fixture(const Fixture& fx, const Tenso
 // Writes a candidate file: shapes checked against the fixture when given
 // (io::write_candidate), else out [B,H,n,dv] (and den [B,H,n]) as given.
 void save_candidate(const std::string& path, const TensorArg& out, const std::optional<TensorArg>& den, const Fixture* fx,
-                    const std::string& layout) {
+                    const std::string& layout, const std::map<std::string, TensorArg>& grads) {
   const io::Layout l = io::parse_layout(layout);
-  if (fx) return io::write_candidate(path, candidate_of(fx->f.problem, out, den, l), fx->f);
+  if (fx) return io::write_candidate(path, candidate_of(fx->f.problem, out, den, grads, l), fx->f);
+  if (!grads.empty()) throw InputError("save_candidate: gradients (dq, dk, dv) need fixture= (their shapes and meaning come from it)");
   const io::Tensor o = tensor_of(out, "out");
   if (o.shape.size() != 4)
     throw InputError("out has shape " + io::shape_string(o.shape) + "; expected 4 dimensions (" +
@@ -278,16 +336,17 @@ NB_MODULE(_core, m) {
 
   m.def("reference", &reference, nb::arg("tensors"), nb::arg("options"), nb::arg("layout"), nb::arg("threads") = 0);
   m.def("check", &check_arrays, nb::arg("tensors"), nb::arg("options"), nb::arg("layout"), nb::arg("out"), nb::arg("den").none(),
-        nb::arg("precision"), nb::arg("form_class"), nb::arg("exact_tier"), nb::arg("worst"), nb::arg("dump"));
+        nb::arg("precision"), nb::arg("form_class"), nb::arg("exact_tier"), nb::arg("worst"), nb::arg("dump"),
+        nb::arg("grads") = std::map<std::string, TensorArg>{});
 
   nb::class_<Fixture>(m, "Fixture");
   m.def("load_fixture", &load_fixture, nb::arg("path"));
   m.def("fixture_arrays", &fixture_arrays);
   m.def("fixture_info", &fixture_info);
   m.def("check_fixture", &check_fixture, nb::arg("fixture"), nb::arg("out"), nb::arg("den").none(), nb::arg("layout"),
-        nb::arg("precision"), nb::arg("form_class"), nb::arg("worst"));
+        nb::arg("precision"), nb::arg("form_class"), nb::arg("worst"), nb::arg("grads") = std::map<std::string, TensorArg>{});
   m.def("save_candidate", &save_candidate, nb::arg("path"), nb::arg("out"), nb::arg("den").none(), nb::arg("fixture").none(),
-        nb::arg("layout"));
+        nb::arg("layout"), nb::arg("grads") = std::map<std::string, TensorArg>{});
   m.def("generator_version", [] { return std::string(hla::check::kGeneratorVersion); });
   add_fuzz(m);
 }

@@ -8,6 +8,10 @@
 //     state_in: float64 numpy (flat) or None
 //   -> ("ok", out, den or None, state or None)   out, den as tensors (dtype, shape, bytes)
 //    | ("error", message) | ("bad_output", message)
+// With a backward, per case that judges gradients:
+//   run_backward_case(q, k, v, info, offsets, do, dden)
+//     do: float64 numpy [B,H,n,dv], dden: float64 numpy [B,H,n] or None
+//   -> ("ok", dq, dk, dv) as tensors | ("error", message) | ("bad_output", message)
 // An exception that is not an Exception (KeyboardInterrupt) ends the campaign
 // and reaches the caller.
 #include "core.hpp"
@@ -50,23 +54,58 @@ struct Stop {
   std::optional<nb::python_error> error;  // the BaseException that ended the campaign
 };
 
-fuzz::RunResult call(nb::callable& run_case, const BatchProblem& p, const std::vector<double>* state_in, bool want_state,
-                     Stop& stop) {
-  nb::gil_scoped_acquire locked;
+// The case's q, k, v (float64 numpy) and offsets (or None), for the callables.
+nb::tuple case_arrays(const BatchProblem& p) {
+  nb::object q = numpy_f64(std::vector<double>(p.q), {size_t(p.batch), size_t(p.heads), size_t(p.n), size_t(p.d)});
+  nb::object k = numpy_f64(std::vector<double>(p.k), {size_t(p.batch), size_t(p.kv_heads), size_t(p.n), size_t(p.d)});
+  nb::object v = numpy_f64(std::vector<double>(p.v), {size_t(p.batch), size_t(p.kv_heads), size_t(p.n), size_t(p.dv)});
+  nb::object offsets = p.offsets.empty() ? nb::none() : numpy_i64(std::vector<int64_t>(p.offsets));
+  return nb::make_tuple(q, k, v, offsets);
+}
+
+// A result tuple's status: ok, else r holds the error or bad_output.
+bool status_ok(const nb::tuple& res, fuzz::RunResult& r) {
+  const std::string status = nb::cast<std::string>(res[0]);
+  if (status == "ok") return true;
+  r.status = status == "bad_output" ? fuzz::RunResult::Status::bad_output : fuzz::RunResult::Status::error;
+  r.message = nb::cast<std::string>(res[1]);
+  return false;
+}
+
+fuzz::RunResult bad_output(const InputError& e) {
   fuzz::RunResult r;
+  r.status = fuzz::RunResult::Status::bad_output;
+  r.message = e.what();
+  return r;
+}
+
+// Runs f (which calls into Python) under the GIL: a Python Exception is an
+// `error` result (a bug of the wrapper's conversions: reported, not fatal);
+// any other BaseException ends the campaign.
+template <class F> fuzz::RunResult in_python(Stop& stop, F f) {
+  nb::gil_scoped_acquire locked;
   try {
-    nb::object q = numpy_f64(std::vector<double>(p.q), {size_t(p.batch), size_t(p.heads), size_t(p.n), size_t(p.d)});
-    nb::object k = numpy_f64(std::vector<double>(p.k), {size_t(p.batch), size_t(p.kv_heads), size_t(p.n), size_t(p.d)});
-    nb::object v = numpy_f64(std::vector<double>(p.v), {size_t(p.batch), size_t(p.kv_heads), size_t(p.n), size_t(p.dv)});
-    nb::object offsets = p.offsets.empty() ? nb::none() : numpy_i64(std::vector<int64_t>(p.offsets));
-    nb::object state = state_in ? numpy_f64(std::vector<double>(*state_in), {state_in->size()}) : nb::none();
-    nb::tuple res = nb::cast<nb::tuple>(run_case(q, k, v, case_info(p, want_state), offsets, state, want_state));
-    const std::string status = nb::cast<std::string>(res[0]);
-    if (status != "ok") {
-      r.status = status == "bad_output" ? fuzz::RunResult::Status::bad_output : fuzz::RunResult::Status::error;
-      r.message = nb::cast<std::string>(res[1]);
+    return f();
+  } catch (nb::python_error& e) {
+    if (e.matches(PyExc_Exception)) {
+      fuzz::RunResult r;
+      r.status = fuzz::RunResult::Status::error;
+      r.message = e.what();
       return r;
     }
+    stop.error.emplace(std::move(e));
+    throw fuzz::StopCampaign{};
+  }
+}
+
+fuzz::RunResult call(nb::callable& run_case, const BatchProblem& p, const std::vector<double>* state_in, bool want_state,
+                     Stop& stop) {
+  return in_python(stop, [&] {
+    fuzz::RunResult r;
+    const nb::tuple a = case_arrays(p);
+    nb::object state = state_in ? numpy_f64(std::vector<double>(*state_in), {state_in->size()}) : nb::none();
+    nb::tuple res = nb::cast<nb::tuple>(run_case(a[0], a[1], a[2], case_info(p, want_state), a[3], state, want_state));
+    if (!status_ok(res, r)) return r;
     const io::Tensor out = tensor_of(nb::cast<TensorArg>(res[1]), "out");
     try {
       r.out.out = io::output_values(out, "out", p, io::Layout::bhtd, false);
@@ -77,10 +116,7 @@ fuzz::RunResult call(nb::callable& run_case, const BatchProblem& p, const std::v
         r.out.den_dtype = *io::float_dtype(den.dtype);
       }
     } catch (const InputError& e) {
-      r = fuzz::RunResult{};
-      r.status = fuzz::RunResult::Status::bad_output;
-      r.message = e.what();
-      return r;
+      return bad_output(e);
     }
     if (!res[3].is_none()) {
       const nb::bytes s = nb::cast<nb::bytes>(res[3]);
@@ -88,16 +124,30 @@ fuzz::RunResult call(nb::callable& run_case, const BatchProblem& p, const std::v
       if (!r.state_out.empty()) std::memcpy(r.state_out.data(), s.c_str(), r.state_out.size() * sizeof(double));
     }
     return r;
-  } catch (nb::python_error& e) {
-    if (e.matches(PyExc_Exception)) {  // a bug of the wrapper's conversions: reported, not fatal
-      r = fuzz::RunResult{};
-      r.status = fuzz::RunResult::Status::error;
-      r.message = e.what();
-      return r;
+  });
+}
+
+fuzz::RunResult call_backward(nb::callable& run_backward_case, const BatchProblem& p, const std::vector<double>& dout,
+                              const std::vector<double>& dden, Stop& stop) {
+  return in_python(stop, [&] {
+    fuzz::RunResult r;
+    const nb::tuple a = case_arrays(p);
+    nb::object d_out = numpy_f64(std::vector<double>(dout), out_dims(p));
+    nb::object d_den = dden.empty() ? nb::none() : numpy_f64(std::vector<double>(dden), den_dims(p));
+    nb::tuple res = nb::cast<nb::tuple>(run_backward_case(a[0], a[1], a[2], case_info(p, false), a[3], d_out, d_den));
+    if (!status_ok(res, r)) return r;
+    try {
+      const io::Tensor dq = tensor_of(nb::cast<TensorArg>(res[1]), "dq"), dk = tensor_of(nb::cast<TensorArg>(res[2]), "dk"),
+                       dv = tensor_of(nb::cast<TensorArg>(res[3]), "dv");
+      r.out.dq = io::head_values(dq, "dq", p, io::Layout::bhtd, p.heads, p.d, "d");
+      r.out.dk = io::head_values(dk, "dk", p, io::Layout::bhtd, p.kv_heads, p.d, "d");
+      r.out.dv = io::head_values(dv, "dv", p, io::Layout::bhtd, p.kv_heads, p.dv, "dv");
+      r.out.dq_dtype = *io::float_dtype(dq.dtype), r.out.dk_dtype = *io::float_dtype(dk.dtype), r.out.dv_dtype = *io::float_dtype(dv.dtype);
+    } catch (const InputError& e) {
+      return bad_output(e);
     }
-    stop.error.emplace(std::move(e));
-    throw fuzz::StopCampaign{};
-  }
+    return r;
+  });
 }
 
 nb::dict summary_dict(const fuzz::Summary& s) {
@@ -159,7 +209,7 @@ namespace {
 
 nb::dict fuzz_callable(nb::callable run_case, const nb::dict& support, uint64_t seed, size_t max_cases, double seconds,
                        const std::string& findings, size_t shrink_attempts, size_t stop_after, bool progress, size_t shard,
-                       size_t shards, Index exact_max_n) {
+                       size_t shards, Index exact_max_n, std::optional<nb::callable> run_backward_case) {
   const fuzz::Supports s = supports_of(support);
   fuzz::CampaignOptions o;
   o.seed = seed, o.max_cases = max_cases, o.max_seconds = seconds, o.findings_dir = findings, o.shrink_attempts = shrink_attempts,
@@ -168,7 +218,11 @@ nb::dict fuzz_callable(nb::callable run_case, const nb::dict& support, uint64_t 
   auto adapter = fuzz::make_function_adapter(
       s, [&](const BatchProblem& p, const std::vector<double>* state_in, bool want_state) {
         return call(run_case, p, state_in, want_state, stop);
-      });
+      },
+      run_backward_case ? fuzz::BackwardFunction([&](const BatchProblem& p, const std::vector<double>& dout, const std::vector<double>& dden) {
+        return call_backward(*run_backward_case, p, dout, dden, stop);
+      })
+                        : fuzz::BackwardFunction{});
   fuzz::Summary sum;
   try {
     nb::gil_scoped_release unlocked;  // the reference and the check run without the GIL; call() takes it back
@@ -193,7 +247,7 @@ std::vector<std::string> outside(const nb::dict& support, const std::vector<std:
 void add_fuzz(nb::module_& m) {
   m.def("fuzz", &fuzz_callable, nb::arg("run_case"), nb::arg("support"), nb::arg("seed"), nb::arg("max_cases"), nb::arg("seconds"),
         nb::arg("findings"), nb::arg("shrink_attempts"), nb::arg("stop_after"), nb::arg("progress"), nb::arg("shard") = 0,
-        nb::arg("shards") = 1, nb::arg("exact_max_n") = 48);
+        nb::arg("shards") = 1, nb::arg("exact_max_n") = 48, nb::arg("run_backward_case").none() = nb::none());
   m.def("outside", &outside, nb::arg("support"), nb::arg("paths"));
   m.def("validate_support", [](const nb::dict& d) { supports_of(d); });
   m.def("feature_names", [](const std::string& s) { return fuzz::feature_names(fuzz::parse_features(s)); });

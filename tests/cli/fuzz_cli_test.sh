@@ -90,7 +90,22 @@ PY
 "$hla" fuzz --exec 'true' 2> "$work/err"; [ $? = 2 ] && grep -q "{in} and {out}" "$work/err" && note "ok: exec without {in} {out} -> 2" || note "FAILED: exec without placeholders"
 "$hla" fuzz --lib "$good" --shard 3/2 2> /dev/null; [ $? = 2 ] && note "ok: bad shard -> 2" || note "FAILED: --shard 3/2 must exit 2"
 "$hla" fuzz --exec 'x {in} {out}' --features warp 2> "$work/err"; [ $? = 2 ] && grep -q "warp" "$work/err" && note "ok: unknown feature -> 2" || note "FAILED: unknown feature"
-"$hla" fuzz --exec 'x {in} {out}' --features backward 2> "$work/err"; [ $? = 2 ] && grep -q "only a --lib candidate returns gradients" "$work/err" \
-  && note "ok: exec with --features backward -> 2" || note "FAILED: --exec with --features backward must exit 2 (exec candidates return no gradients)"
+
+# An exec candidate with --features backward: gradient cases hand it fixtures with do; our own
+# forms through `hla eval` (--grad where the fixture carries do) pass, the same without --grad
+# (no dq, dk, dv in its file) is a bad_output finding.
+eval_cmd="'$hla' eval {in} --out {out} --precision f64 --dtype f64"
+exec_grad() {
+  "$hla" fuzz --exec "$1" --variants la1,hla2 --dtypes f64,f32 --features all,backward --precision f64 --max-n 40 \
+    --max-cases 24 --seed 5 --stop-after 1 --findings "$work/$2" --json --no-progress > "$work/$2.json"
+}
+exec_grad "$eval_cmd --grad streaming > /dev/null 2>&1 || $eval_cmd > /dev/null" grad_ok; rc=$?
+python3 -c "import json,sys; j=json.load(open(sys.argv[1])); assert not j['findings'] and j['probes'].get('gradients', 0) > 0, j" \
+  "$work/grad_ok.json" && [ $rc = 0 ] && note "ok: exec candidate with gradients in its file passes" \
+  || note "FAILED: exec --features backward with hla eval --grad must pass with gradient cases (rc $rc)"
+exec_grad "$eval_cmd > /dev/null" grad_none; rc=$?
+python3 -c "import json,sys; f=json.load(open(sys.argv[1]))['findings']; assert f[0]['kind'] == 'bad_output' and 'no dq, dk, dv' in f[0]['message'], f" \
+  "$work/grad_none.json" && [ $rc = 1 ] && note "ok: exec candidate without gradients -> bad_output" \
+  || note "FAILED: exec --features backward without dq, dk, dv in the file must be a bad_output finding (rc $rc)"
 echo "$fails failure(s)"
 exit $((fails > 0))

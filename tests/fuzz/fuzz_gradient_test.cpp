@@ -177,3 +177,69 @@ TEST_CASE("campaign: a gradient finding shrinks, and its fixture fails check_fix
 }
 
 }  // namespace hla
+
+namespace hla {
+
+TEST_CASE("function adapter: a backward function is judged, its shapes checked", "[fuzz][grad]") {
+  fuzz::Supports s = backward_supports();
+  s.features &= ~HLA_FEAT_BACKWARD;  // the backward function declares it
+  auto forward = [](const BatchProblem& p, const std::vector<double>*, bool) {
+    fuzz::RunResult r;
+    r.out = check::ours(p, check::Precision::f64, Form::streaming, 64, DType::f64);
+    return r;
+  };
+  auto backward = [](double dk_shift, bool drop_row) {
+    return [=](const BatchProblem& p, const std::vector<double>& dout, const std::vector<double>& dden) {
+      fuzz::RunResult r;
+      check::ours_gradients(p, dout, dden, BackwardForm::streaming, 16, DType::f64, r.out);
+      for (double& e : r.out.dk) e += dk_shift * (1 + std::fabs(e));
+      if (drop_row) r.out.dv.resize(r.out.dv.size() - static_cast<size_t>(p.dv));
+      return r;
+    };
+  };
+  const fuzz::FuzzCase c = grad_case(Variant::la1, 7, 5);
+  CHECK_FALSE(fuzz::make_function_adapter(s, forward)->supports().has(HLA_FEAT_BACKWARD));
+  const auto honest = fuzz::make_function_adapter(s, forward, backward(0, false));
+  CHECK(honest->supports().has(HLA_FEAT_BACKWARD));
+  expect(*honest, c, "");
+  const auto off = fuzz::make_function_adapter(s, forward, backward(1e-3, false));
+  expect(*off, c, "gradient", "grad_bound");
+  const auto short_dv = fuzz::make_function_adapter(s, forward, backward(0, true));
+  const fuzz::Verdict v = fuzz::judge(*short_dv, c);
+  CHECK(v.kind == "bad_output");
+  CHECK(v.message.find("dv has") != std::string::npos);
+  // A forward-only function adapter asked for gradients: an error, not a pass.
+  CHECK(fuzz::judge(*fuzz::make_function_adapter(s, forward), c).kind == "error");
+}
+
+TEST_CASE("campaign: gradients returned with the forward are judged without a backward call", "[fuzz][grad]") {
+  // An exec candidate writes dq, dk, dv into its candidate file (the fixture carries do):
+  // run() returns them, run_backward() is never asked.
+  class WithForward : public Grads {
+   public:
+    WithForward() : Grads(Bug::none) {}
+    fuzz::RunResult run(const BatchProblem& p, const check::Reference* ref, const std::vector<double>* s, bool w) override {
+      fuzz::RunResult r = Grads::run(p, ref, s, w);
+      REQUIRE(ref);
+      REQUIRE(ref->grad);  // the reference handed over carries the upstream
+      fuzz::RunResult g = Grads::run_backward(p, ref->grad->dout, ref->grad->dden);
+      r.out.dq = g.out.dq, r.out.dk = g.out.dk, r.out.dv = g.out.dv;
+      for (double& e : r.out.dq) e *= 1 + shift;
+      return r;
+    }
+    fuzz::RunResult run_backward(const BatchProblem&, const std::vector<double>&, const std::vector<double>&) override {
+      ++backward_calls;
+      return {};
+    }
+    double shift = 0;
+    int backward_calls = 0;
+  };
+  const fuzz::FuzzCase c = grad_case(Variant::hla2, 6, 9);
+  WithForward a;
+  expect(a, c, "");
+  a.shift = 1e-3;
+  expect(a, c, "gradient", "grad_bound");
+  CHECK(a.backward_calls == 0);
+}
+
+}  // namespace hla

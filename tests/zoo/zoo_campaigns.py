@@ -11,7 +11,7 @@ cases and seconds to detection (the closing note's zoo table). --only runs the
 named members only; --correct-cases N runs each correct member for N cases
 instead of the default budgets (the closing note's measurement: N = 2000).
 Exec members are declared to the fuzzer from their zoo.json entry: `args`
-(after {in} {out}), `variants`, `dtypes` (default all four), `precision`
+(after {in} {out}), `variants`, `dtypes` (default all four), `features` (default all), `precision`
 (default f64) and `form_class` (default masked). Exit 1 on any miss.
 Deterministic for given seeds.
 """
@@ -45,7 +45,7 @@ def campaign(hla, member, paths, root, work, seed, budget, stop_after, worker="p
         else:
             cmd += ["--exec", " ".join(shlex.quote(a) for a in [runner, script, "{in}", "{out}", *member.get("args", [])])]
         cmd += ["--variants", ",".join(member["variants"]),
-                "--dtypes", ",".join(member.get("dtypes", ["f64", "f32", "bf16", "f16"])), "--features", "all",
+                "--dtypes", ",".join(member.get("dtypes", ["f64", "f32", "bf16", "f16"])), "--features", member.get("features", "all"),
                 "--precision", member.get("precision", "f64"), "--form-class", member.get("form_class", "masked"),
                 "--timeout", "5", "--max-n", "300"]
     proc = subprocess.run(cmd, capture_output=True, text=True)

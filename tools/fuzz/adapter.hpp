@@ -66,7 +66,9 @@ class Adapter {
   virtual RunResult run(const BatchProblem& p, const check::Reference* ref, const std::vector<double>* state_in,
                         bool want_state) = 0;
   // The candidate's gradients (SPEC §9) for upstream dout [B,H,n,dv] and dden
-  // [B,H,n] (or empty) into out.dq, dk, dv; only with HLA_FEAT_BACKWARD.
+  // [B,H,n] (or empty) into out.dq, dk, dv; only with HLA_FEAT_BACKWARD, and
+  // only where run() returned none: an exec candidate computes them in the same
+  // call, from the fixture's `do` (the reference handed to run() carries it).
   virtual RunResult run_backward(const BatchProblem& p, const std::vector<double>& dout, const std::vector<double>& dden);
 };
 
@@ -94,7 +96,10 @@ std::unique_ptr<Adapter> make_exec_adapter(const std::string& command, const Sup
 // caller must stop on (an interrupt) it throws as StopCampaign. No crash or
 // timeout isolation: the call is not in a child process.
 struct StopCampaign {};
+// `backward`, when given, computes the gradients (out.dq, dk, dv) for upstream
+// dout, dden as run_backward does, and adds HLA_FEAT_BACKWARD to the support.
 using RunFunction = std::function<RunResult(const BatchProblem& p, const std::vector<double>* state_in, bool want_state)>;
-std::unique_ptr<Adapter> make_function_adapter(const Supports& supports, RunFunction run);
+using BackwardFunction = std::function<RunResult(const BatchProblem& p, const std::vector<double>& dout, const std::vector<double>& dden)>;
+std::unique_ptr<Adapter> make_function_adapter(const Supports& supports, RunFunction run, BackwardFunction backward = {});
 
 }  // namespace hla::fuzz

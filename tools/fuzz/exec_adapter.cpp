@@ -4,7 +4,9 @@
 // "run<TAB>{in}<TAB>{out}", answered by "ok" or "error <message>". A candidate
 // that declares state gets two more: {state_in} (a state file to start from,
 // or "-") and {state_out} (where to write its final state, or "-"), also as
-// the request's 4th and 5th fields.
+// the request's 4th and 5th fields. A candidate that declares backward finds
+// the upstream gradient `do` (and `dden`) in fixtures of cases that judge
+// gradients, and writes dq, dk, dv into the same candidate file.
 #include "adapter.hpp"
 #include "hla_impl.h"
 #include "process.hpp"
@@ -145,6 +147,15 @@ class ExecAdapter final : public Adapter {
         return fail(RunResult::Status::bad_output, e.what());
       }
     }
+    return r;
+  }
+  // Gradients come with run()'s candidate file (the fixture carries `do`);
+  // this is reached only when that file held none.
+  RunResult run_backward(const BatchProblem& p, const std::vector<double>& dout, const std::vector<double>& dden) override {
+    if (!s_.has(HLA_FEAT_BACKWARD)) return Adapter::run_backward(p, dout, dden);
+    RunResult r;
+    r.status = RunResult::Status::bad_output;
+    r.message = "the fixture carried the upstream gradient 'do' (--features backward), but the candidate file holds no dq, dk, dv";
     return r;
   }
 

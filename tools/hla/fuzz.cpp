@@ -77,7 +77,6 @@ std::unique_ptr<fuzz::Adapter> make_adapter(const FuzzArgs& a) {
   for (const auto& t : fuzz::split_list(a.dtypes)) s.dtypes.push_back(parse_dtype(t));
   if (s.variants.empty() || s.dtypes.empty()) throw InputError("--variants and --dtypes must name at least one each");
   s.features = a.features == "none" ? 0 : fuzz::parse_features(a.features);
-  if (s.has(HLA_FEAT_BACKWARD)) throw InputError("--features backward: only a --lib candidate returns gradients (hla_impl_run_backward)");
   s.precision = check::parse_precision_map(a.precision);
   if (s.precision.empty()) throw InputError("--precision must name a precision (e.g. f32, or bf16=f32,f32=f32)");
   s.max_n = a.max_n;
@@ -150,8 +149,9 @@ void add_fuzz(CLI::App& app, Action& action) {
       ->check(non_empty);
   exec_only.push_back(c->add_option("--variants", a->variants, "exec: variants it supports (comma list)")->check(comma_list));
   exec_only.push_back(c->add_option("--dtypes", a->dtypes, "exec: input dtypes it supports (f64,f32,bf16,f16)")->check(comma_list));
-  exec_only.push_back(c->add_option("--features", a->features, "exec: unmasked,normalize,clamp,decay,ridge,scale,gqa,varlen,den,state, all (all but state) or none (default none); "
-                                    "state: the command takes {state_in} and writes {state_out} (README: exec adapter)")
+  exec_only.push_back(c->add_option("--features", a->features, "exec: unmasked,normalize,clamp,decay,ridge,scale,gqa,varlen,den,state,backward, all (all but state and backward) "
+                                    "or none (default none); state: the command takes {state_in} and writes {state_out}; backward: "
+                                    "where the fixture carries do (and dden), the candidate file also holds dq, dk, dv (README: exec adapter)")
                           ->check(comma_list));
   exec_only.push_back(c->add_option("--precision", a->precision,
                                     "exec: declared compute precision, one (f32) or per input dtype (bf16=f32,f16=f32,f32=f32,f64=f64)")

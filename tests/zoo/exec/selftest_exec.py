@@ -9,6 +9,10 @@
 - state_difference.py (hla2 only) reproduces every hla2 fixture in float64
   (1e-9) and float32 (1e-5) x the *unmasked* magnitude, the yardstick of its
   class (selftest/magnitude.py), and refuses other variants;
+- backward.py (la1 gradients) reproduces ref_dq / ref_dk / ref_dv of the
+  unnormalized la1 gradient fixture (float64: within 1e-9 x the SPEC §9
+  magnitude), its gqa_unsummed bug does not (the fixture's kv head serves two
+  query heads), and it writes no gradients for a fixture without `do`;
 - each script, run as the fuzzer runs it (`python script IN OUT [args]`, `sh
   script IN OUT`), behaves as zoo.json says: correct output (in the dtype it
   computes in), wrong numbers, wrong shape, junk bytes, exit 3, or no result
@@ -26,6 +30,7 @@ import safetensors
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "selftest"))
+import backward  # noqa: E402
 import correct  # noqa: E402
 import state_difference  # noqa: E402
 from magnitude import unmasked_magnitude  # noqa: E402
@@ -148,6 +153,21 @@ def main():
     for fixture in (plain, ridge_g1):
         r = ratio("exec_ridge_off_by_one", fixture)
         check(r is not None and r <= 1, f"exec_ridge_off_by_one matches {fixture.name} (err/tol {r})")
+
+    grad = fx / "la1-raw-f32-gaussian-n37-d8-B1H2K1-grad.safetensors"
+    t, _ = correct.read(str(grad))
+    for bug, want in ((None, "matches"), ("gqa_unsummed", "differs from")):
+        with np.errstate(all="ignore"):
+            got = backward.gradients(str(grad), bug)
+        worst = max(float(np.max(np.abs(g - t["ref_" + x]) / (REL * t["mag_" + x] + 1e-300)))
+                    for x, g in zip(("dq", "dk", "dv"), got))
+        check((worst <= 1) == (bug is None), f"backward.py{' --bug ' + bug if bug else ''} {want} {grad.name} (worst err/tol {worst:.3g})")
+    p, out_path = output("exec_backward", grad)
+    names = set(dict(safetensors.deserialize(out_path.read_bytes()))) if p.returncode == 0 and out_path.exists() else set()
+    check(names == {"out", "den", "dq", "dk", "dv"}, f"exec_backward run as a command writes out, den, dq, dk, dv ({sorted(names)})")
+    p, out_path = output("exec_backward", plain)
+    names = set(dict(safetensors.deserialize(out_path.read_bytes()))) if p.returncode == 0 and out_path.exists() else set()
+    check(names == {"out", "den"}, f"exec_backward without do writes out, den only ({sorted(names)})")
 
     p, out_path = output("exec_wrong_shape", plain)
     ok = p.returncode == 0 and out_path.exists()

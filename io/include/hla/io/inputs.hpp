@@ -44,6 +44,11 @@ BatchProblem problem_from_tensors(const std::map<std::string, Tensor>& tensors, 
 // takes (den: [B,H,n], or [B,n,H] in bthd), read exactly; InputError when its
 // shape does not match p or its dtype is not a float.
 std::vector<double> output_values(const Tensor& t, const std::string& name, const BatchProblem& p, Layout layout, bool den);
+// The same for any per-head tensor: [B,heads,n,width] values (width 0: [B,heads,n])
+// of t in `layout` (the gradients dq, dk, dv and the upstream do, dden); `dims`
+// names the width in the message ("d", "dv"); H stands for `heads` there.
+std::vector<double> head_values(const Tensor& t, const std::string& name, const BatchProblem& p, Layout layout, Index heads,
+                                Index width, const std::string& dims);
 
 // The packed-sequence offsets of an I64 or I32 tensor [m+1] (not yet validated).
 std::vector<int64_t> offsets_of(const Tensor& t, const std::string& name);
