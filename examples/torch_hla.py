@@ -111,8 +111,11 @@ def _run(seq_fn, q, k, v, gamma, scale, initial_state, output_final_state, cu_se
         raise ValueError(f"q must be [B, T, H, D], got shape {tuple(q.shape)}")
     out_dtype = q.dtype
     ct = _compute_dtype(q)
-    k, v = _heads(q, k, v)
+    # To the compute precision first, then repeat the K/V heads: autograd's
+    # backward of the repeat sums dk, dv over a group, which in bf16 would round
+    # every partial sum (hla_oracle.fuzz(..., backward="autograd") found this).
     q, k, v = (x.to(ct) for x in (q, k, v))
+    k, v = _heads(q, k, v)
     if scale is not None:
         q = q * scale
     B, T, H, d = q.shape

@@ -92,9 +92,9 @@ PY
 "$hla" fuzz --exec 'x {in} {out}' --features warp 2> "$work/err"; [ $? = 2 ] && grep -q "warp" "$work/err" && note "ok: unknown feature -> 2" || note "FAILED: unknown feature"
 
 # An exec candidate with --features backward: gradient cases hand it fixtures with do; our own
-# forms through `hla eval` (--grad where the fixture carries do) pass, the same without --grad
+# streaming forms through `hla eval` (causal under NaN; --grad where the fixture carries do) pass, the same without --grad
 # (no dq, dk, dv in its file) is a bad_output finding.
-eval_cmd="'$hla' eval {in} --out {out} --precision f64 --dtype f64"
+eval_cmd="'$hla' eval {in} --out {out} --form streaming --precision f64 --dtype f64"
 exec_grad() {
   "$hla" fuzz --exec "$1" --variants la1,hla2 --dtypes f64,f32 --features all,backward --precision f64 --max-n 40 \
     --max-cases 24 --seed 5 --stop-after 1 --findings "$work/$2" --json --no-progress > "$work/$2.json"
