@@ -447,12 +447,18 @@ std::string Report::text() const {
         os << "    " << g.name << ": not checked (the candidate has no " << g.name << ")\n";
         continue;
       }
-      os << "    " << g.name << ": " << (g.over_bound || g.nonfinite ? "FAIL" : "ok") << ", elements " << g.elements << ": scored "
+      os << "    " << g.name << ": " << (g.fails() ? "FAIL" : "ok") << ", elements " << g.elements << ": scored "
          << g.scored << ", non-finite " << g.nonfinite << ", over bound " << g.over_bound;
       if (g.ill_conditioned) os << ", ill-conditioned (not scored) " << g.ill_conditioned;
       if (g.out_of_range) os << ", beyond the dtype's range " << g.out_of_range;
       if (g.underflow) os << ", in the underflow regime " << g.underflow;
-      os << "; worst score " << fmt(g.max_score) << "\n";
+      os << "; worst score " << fmt(g.max_score);
+      if (g.baseline_applied)
+        os << "; ours worst " << fmt(g.baseline_max_score) << (g.baseline_worst_form.empty() ? "" : " (" + g.baseline_worst_form + ")")
+           << ", ratio " << fmt(g.baseline_ratio) << " (limit " << fmt(g.ratio_limit) << ")";
+      else
+        os << "; rule 3 not applied (no backward of ours in " << to_string(precision) << ")";
+      os << "\n";
       if (g.worst.empty() || g.max_score == 0) continue;
       os << "      worst elements of " << g.name << ":\n        batch head token column      candidate      reference      magnitude     score\n";
       for (size_t i = 0; i < std::min<size_t>(g.worst.size(), 5); ++i) {
@@ -482,9 +488,12 @@ nlohmann::json Report::json() const {
     for (const auto& e : g.worst)
       gw.push_back({{"batch", e.b}, {"head", e.h}, {"token", e.t}, {"column", e.c}, {"candidate", num(e.candidate)},
                     {"reference", num(e.reference)}, {"magnitude", num(e.magnitude)}, {"score", num(e.score)}});
-    grads.push_back({{"name", g.name}, {"checked", g.checked}, {"pass", g.checked && !g.over_bound && !g.nonfinite}, {"elements", g.elements},
+    grads.push_back({{"name", g.name}, {"checked", g.checked}, {"pass", g.checked && !g.fails()}, {"elements", g.elements},
                      {"scored", g.scored}, {"nonfinite", g.nonfinite}, {"over_bound", g.over_bound}, {"ill_conditioned", g.ill_conditioned},
-                     {"out_of_range", g.out_of_range}, {"underflow", g.underflow}, {"max_score", num(g.max_score)}, {"worst", gw}});
+                     {"out_of_range", g.out_of_range}, {"underflow", g.underflow}, {"max_score", num(g.max_score)}, {"worst", gw},
+                     {"baseline_applied", g.baseline_applied}, {"baseline_max_score", num(g.baseline_max_score)},
+                     {"baseline_worst_form", g.baseline_worst_form}, {"baseline_ratio", num(g.baseline_ratio)},
+                     {"ratio_limit", g.ratio_limit}, {"over_ratio", g.over_ratio}});
   }
   return {{"gradients", grads}, {"gradient_bound", gradient_bound}, {"gradients_note", gradients_note},{"pass", pass}, {"verdict", verdict()}, {"inconclusive", inconclusive}, {"reasons", reasons}, {"precision", to_string(precision)}, {"u", u}, {"bound", bound},
           {"noise_floor", noise_floor}, {"max_score", num(max_score)}, {"baseline_max_score", num(baseline_max_score)},

@@ -153,6 +153,45 @@ GradientScale gradient_scale(const BatchProblem& p, const std::vector<double>& d
   return s;
 }
 
+// Our backward form in scalar S on every group and sequence, rounded to `out`.
+template <class S>
+void gradients_in(const BatchProblem& p, const std::vector<double>& dout, const std::vector<double>& dden, BackwardForm form,
+                  Index chunk, DType out, CandidateOutputs& c) {
+  p.validate();
+  if (p.has_state()) throw InputError("gradients from an initial state are not supported yet (the backward starts from zero)");
+  if (!has_backward_form(p.opt.variant, form))
+    throw InputError("variant " + to_string(p.opt.variant) + " has no backward form " + to_string(form));
+  c.dq.assign(static_cast<size_t>(p.batch * p.heads * p.n * p.d), 0);
+  c.dk.assign(static_cast<size_t>(p.batch * p.kv_heads * p.n * p.d), 0);
+  c.dv.assign(static_cast<size_t>(p.batch * p.kv_heads * p.n * p.dv), 0);
+  c.dq_dtype = c.dk_dtype = c.dv_dtype = out;
+  std::vector<double>* values[] = {&c.dq, &c.dk, &c.dv};
+  const std::vector<Task> tasks = group_tasks(p);
+  parallel_for(tasks.size(), worker_threads(), [&](size_t i) {  // tasks write disjoint elements
+    const Task& k = tasks[i];
+    for_each_element(p, k, group_gradient<S>(p, dout, dden, k.b, k.kvh, k.t0, k.t1, form, chunk, false),
+                     [&](int w, size_t at, const S& v, const S&, size_t) { (*values[w])[at] = round_to(out, static_cast<double>(v)); });
+  });
+}
+
+// Rule 3's yardsticks (SPEC §9): our own backward forms in the candidate's
+// compute precision (float for f32, double for f64), with their names; none
+// for other precisions or from an initial state.
+std::vector<std::pair<std::string, CandidateOutputs>> gradient_baselines(const BatchProblem& p, const GradientReference& g,
+                                                                         Precision prec) {
+  std::vector<std::pair<std::string, CandidateOutputs>> out;
+  if ((prec != Precision::f32 && prec != Precision::f64) || p.has_state()) return out;
+  for (const auto& [form, chunk] : {std::pair{BackwardForm::streaming, Index(16)}, {BackwardForm::chunked, Index(16)},
+                                    {BackwardForm::chunked_matmul, Index(64)}}) {
+    if (!has_backward_form(p.opt.variant, form)) continue;
+    CandidateOutputs c;
+    if (prec == Precision::f32) gradients_in<float>(p, g.dout, g.dden, form, chunk, DType::f64, c);
+    else gradients_in<double>(p, g.dout, g.dden, form, chunk, DType::f64, c);
+    out.emplace_back(to_string(form) + (form == BackwardForm::streaming ? "" : "/" + std::to_string(chunk)), std::move(c));
+  }
+  return out;
+}
+
 GradientReference compute_gradient_reference(const BatchProblem& p, const Reference& forward, std::vector<double> dout,
                                              std::vector<double> dden) {
   p.validate();  // finite inputs: a gradient fixture's reference is finite
@@ -255,10 +294,16 @@ void check_gradients(const BatchProblem& p, const Reference& ref, const Candidat
   const Tensor tensors[] = {{"dq", cand.dq, cand.dq_dtype, g.dq, g.mag_dq, p.heads, p.d, sc.q},
                             {"dk", cand.dk, cand.dk_dtype, g.dk, g.mag_dk, p.kv_heads, p.d, sc.kv},
                             {"dv", cand.dv, cand.dv_dtype, g.dv, g.mag_dv, p.kv_heads, p.dv, sc.kv}};
+  const bool any_checked = !cand.dq.empty() || !cand.dk.empty() || !cand.dv.empty();
+  const auto bases = any_checked ? gradient_baselines(p, g, r.precision) : decltype(gradient_baselines(p, g, r.precision)){};
+  auto base_of = [](const CandidateOutputs& c, int w) -> const std::vector<double>& { return w == 0 ? c.dq : w == 1 ? c.dk : c.dv; };
+  int which = -1;
   std::vector<std::string> missing;
   for (const Tensor& x : tensors) {
+    ++which;
     GradientRow row;
     row.name = x.name;
+    row.baseline_applied = !bases.empty();
     row.checked = !x.cand.empty();
     const size_t size = static_cast<size_t>(p.batch * x.heads * p.n * x.cols);
     if (!row.checked) {
@@ -298,11 +343,28 @@ void check_gradients(const BatchProblem& p, const Reference& ref, const Candidat
               const double err = std::max(0.0, std::fabs(e.candidate - e.reference) - info(x.dtype).rounding_error(e.reference));
               e.score = err == 0 ? 0.0 : e.magnitude > 0 ? err / (r.u * e.magnitude) : HUGE_VAL;
             }
+            e.unit = e.magnitude > 0 ? std::fabs(e.reference) / e.magnitude : 0;
+            for (const auto& [form, b] : bases) {  // our own orders, scored alike
+              const double err = std::fabs(base_of(b, which)[i] - e.reference);
+              const double score = err == 0 ? 0.0 : e.magnitude > 0 ? err / (r.u * e.magnitude) : HUGE_VAL;
+              if (score > row.baseline_max_score) row.baseline_max_score = score, row.baseline_worst_form = form;
+            }
             if (e.score > r.gradient_bound) ++row.over_bound;
             row.max_score = std::max(row.max_score, e.score);
             all.push_back(e);
           }
         }
+    // Rule 3 per element, as for outputs: its score against the worst of our
+    // orders, or against kFloorRoundings roundings of its own value if larger.
+    if (row.baseline_applied) {
+      row.ratio_limit = ratio_limit(row.scored);
+      for (const Element& e : all) {
+        if (!std::isfinite(e.score)) continue;  // non-finite: failed by its own rule
+        const double ratio = e.score == 0 ? 0 : e.score / std::max(row.baseline_max_score, kFloorRoundings * e.unit);
+        if (ratio > row.baseline_ratio) row.baseline_ratio = ratio, row.ratio_element = e;
+      }
+      row.over_ratio = row.baseline_ratio > row.ratio_limit;
+    }
     row.worst = worst_of(std::move(all), opt.worst);
     const std::string name = x.name;
     if (row.nonfinite) r.reasons.push_back(name + ": " + std::to_string(row.nonfinite) + " non-finite values where the reference is finite");
@@ -312,6 +374,17 @@ void check_gradients(const BatchProblem& p, const Reference& ref, const Candidat
       std::snprintf(buf, sizeof buf, " elements exceed the a priori gradient bound %.4g u·magnitude (worst score %.4g at batch %ld head %ld token %ld column %ld)",
                     r.gradient_bound, w.score, static_cast<long>(w.b), static_cast<long>(w.h), static_cast<long>(w.t), static_cast<long>(w.c));
       r.reasons.push_back(name + ": " + std::to_string(row.over_bound) + buf);
+    }
+    if (row.over_ratio) {
+      const Element& w = row.ratio_element;
+      char buf[400];
+      std::snprintf(buf, sizeof buf,
+                    ": score %.4g at batch %ld head %ld token %ld column %ld is %.4g times the worst of our own backward forms in %s "
+                    "(%.4g by %s) and the element's floor (%.4g); limit %.4gx for %zu scored elements",
+                    w.score, static_cast<long>(w.b), static_cast<long>(w.h), static_cast<long>(w.t), static_cast<long>(w.c),
+                    row.baseline_ratio, to_string(r.precision).c_str(), row.baseline_max_score, row.baseline_worst_form.c_str(),
+                    kFloorRoundings * w.unit, row.ratio_limit, row.scored);
+      r.reasons.push_back(name + buf);
     }
     r.gradients.push_back(std::move(row));
   }
@@ -325,18 +398,7 @@ void check_gradients(const BatchProblem& p, const Reference& ref, const Candidat
 
 void ours_gradients(const BatchProblem& p, const std::vector<double>& dout, const std::vector<double>& dden, BackwardForm form,
                     Index chunk, DType out, CandidateOutputs& c) {
-  p.validate();
-  if (p.has_state()) throw InputError("gradients from an initial state are not supported yet (the backward starts from zero)");
-  if (!has_backward_form(p.opt.variant, form))
-    throw InputError("variant " + to_string(p.opt.variant) + " has no backward form " + to_string(form));
-  c.dq.assign(static_cast<size_t>(p.batch * p.heads * p.n * p.d), 0);
-  c.dk.assign(static_cast<size_t>(p.batch * p.kv_heads * p.n * p.d), 0);
-  c.dv.assign(static_cast<size_t>(p.batch * p.kv_heads * p.n * p.dv), 0);
-  c.dq_dtype = c.dk_dtype = c.dv_dtype = out;
-  std::vector<double>* values[] = {&c.dq, &c.dk, &c.dv};
-  for (const Task& k : group_tasks(p))
-    for_each_element(p, k, group_gradient<double>(p, dout, dden, k.b, k.kvh, k.t0, k.t1, form, chunk, false),
-                     [&](int w, size_t at, double v, double, size_t) { (*values[w])[at] = round_to(out, v); });
+  gradients_in<double>(p, dout, dden, form, chunk, out, c);
 }
 
 void verify_gradients(const BatchProblem& p, const GradientReference& g,

@@ -112,3 +112,4 @@ template <class S> Gradient<S> backward_magnitude(const Problem<S>& p, const Mat
 HLA_BACKWARD_INSTANTIATIONS(extern, hla::Rational)
 HLA_BACKWARD_INSTANTIATIONS(extern, hla::f113)
 HLA_BACKWARD_INSTANTIATIONS(extern, double)
+HLA_BACKWARD_INSTANTIATIONS(extern, float)

@@ -90,6 +90,16 @@ struct GradientRow {
   size_t out_of_range = 0, underflow = 0;  // not scored, as for outputs
   double max_score = 0;
   std::vector<Element> worst;  // h: the query head (dq) or the K/V head (dk, dv); c: the column
+  // Rule 3 (SPEC §9): our own backward forms in the candidate's precision (f32, f64;
+  // not applied in other precisions or from a state), scored alike; every element's
+  // score at most ratio_limit times their worst, or its floor if larger.
+  bool baseline_applied = false;
+  double baseline_max_score = 0;
+  std::string baseline_worst_form;
+  double baseline_ratio = 0, ratio_limit = 0;
+  Element ratio_element;
+  bool over_ratio = false;
+  bool fails() const { return nonfinite > 0 || over_bound > 0 || over_ratio; }
 };
 
 struct Report {

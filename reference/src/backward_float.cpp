@@ -1,0 +1,6 @@
+// The backward forms (hla/backward/<variant>.hpp) in float, instantiated once here:
+// rule 3 of the gradient check (check/gradient.hpp) runs our own backward in a
+// kernel's f32 compute precision, as the forward's baselines run our forms.
+#include "hla/backward_impl.hpp"
+
+HLA_BACKWARD_INSTANTIATIONS(, float)
