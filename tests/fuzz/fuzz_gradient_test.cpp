@@ -133,7 +133,7 @@ TEST_CASE("judge: gradient findings, our backward passes", "[fuzz][grad]") {
   Grads honest(Bug::none), dk_off(Bug::dk_off), leak(Bug::leak);
   fuzz::FuzzCase c = grad_case(Variant::hla2, 9, 3);
   expect(honest, c, "");
-  expect(dk_off, c, "gradient", "grad_bound");
+  expect(dk_off, c, "gradient", "grad_bound,grad_ratio");
   CHECK(fuzz::judge(dk_off, c).outputs.dk.size() == static_cast<size_t>(c.p.kv_heads * c.p.n * c.p.d));  // for the candidate file
   // A NaN in dout at token 2 of query head 1: rows ≤ 2 of dq (head 1), dk and dv (the one kv head) are not judged.
   c.probe = fuzz::Probe::grad_nan_causality;
@@ -203,7 +203,7 @@ TEST_CASE("function adapter: a backward function is judged, its shapes checked",
   CHECK(honest->supports().has(HLA_FEAT_BACKWARD));
   expect(*honest, c, "");
   const auto off = fuzz::make_function_adapter(s, forward, backward(1e-3, false));
-  expect(*off, c, "gradient", "grad_bound");
+  expect(*off, c, "gradient", "grad_bound,grad_ratio");
   const auto short_dv = fuzz::make_function_adapter(s, forward, backward(0, true));
   const fuzz::Verdict v = fuzz::judge(*short_dv, c);
   CHECK(v.kind == "bad_output");
@@ -238,7 +238,7 @@ TEST_CASE("campaign: gradients returned with the forward are judged without a ba
   WithForward a;
   expect(a, c, "");
   a.shift = 1e-3;
-  expect(a, c, "gradient", "grad_bound");
+  expect(a, c, "gradient", "grad_bound,grad_ratio");
   CHECK(a.backward_calls == 0);
 }
 

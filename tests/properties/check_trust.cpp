@@ -187,10 +187,27 @@ TEST_CASE("gradients: the a priori bound K_g + 1 decides each element", "[check]
     const double K = good.gradient_bound;
     const Report below = moved(K - 3), above = moved(K + 3);
     INFO(below.text() << above.text());
-    CHECK(below.pass);
+    CHECK(below.gradients[1].over_bound == 0);  // rule 2 alone passes it; rule 3 does not (below)
     CHECK_FALSE(above.pass);
     CHECK(above.gradients[1].over_bound == 1);
     CHECK(above.text().find("dk: 1 elements exceed the a priori gradient bound") != std::string::npos);
+    // Rule 3 alone: our own backward forms in f64 set the yardstick; a move just inside
+    // limit × max(their worst, the element's floor) passes, just outside fails on the ratio only.
+    const GradientRow& gk = good.gradients[1];
+    REQUIRE(gk.baseline_applied);
+    CHECK(gk.baseline_worst_form.size() > 0);
+    const double yard = std::max(gk.baseline_max_score, kFloorRoundings * std::fabs(f.ref_dk[i]) / Mstar);
+    const double limit = ratio_limit(gk.scored);
+    REQUIRE(limit * yard * 1.1 < K);  // rule 3 is tighter than the bound here
+    const Report inside = moved(0.9 * limit * yard), outside = moved(1.1 * limit * yard);
+    INFO(inside.text() << outside.text());
+    CHECK(inside.pass);
+    CHECK_FALSE(outside.pass);
+    CHECK(outside.gradients[1].over_bound == 0);
+    CHECK(outside.gradients[1].over_ratio);
+    CHECK(outside.text().find("times the worst of our own backward forms in f64") != std::string::npos);
+    CHECK_FALSE(below.pass);
+    CHECK(below.gradients[1].over_ratio);
     // A NaN in dq: non-finite where the reference is finite.
     CandidateOutputs nan = c;
     nan.dq[0] = NAN;
