@@ -457,7 +457,7 @@ std::string Report::text() const {
         os << "; ours worst " << fmt(g.baseline_max_score) << (g.baseline_worst_form.empty() ? "" : " (" + g.baseline_worst_form + ")")
            << ", ratio " << fmt(g.baseline_ratio) << " (limit " << fmt(g.ratio_limit) << ")";
       else
-        os << "; rule 3 not applied (no backward of ours in " << to_string(precision) << ")";
+        os << "; rule 3 not applied (it needs an unnormalized problem without a state and a compute precision of f32 or f64)";
       os << "\n";
       if (g.worst.empty() || g.max_score == 0) continue;
       os << "      worst elements of " << g.name << ":\n        batch head token column      candidate      reference      magnitude     score\n";

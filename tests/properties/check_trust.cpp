@@ -193,7 +193,14 @@ TEST_CASE("gradients: the a priori bound K_g + 1 decides each element", "[check]
     CHECK(above.text().find("dk: 1 elements exceed the a priori gradient bound") != std::string::npos);
     // Rule 3 alone: our own backward forms in f64 set the yardstick; a move just inside
     // limit × max(their worst, the element's floor) passes, just outside fails on the ratio only.
+    // Normalized: not applied (SPEC §9), the bound alone decides.
     const GradientRow& gk = good.gradients[1];
+    if (normalize) {
+      CHECK_FALSE(gk.baseline_applied);
+      CHECK(below.pass);
+      CHECK(good.text().find("rule 3 not applied") != std::string::npos);
+    }
+    if (!normalize) {
     REQUIRE(gk.baseline_applied);
     CHECK(gk.baseline_worst_form.size() > 0);
     const double yard = std::max(gk.baseline_max_score, kFloorRoundings * std::fabs(f.ref_dk[i]) / Mstar);
@@ -208,6 +215,7 @@ TEST_CASE("gradients: the a priori bound K_g + 1 decides each element", "[check]
     CHECK(outside.text().find("times the worst of our own backward forms in f64") != std::string::npos);
     CHECK_FALSE(below.pass);
     CHECK(below.gradients[1].over_ratio);
+    }
     // A NaN in dq: non-finite where the reference is finite.
     CandidateOutputs nan = c;
     nan.dq[0] = NAN;
