@@ -119,16 +119,8 @@ def main(argv):
         if bug != "gqa_unsummed":
             print(f"backward.py: unknown --bug {bug!r}", file=sys.stderr)
             return 2
-    if argv[1:] == ["--serve"]:
-        sys.path.insert(0, str(correct.Path(__file__).resolve().parents[3] / "python"))
-        from hla_oracle.exec_server import serve
-        serve(lambda i, o: run(i, o, bug))
-        return 0
-    if len(argv) != 3:
-        print(f"usage: {argv[0]} IN OUT [--bug gqa_unsummed] | --serve [--bug gqa_unsummed]", file=sys.stderr)
-        return 2
-    run(argv[1], argv[2], bug)
-    return 0
+    return correct.main(argv, run_case=lambda i, o, _: run(i, o, bug),
+                        usage="IN OUT [--bug gqa_unsummed] | --serve [--bug gqa_unsummed]")
 
 
 if __name__ == "__main__":

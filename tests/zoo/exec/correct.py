@@ -157,7 +157,7 @@ def run(in_path, out_path, bugs=Bugs()):
     write(out_path, out, den)
 
 
-def serve(bugs=Bugs(), before=None):
+def serve(bugs=Bugs(), before=None, run_case=run):
     """hla fuzz --exec-server: the package's protocol helper (python/hla_oracle)."""
     sys.path.insert(0, str(Path(__file__).resolve().parents[3] / "python"))
     from hla_oracle.exec_server import serve as serve_requests
@@ -165,19 +165,20 @@ def serve(bugs=Bugs(), before=None):
     def handle(in_path, out_path):
         if before:
             before(in_path)
-        run(in_path, out_path, bugs)
+        run_case(in_path, out_path, bugs)
 
     serve_requests(handle)
     return 0
 
 
-def main(argv, bugs=Bugs()):
+def main(argv, bugs=Bugs(), run_case=run, usage="IN OUT"):
+    """IN OUT, or --serve; run_case(in, out, bugs) computes one case (another member's)."""
     if argv[1:] == ["--serve"]:
-        return serve(bugs)
+        return serve(bugs, run_case=run_case)
     if len(argv) != 3:
-        print(f"usage: {argv[0]} IN OUT", file=sys.stderr)
+        print(f"usage: {argv[0]} {usage}", file=sys.stderr)
         return 2
-    run(argv[1], argv[2], bugs)
+    run_case(argv[1], argv[2], bugs)
     return 0
 
 
