@@ -150,7 +150,6 @@ gen::Case parse_case(const std::string& spec) {
     throw InputError("--case: " + key + "=" + printable(v) + " is not true or false");
   };
   if (flag("grad", grad)) {
-    if (state > 0) throw InputError("--case: grad=true with state: gradients from an initial state are not supported yet");
     if (!has_backward(p.opt.variant)) throw InputError("--case: grad=true, but variant " + to_string(p.opt.variant) + " has no backward form");
     // dden by default where den is divided by (normalize): it then has a gradient of its own.
     gen::fill_upstream(c, dden == "auto" ? p.opt.normalize : flag("dden", dden));
@@ -327,7 +326,7 @@ void add_gen(CLI::App& app, Action& action) {
   c->add_option("--case", a->one_case,
                 "one custom fixture instead of a suite: key=value,... with keys variant, masked, unmasked, gamma, normalize "
                 "(none|add|clamp), eps, lambda, scale, dtype, dist, B, H, Hkv, n, d, dv, seed, state (an initial state: the state after that many earlier tokens), grad (true: with upstream "
-                "gradients and the reference dq, dk, dv), dden (with grad: true|false, default: normalize); --out is then the file")
+                "gradients and the reference dq, dk, dv, and with state the initial state's dstate), dden (with grad: true|false, default: normalize); --out is then the file")
       ->check(non_empty);
   c->add_flag("--quiet", a->quiet, "no progress bar");
   c->add_flag("--progress", a->progress, "draw the progress bar even when stderr is not a terminal");
