@@ -7,6 +7,7 @@
 // normalize off/add/clamp.
 #include "hla/backward.hpp"
 #include "hla/evaluate.hpp"
+#include "hla/state.hpp"
 
 #include "backward_gen.hpp"
 #include "dual.hpp"
@@ -135,6 +136,26 @@ template <class V> struct StateGradient {
       const Mat<D> dden = lift(Mat<Rational>(up.dden));
       RC_ASSERT(loss(p.opt, forward_from<B>(hd, Xd), lift(up.dout), Vec<D>(dden.col(0)), D(eps)).tan == want);
       RC_CLASSIFY(w < p.n(), "several chunks");
+    });
+    prop(to_string(V::variant) + ": the check layer's backward_from (X0 in the state layout, its dstate) satisfies the same identity, every reverse form", [] {
+      const auto p = backward_problem(V::variant);
+      const auto up = upstream_gen(p);
+      const auto dir = direction_gen(p);
+      const Head<Rational> h = make_head(p);
+      const auto X0 = random_state<B>(h), H = random_state<B>(h);
+      const StateMats<Rational> X0m = std::apply([](const auto&... m) { return StateMats<Rational>{Mat<Rational>(m)...}; }, X0.members());
+      BackwardForm f = *rc::gen::element(BackwardForm::streaming, BackwardForm::chunked, BackwardForm::chunked_matmul);
+      if (!has_backward_form(V::variant, f)) f = BackwardForm::chunked;
+      const GradientFrom<Rational> g = backward_from(p, X0m, up.dout, up.dden, f, *rc::gen::inRange<Index>(1, p.n() + 2));
+      Rational want = pairing(g.tokens, dir);
+      size_t i = 0;
+      zip_members([&](const Mat<Rational>& d) { want += inner(g.dstate[i++], d); }, H);
+      const Head<D> hd = dual_head(p, dir.q, dir.k, dir.v);
+      auto Xd = B::zero_state(hd);
+      zip_members([](Mat<D>& x, const Mat<Rational>& v, const Mat<Rational>& t) { x = lift(v, t); }, Xd, X0, H);
+      const Mat<D> dden = lift(Mat<Rational>(up.dden));
+      RC_ASSERT(loss(p.opt, forward_from<B>(hd, Xd), lift(up.dout), Vec<D>(dden.col(0)), D(p.opt.eps)).tan == want);
+      RC_TAG(to_string(f));
     });
   }
 };
