@@ -178,6 +178,15 @@ check::CandidateOutputs f32_kernel(const BatchProblem& p, bool ignore_state) {
   return c;
 }
 
+// Variant v normalized (add), γ = 99/100 where it may decay.
+Options normalized(Variant v) {
+  Options o;
+  o.variant = v;
+  o.gamma = needs_unit_gamma(v) ? Rational(1) : Rational(99, 100);
+  o.normalize = true;
+  return o;
+}
+
 // Upstream do (and dden when normalized) of p: f32 Gaussian values from seed.
 struct Upstream {
   std::vector<double> dout, dden;
@@ -255,10 +264,7 @@ TEST_CASE("state gradient: hla3", "[state][gradients]") { gradient_props(Variant
 
 TEST_CASE("state gradient: the checker passes a correct dstate and fails a dropped, wrong or missing one, naming it", "[state][gradients]") {
   for (const Variant v : kStateVariants) {
-    Options o;
-    o.variant = v;
-    o.gamma = needs_unit_gamma(v) ? Rational(1) : Rational(99, 100);
-    o.normalize = true;
+    const Options o = normalized(v);
     const BatchProblem p = batch_with_state(o, 2, 2, 20, 4, 3, 7, false);
     const Upstream u = upstream_of(p, 3);
     check::Reference ref = check::compute_reference(p);
@@ -366,10 +372,7 @@ TEST_CASE("state: the variants with a state are those with a backward type (whos
 
 TEST_CASE("state: the checker passes a kernel that continues from the state and fails one that ignores it", "[state]") {
   for (const Variant v : kStateVariants) {
-    Options o;
-    o.variant = v;
-    o.gamma = needs_unit_gamma(v) ? Rational(1) : Rational(99, 100);
-    o.normalize = true;
+    const Options o = normalized(v);
     const BatchProblem p = batch_with_state(o, 2, 2, 40, 8, 8, 7, false);
     const check::Reference ref = check::compute_reference(p);
     const auto good = check::check(p, ref, f32_kernel(p, false), {});
