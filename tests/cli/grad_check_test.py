@@ -241,6 +241,11 @@ print("\n== gradients from an initial state: dstate (SPEC §8, §9)")
 sfx = WORK / "state.safetensors"
 run("gen", "--case", "variant=hla3,gamma=7/8,normalize=add,B=2,H=2,Hkv=1,n=12,d=4,dv=3,seed=6,state=5,grad=true", "--out", sfx,
     text="wrote")
+again = WORK / "state-again.safetensors"  # the same description gives the same bytes
+run("gen", "--case", "variant=hla3,gamma=7/8,normalize=add,B=2,H=2,Hkv=1,n=12,d=4,dv=3,seed=6,state=5,grad=true", "--out", again)
+if again.read_bytes() != sfx.read_bytes():
+    print("FAILED: hla gen --case with state and grad is not deterministic")
+    fails += 1
 sparts = hla_fixture_file.parse(sfx.read_bytes())
 for name in ("ref_dstate.S", "ref_dstate.P", "ref_dstate.z", "ref_dstate.F", "ref_dstate.f", "mag_dstate.S"):
     if name not in sparts["tensors"]:

@@ -148,21 +148,6 @@ void backward(Builder& b) {
   fill_upstream(b.cases.back(), false);
 }
 
-// Gradients from an initial state (SPEC §8, §9: dstate): two batch entries
-// (a state each), GQA, every variant with a state once, the state after 7
-// earlier tokens. Added last, so that the others keep their seeds.
-void state_backward(Builder& b) {
-  const auto cfgs = configs();
-  const std::pair<const char*, const char*> cases[] = {{"la1", "clamp"}, {"hla2", "add"}, {"ahla", "raw"}, {"hla3", "add"}, {"hla2-ridge", "raw"}};
-  for (const auto& [name, norm] : cases) {
-    b.add(named(cfgs, name), norm, DType::f32, Dist::gaussian, Shape{2, 2, 1, 12, 4, 4}, "-state7-grad");
-    Case& c = b.cases.back();
-    Rng rng(derive_seed(c.seed, 2));
-    fill_state(c.problem, c.dist, rng, 7);
-    fill_upstream(c, std::string(norm) != "raw");
-  }
-}
-
 void full(Builder& b) {
   golden(b);
   const auto cfgs = configs();
@@ -196,7 +181,7 @@ const std::vector<std::string>& suite_names() {
 
 std::vector<Case> make_suite(const std::string& name, uint64_t seed) {
   Builder b{seed, {}};
-  if (name == "golden") golden(b), flagged(b), backward(b), state_backward(b);
+  if (name == "golden") golden(b), flagged(b), backward(b);
   else if (name == "default") full(b);
   else throw InputError("unknown suite '" + name + "' (expected golden or default)");
   return std::move(b.cases);
