@@ -7,7 +7,8 @@
  *   int hla_impl_run(const hla_problem* p, char* err, size_t err_len);
  *
  * and, declaring HLA_FEAT_BACKWARD (ABI 1.3), a third: hla_impl_run_backward
- * (gradients; below).
+ * (gradients; below); declaring HLA_FEAT_BACKWARD_STATE (ABI 1.4), a fourth:
+ * hla_impl_run_backward_state (gradients from and of a state).
  *
  * hla_impl_info_get says what the implementation supports; the fuzzer only
  * generates problems inside it. hla_impl_run computes the outputs of one
@@ -51,10 +52,11 @@ extern "C" {
  *        version encoded as major << 16 | minor (0x10002)
  *   1.3  HLA_FEAT_BACKWARD and hla_impl_run_backward (a harness ignores the bit
  *        in libraries declaring an older version, where it meant nothing)
+ *   1.4  HLA_FEAT_BACKWARD_STATE and hla_impl_run_backward_state (likewise)
  * Headers before 1.2 defined HLA_IMPL_ABI_VERSION as 1 or 2: the values below
  * 0x10000 read as 1.(value - 1) (HLA_IMPL_ABI_MAJOR_OF / _MINOR_OF). */
 #define HLA_IMPL_ABI_VERSION_MAJOR 1
-#define HLA_IMPL_ABI_VERSION_MINOR 3
+#define HLA_IMPL_ABI_VERSION_MINOR 4
 #define HLA_IMPL_ABI_MAKE_VERSION(major, minor) (((major) << 16) | (minor))
 #define HLA_IMPL_ABI_VERSION HLA_IMPL_ABI_MAKE_VERSION(HLA_IMPL_ABI_VERSION_MAJOR, HLA_IMPL_ABI_VERSION_MINOR)
 #define HLA_IMPL_ABI_MAJOR_OF(v) ((v) < 0x10000 ? 1 : (v) >> 16)
@@ -83,6 +85,7 @@ typedef enum { HLA_CLASS_MASKED = 0, HLA_CLASS_STATE_DIFFERENCE = 1 } hla_form_c
 #define HLA_FEAT_STATE     (1u << 8) /* state_in / state_out */
 #define HLA_FEAT_DEN       (1u << 9) /* writes den when p->den != NULL */
 #define HLA_FEAT_BACKWARD  (1u << 10) /* exports hla_impl_run_backward (ABI 1.3) */
+#define HLA_FEAT_BACKWARD_STATE (1u << 11) /* exports hla_impl_run_backward_state (ABI 1.4; with STATE and BACKWARD) */
 
 typedef struct {
   int32_t abi_version;    /* HLA_IMPL_ABI_VERSION of the header the library is built with */
@@ -139,6 +142,21 @@ int64_t hla_impl_state_size(const hla_problem* p);
  * Returns 0, or non-zero with a message in err, as hla_impl_run. */
 int hla_impl_run_backward(const hla_problem* p, const void* dout, const double* dden, void* dq, void* dk, void* dv,
                           char* err, size_t err_len);
+
+/* Only with HLA_FEAT_BACKWARD_STATE (ABI 1.4): the gradients of a sequence
+ * continued from a state, and of that state (SPEC.md §8, §9). As
+ * hla_impl_run_backward, but the forward starts from p->state_in (NULL: zero;
+ * p->state_out is NULL) and the loss is
+ *   L = sum_t <dout_t, out_t> + sum_t dden_t * den_t + <dstate_out, state_out>,
+ * dstate_out the upstream gradient of the final state (NULL: zero). Writes
+ * dq, dk, dv, and dstate_in = dL/d(state_in) (NULL: not wanted). dstate_out
+ * and dstate_in are laid out as state_in: hla_impl_state_size(p) doubles per
+ * (batch, head, sequence), the library's own opaque state; a harness only
+ * hands back what the library wrote. So running the backward of [m, n) from
+ * the state after [0, m), and then the backward of [0, m) with its dstate_in
+ * as dstate_out, gives the gradients of one backward over [0, n). */
+int hla_impl_run_backward_state(const hla_problem* p, const void* dout, const double* dden, const double* dstate_out, void* dq,
+                                void* dk, void* dv, double* dstate_in, char* err, size_t err_len);
 
 #ifdef __cplusplus
 }

@@ -460,7 +460,9 @@ std::string Report::text() const {
         os << "; rule 3 not applied (it needs an unnormalized problem without a state and a compute precision of f32 or f64)";
       os << "\n";
       if (g.worst.empty() || g.max_score == 0) continue;
-      os << "      worst elements of " << g.name << ":\n        batch head token column      candidate      reference      magnitude     score\n";
+      const bool st = g.name.rfind("dstate.", 0) == 0;  // b: the sequence, t: the row
+      os << "      worst elements of " << g.name << (st ? ":\n          seq head   row column      candidate      reference      magnitude     score\n"
+                                                        : ":\n        batch head token column      candidate      reference      magnitude     score\n");
       for (size_t i = 0; i < std::min<size_t>(g.worst.size(), 5); ++i) {
         const Element& e = g.worst[i];
         char line[200];
@@ -485,8 +487,10 @@ nlohmann::json Report::json() const {
   nlohmann::json grads = nlohmann::json::array();
   for (const GradientRow& g : gradients) {
     nlohmann::json gw = nlohmann::json::array();
+    const bool st = g.name.rfind("dstate.", 0) == 0;
     for (const auto& e : g.worst)
-      gw.push_back({{"batch", e.b}, {"head", e.h}, {"token", e.t}, {"column", e.c}, {"candidate", num(e.candidate)},
+      gw.push_back({{st ? "sequence" : "batch", e.b}, {"head", e.h}, {st ? "row" : "token", e.t},
+                    {"column", e.c < 0 ? nlohmann::json(nullptr) : nlohmann::json(e.c)}, {"candidate", num(e.candidate)},
                     {"reference", num(e.reference)}, {"magnitude", num(e.magnitude)}, {"score", num(e.score)}});
     grads.push_back({{"name", g.name}, {"checked", g.checked}, {"pass", g.checked && !g.fails()}, {"elements", g.elements},
                      {"scored", g.scored}, {"nonfinite", g.nonfinite}, {"over_bound", g.over_bound}, {"ill_conditioned", g.ill_conditioned},

@@ -30,6 +30,8 @@ io::Fixture make_fixture(const BatchProblem& p, const Reference& ref, const Fixt
     if (any(g.dq_flags)) f.dq_flags = g.dq_flags;
     if (any(g.dk_flags)) f.dk_flags = g.dk_flags;
     if (any(g.dv_flags)) f.dv_flags = g.dv_flags;
+    f.ref_dstate = g.dstate, f.mag_dstate = g.mag_dstate;
+    if (any(g.dstate_flags)) f.dstate_flags = g.dstate_flags;
   }
   f.suite = meta.suite;
   f.case_name = meta.case_name;
@@ -61,6 +63,7 @@ Reference reference_of(const io::Fixture& f) {
     g.mag_dq = f.mag_dq, g.mag_dk = f.mag_dk, g.mag_dv = f.mag_dv;
     auto flags = [](const std::vector<uint8_t>& x, size_t n) { return x.empty() ? std::vector<uint8_t>(n, 0) : x; };
     g.dq_flags = flags(f.dq_flags, g.dq.size()), g.dk_flags = flags(f.dk_flags, g.dk.size()), g.dv_flags = flags(f.dv_flags, g.dv.size());
+    g.dstate = f.ref_dstate, g.mag_dstate = f.mag_dstate, g.dstate_flags = flags(f.dstate_flags, g.dstate.size());
     g.bits = f.reference_bits;
   }
   return r;
@@ -71,6 +74,7 @@ CandidateOutputs outputs_of(const io::Candidate& c) {
   if (c.dq) o.dq = *c.dq, o.dq_dtype = c.dq_dtype;
   if (c.dk) o.dk = *c.dk, o.dk_dtype = c.dk_dtype;
   if (c.dv) o.dv = *c.dv, o.dv_dtype = c.dv_dtype;
+  o.dstate = c.dstate, o.dstate_parts = c.dstate_parts, o.dstate_dtype = c.dstate_dtype;
   return o;
 }
 
@@ -85,6 +89,7 @@ io::Candidate candidate_of(const CandidateOutputs& c) {
   if (!c.dq.empty()) k.dq = c.dq, k.dq_dtype = c.dq_dtype;
   if (!c.dk.empty()) k.dk = c.dk, k.dk_dtype = c.dk_dtype;
   if (!c.dv.empty()) k.dv = c.dv, k.dv_dtype = c.dv_dtype;
+  k.dstate = c.dstate, k.dstate_parts = c.dstate_parts, k.dstate_dtype = c.dstate_dtype;
   return k;
 }
 

@@ -47,10 +47,12 @@ double token_kappa(const Options& o, double den, double mden_err, const double* 
 
 // One (batch, K/V head, sequence): the gradients of the group's query heads
 // [h0, h0 + group) in scalar S, dk and dv summed over the group, and their
-// magnitudes. dq of head h0 + i is dq[i].
+// magnitudes. dq of head h0 + i is dq[i]; from an initial state, the gradient
+// of head h0 + i's state is dstate[i] (each query head has its own state).
 template <class S> struct GroupGradient {
   std::vector<Mat<S>> dq, mdq;
   Mat<S> dk, dv, mdk, mdv;
+  std::vector<StateMats<S>> dstate, mdstate;
 };
 template <class S>
 GroupGradient<S> group_gradient(const BatchProblem& p, const std::vector<double>& dout, const std::vector<double>& dden, Index b,
@@ -68,13 +70,22 @@ GroupGradient<S> group_gradient(const BatchProblem& p, const std::vector<double>
       for (Index c = 0; c < p.dv; ++c) up(t, c) = BatchProblem::convert(dout[p.out_index(b, h, t0 + t, c)], S());
       if (!dden.empty()) dd(t) = BatchProblem::convert(dden[p.den_index(b, h, t0 + t)], S());
     }
-    const Gradient<S> x = backward(ph, up, dd, form, chunk);
-    g.dq.push_back(x.dq);
-    g.dk += x.dk, g.dv += x.dv;
+    GradientFrom<S> x, m;
+    if (p.has_state()) {  // the continued sequence and ∂L/∂X0
+      const StateMats<S> X0 = p.head_state<S>(p.sequence_of(b, t0), h);
+      x = backward_from(ph, X0, up, dd, form, chunk);
+      if (magnitudes) m = backward_magnitude_from(ph, X0, up, dd);
+    } else {
+      x.tokens = backward(ph, up, dd, form, chunk);
+      if (magnitudes) m.tokens = backward_magnitude(ph, up, dd);
+    }
+    g.dq.push_back(x.tokens.dq);
+    g.dk += x.tokens.dk, g.dv += x.tokens.dv;
+    g.dstate.push_back(std::move(x.dstate));
     if (!magnitudes) continue;
-    const Gradient<S> m = backward_magnitude(ph, up, dd);
-    g.mdq.push_back(m.dq);
-    g.mdk += m.dk, g.mdv += m.dv;
+    g.mdq.push_back(m.tokens.dq);
+    g.mdk += m.tokens.dk, g.mdv += m.tokens.dv;
+    g.mdstate.push_back(std::move(m.dstate));
   }
   return g;
 }
@@ -98,9 +109,9 @@ std::vector<Task> group_tasks(const BatchProblem& p) {
 }
 
 // Calls f(tensor, at, value, magnitude, scale_row) for every element of a
-// group's gradients x: tensor 0 = dq, 1 = dk, 2 = dv; `at` its index in the
-// problem's tensor; the magnitude (0 when x has none); scale_row its row in
-// GradientScale::q (dq) or ::kv (dk, dv).
+// group's gradients x: tensor 0 = dq, 1 = dk, 2 = dv, 3 = dstate; `at` its
+// index in the problem's tensor (dstate: laid out as BatchProblem::state); the
+// magnitude (0 when x has none); scale_row its row in scale_of(tensor).
 template <class S, class F> void for_each_element(const BatchProblem& p, const Task& k, const GroupGradient<S>& x, F&& f) {
   const Index group = p.heads / p.kv_heads;
   const bool mags = !x.mdq.empty();
@@ -116,6 +127,47 @@ template <class S, class F> void for_each_element(const BatchProblem& p, const T
     for (Index c = 0; c < p.d; ++c) f(1, kv_at(p, k.b, k.kvh, t, c, p.d), x.dk(lt, c), mags ? x.mdk(lt, c) : S(0), row);
     for (Index c = 0; c < p.dv; ++c) f(2, kv_at(p, k.b, k.kvh, t, c, p.dv), x.dv(lt, c), mags ? x.mdv(lt, c) : S(0), row);
   }
+  if (!p.has_state()) return;
+  for (Index i = 0; i < group; ++i) {
+    const Index h = k.kvh * group + i;
+    const Index seq = p.sequence_of(k.b, k.t0);
+    const BatchProblem::StateView X = p.state_view(seq, h);
+    const StateMats<S>& v = x.dstate[static_cast<size_t>(i)];
+    for (size_t m = 0; m < v.size(); ++m)
+      for (Index r = 0; r < v[m].rows(); ++r)
+        for (Index c = 0; c < v[m].cols(); ++c)
+          f(3, X.start[m] + static_cast<size_t>(r * v[m].cols() + c), v[m](r, c), mags ? x.mdstate[static_cast<size_t>(i)][m](r, c) : S(0),
+            static_cast<size_t>(seq * p.heads + h));
+  }
+}
+
+const std::vector<double>& scale_of(const GradientScale& s, int tensor) { return tensor == 0 ? s.q : tensor == 3 ? s.state : s.kv; }
+
+// "dstate.<part>[sequence,head,row(,column)]" of entry `at` of a state's gradient (BatchProblem::state layout).
+struct StateEntry {
+  std::string part;
+  Index seq, h, r, c;  // c = -1: a denominator part (one column)
+};
+StateEntry state_entry(const BatchProblem& p, size_t at) {
+  const std::vector<StatePart> layout = state_layout(p.opt, p.d, p.dv);
+  const size_t size = static_cast<size_t>(state_size(layout));
+  size_t off = at % size;
+  StateEntry e{"", static_cast<Index>(at / size / static_cast<size_t>(p.heads)), static_cast<Index>(at / size % static_cast<size_t>(p.heads)), 0, 0};
+  for (const StatePart& m : layout) {
+    if (off < static_cast<size_t>(m.size())) {
+      e.r = static_cast<Index>(off) / m.width();
+      const Index c = static_cast<Index>(off) % m.width();
+      e.part = c == m.cols ? m.ones : m.name;
+      e.c = c == m.cols ? -1 : c;
+      return e;
+    }
+    off -= static_cast<size_t>(m.size());
+  }
+  return e;
+}
+std::string where_of(const StateEntry& e) {
+  return "dstate." + e.part + "[" + std::to_string(e.seq) + "," + std::to_string(e.h) + "," + std::to_string(e.r) +
+         (e.c < 0 ? "" : "," + std::to_string(e.c)) + "]";
 }
 
 // The magnitudes that the streaming forward's error scales with (the
@@ -134,7 +186,8 @@ ErrMags streaming_error_magnitudes(const BatchProblem& p, const Reference& r) {
 GradientScale gradient_scale(const BatchProblem& p, const std::vector<double>& den, const std::vector<double>& mag_num,
                              const std::vector<double>& mnum_err, const std::vector<double>& mden_err, double u) {
   GradientScale s{std::vector<double>(static_cast<size_t>(p.batch * p.heads * p.n), 1.0),
-                  std::vector<double>(static_cast<size_t>(p.batch * p.kv_heads * p.n), 1.0)};
+                  std::vector<double>(static_cast<size_t>(p.batch * p.kv_heads * p.n), 1.0),
+                  std::vector<double>(static_cast<size_t>(p.sequence_count() * p.heads), 1.0)};
   if (!p.opt.normalize) return s;
   const Index L = longest_sequence(p);
   const double Kb = backward_depth_bound(p.opt.variant, L, p.d, p.dv), Kq = quotient_depth_bound(p.opt.variant, L, p.d, p.dv);
@@ -149,6 +202,7 @@ GradientScale gradient_scale(const BatchProblem& p, const std::vector<double>& d
       double& kv = s.kv[kv_row(p, b, p.kv_head_of(h), t)];
       kv = std::max(kv, s.q[di]);
     }
+    if (t1 > t0) s.state[static_cast<size_t>(p.sequence_of(b, t0) * p.heads + h)] = s.q[p.den_index(b, h, t0)];
   });
   return s;
 }
@@ -158,14 +212,20 @@ template <class S>
 void gradients_in(const BatchProblem& p, const std::vector<double>& dout, const std::vector<double>& dden, BackwardForm form,
                   Index chunk, DType out, CandidateOutputs& c) {
   p.validate();
-  if (p.has_state()) throw InputError("gradients from an initial state are not supported yet (the backward starts from zero)");
   if (!has_backward_form(p.opt.variant, form))
     throw InputError("variant " + to_string(p.opt.variant) + " has no backward form " + to_string(form));
   c.dq.assign(static_cast<size_t>(p.batch * p.heads * p.n * p.d), 0);
   c.dk.assign(static_cast<size_t>(p.batch * p.kv_heads * p.n * p.d), 0);
   c.dv.assign(static_cast<size_t>(p.batch * p.kv_heads * p.n * p.dv), 0);
-  c.dq_dtype = c.dk_dtype = c.dv_dtype = out;
-  std::vector<double>* values[] = {&c.dq, &c.dk, &c.dv};
+  c.dq_dtype = c.dk_dtype = c.dv_dtype = c.dstate_dtype = out;
+  c.dstate.assign(p.state.size(), 0);
+  c.dstate_parts.clear();
+  if (p.has_state())
+    for (const StatePart& m : state_layout(p.opt, p.d, p.dv))
+      if (m.role != StatePart::Role::unused)
+        for (const std::string& name : {m.name, m.ones})
+          if (!name.empty()) c.dstate_parts.push_back(name);
+  std::vector<double>* values[] = {&c.dq, &c.dk, &c.dv, &c.dstate};
   const std::vector<Task> tasks = group_tasks(p);
   parallel_for(tasks.size(), worker_threads(), [&](size_t i) {  // tasks write disjoint elements
     const Task& k = tasks[i];
@@ -200,7 +260,6 @@ GradientReference compute_gradient_reference(const BatchProblem& p, const Refere
   p.validate();  // finite inputs: a gradient fixture's reference is finite
   if (!has_backward(p.opt.variant))
     throw InputError("variant " + to_string(p.opt.variant) + " has no backward form (SPEC §9): no gradients for it");
-  if (p.has_state()) throw InputError("gradients from an initial state are not supported yet (the backward starts from zero)");
   const size_t no = static_cast<size_t>(p.batch * p.heads * p.n * p.dv), nd = static_cast<size_t>(p.batch * p.heads * p.n);
   if (dout.size() != no) throw InputError("upstream do holds " + std::to_string(dout.size()) + " values, expected " + std::to_string(no) + " = batch·heads·n·dv");
   if (!dden.empty() && dden.size() != nd)
@@ -221,6 +280,8 @@ GradientReference compute_gradient_reference(const BatchProblem& p, const Refere
   g.dq.assign(nq, 0), g.mag_dq.assign(nq, 0), g.dq_flags.assign(nq, 0);
   g.dk.assign(nk, 0), g.mag_dk.assign(nk, 0), g.dk_flags.assign(nk, 0);
   g.dv.assign(nv, 0), g.mag_dv.assign(nv, 0), g.dv_flags.assign(nv, 0);
+  const size_t ns = p.state.size();  // 0 without a state
+  g.dstate.assign(ns, 0), g.mag_dstate.assign(ns, 0), g.dstate_flags.assign(ns, 0);
   const bool exact = forward.bits == 0;
   g.bits = exact ? 0 : 113;
   // The binary128 error bound per element: 2·2^-113·(K_b + K_q·κ_x)·M_g = 2^-112·K_g·scale·M_g.
@@ -231,9 +292,9 @@ GradientReference compute_gradient_reference(const BatchProblem& p, const Refere
   const double Kg = gradient_depth_bound(p.opt, longest_sequence(p), p.d, p.dv);
   const std::vector<Task> tasks = group_tasks(p);
   std::mutex mu;
-  std::vector<double>* values[] = {&g.dq, &g.dk, &g.dv};
-  std::vector<double>* mags[] = {&g.mag_dq, &g.mag_dk, &g.mag_dv};
-  std::vector<uint8_t>* flags[] = {&g.dq_flags, &g.dk_flags, &g.dv_flags};
+  std::vector<double>* values[] = {&g.dq, &g.dk, &g.dv, &g.dstate};
+  std::vector<double>* mags[] = {&g.mag_dq, &g.mag_dk, &g.mag_dv, &g.mag_dstate};
+  std::vector<uint8_t>* flags[] = {&g.dq_flags, &g.dk_flags, &g.dv_flags, &g.dstate_flags};
   auto store_exact = [&](const GroupGradient<Rational>& x, const Task& k) {
     for_each_element(p, k, x, [&](int w, size_t at, const Rational& v, const Rational& m, size_t) {
       (*values[w])[at] = to_double(v), (*mags[w])[at] = to_double(m);
@@ -241,7 +302,7 @@ GradientReference compute_gradient_reference(const BatchProblem& p, const Refere
   };
   auto store_f113 = [&](const GroupGradient<f113>& x, const Task& k) {
     for_each_element(p, k, x, [&](int w, size_t at, const f113& v, const f113& m, size_t row) {
-      const double scale = (w == 0 ? sc.q : sc.kv)[row];
+      const double scale = scale_of(sc, w)[row];
       (*values[w])[at] = static_cast<double>(v), (*mags[w])[at] = static_cast<double>(m);
       if (!std::isfinite(scale)) (*flags[w])[at] = kUncertified | kIllConditioned;
       else if (!certifies(v, f113(0x1p-112) * f113(Kg * scale) * m)) (*flags[w])[at] = kUncertified;
@@ -261,13 +322,13 @@ GradientReference compute_gradient_reference(const BatchProblem& p, const Refere
     }
     store_f113(group_gradient<f113>(p, g.dout, g.dden, k.b, k.kvh, k.t0, k.t1), k);
   });
-  for (const auto* f : {&g.dq_flags, &g.dk_flags, &g.dv_flags})
+  for (const auto* f : {&g.dq_flags, &g.dk_flags, &g.dv_flags, &g.dstate_flags})
     for (uint8_t x : *f) g.uncertified += (x & kUncertified) != 0;
   return g;
 }
 
 void check_gradients(const BatchProblem& p, const Reference& ref, const CandidateOutputs& cand, const CheckOptions& opt, Report& r) {
-  const bool has_any = !cand.dq.empty() || !cand.dk.empty() || !cand.dv.empty();
+  const bool has_any = !cand.dq.empty() || !cand.dk.empty() || !cand.dv.empty() || !cand.dstate_parts.empty();
   if (!ref.grad) {
     if (has_any)
       throw InputError("the candidate holds gradients (dq, dk, dv), but the fixture carries none (no upstream do to differentiate "
@@ -278,6 +339,9 @@ void check_gradients(const BatchProblem& p, const Reference& ref, const Candidat
     return;
   }
   const GradientReference& g = *ref.grad;
+  if (!cand.dstate_parts.empty() && (!p.has_state() || g.dstate.size() != p.state.size()))
+    throw InputError("the candidate holds the gradient of an initial state (dstate), but the fixture " +
+                     std::string(p.has_state() ? "carries no reference for it" : "has no initial state"));
   // The forward's error scales with the magnitudes of the candidate's class (SPEC §7).
   const bool sd = opt.form_class == FormClass::state_difference;
   const GradientScale sc = gradient_scale(p, ref.den, ref.mag_num, sd ? ref.mag_num_sd : ref.mag_num,
@@ -285,6 +349,79 @@ void check_gradients(const BatchProblem& p, const Reference& ref, const Candidat
   const double K = gradient_depth_bound(p.opt, longest_sequence(p), p.d, p.dv);
   r.gradient_bound = K + 1;
   const double tiny = info(r.precision).smallest_normal();
+  // Rule 3's yardsticks: our own backward forms, scored alike (dq, dk, dv).
+  const bool any_checked = !cand.dq.empty() || !cand.dk.empty() || !cand.dv.empty();
+  const auto bases = any_checked ? gradient_baselines(p, g, r.precision) : decltype(gradient_baselines(p, g, r.precision)){};
+  // Scores element e (magnitude already scaled by s) into row and all; `base`:
+  // which of our forms' tensors holds its values (dq 0, dk 1, dv 2; -1: none), at i.
+  auto score = [&](GradientRow& row, std::vector<Element>& all, Element e, double s, DType dtype, int base = -1, size_t i = 0) {
+    ++row.elements;
+    if (!std::isfinite(s) || !std::isfinite(e.reference)) {
+      ++row.ill_conditioned;
+      return;
+    }
+    if (std::fabs(e.reference) > info(dtype).largest_finite()) {
+      ++row.out_of_range;
+      return;
+    }
+    if (r.u * e.magnitude < tiny && e.magnitude > 0) {
+      ++row.underflow;
+      return;
+    }
+    ++row.scored;
+    if (!std::isfinite(e.candidate)) {
+      e.score = HUGE_VAL;
+      ++row.nonfinite;
+    } else {
+      const double err = std::max(0.0, std::fabs(e.candidate - e.reference) - info(dtype).rounding_error(e.reference));
+      e.score = err == 0 ? 0.0 : e.magnitude > 0 ? err / (r.u * e.magnitude) : HUGE_VAL;
+    }
+    e.unit = e.magnitude > 0 ? std::fabs(e.reference) / e.magnitude : 0;
+    if (base >= 0)
+      for (const auto& [form, b] : bases) {
+        const double ours = (base == 0 ? b.dq : base == 1 ? b.dk : b.dv)[i], err = std::fabs(ours - e.reference);
+        const double sb = err == 0 ? 0.0 : e.magnitude > 0 ? err / (r.u * e.magnitude) : HUGE_VAL;
+        if (sb > row.baseline_max_score) row.baseline_max_score = sb, row.baseline_worst_form = form;
+      }
+    if (e.score > r.gradient_bound) ++row.over_bound;
+    row.max_score = std::max(row.max_score, e.score);
+    all.push_back(e);
+  };
+  // The row's worst elements and reasons; `at` says where its worst element is.
+  auto finish = [&](GradientRow& row, std::vector<Element> all, const std::function<std::string(const Element&)>& at) {
+    // Rule 3 per element, as for outputs: its score against the worst of our
+    // orders, or against kFloorRoundings roundings of its own value if larger.
+    if (row.baseline_applied) {
+      row.ratio_limit = ratio_limit(row.scored);
+      for (const Element& e : all) {
+        if (!std::isfinite(e.score)) continue;  // non-finite: failed by its own rule
+        const double ratio = e.score == 0 ? 0 : e.score / std::max(row.baseline_max_score, kFloorRoundings * e.unit);
+        if (ratio > row.baseline_ratio) row.baseline_ratio = ratio, row.ratio_element = e;
+      }
+      row.over_ratio = row.baseline_ratio > row.ratio_limit;
+    }
+    row.worst = worst_of(std::move(all), opt.worst);
+    if (row.nonfinite) r.reasons.push_back(row.name + ": " + std::to_string(row.nonfinite) + " non-finite values where the reference is finite");
+    if (row.over_bound) {
+      const Element& w = row.worst.front();
+      char buf[120];
+      std::snprintf(buf, sizeof buf, " elements exceed the a priori gradient bound %.4g u·magnitude (worst score %.4g at ", r.gradient_bound, w.score);
+      r.reasons.push_back(row.name + ": " + std::to_string(row.over_bound) + buf + at(w) + ")");
+    }
+    if (row.over_ratio) {
+      const Element& w = row.ratio_element;
+      char buf[300];
+      std::snprintf(buf, sizeof buf,
+                    " is %.4g times the worst of our own backward forms in %s (%.4g by %s) and the element's floor (%.4g); "
+                    "limit %.4gx for %zu scored elements",
+                    row.baseline_ratio, to_string(r.precision).c_str(), row.baseline_max_score, row.baseline_worst_form.c_str(),
+                    kFloorRoundings * w.unit, row.ratio_limit, row.scored);
+      char score_text[40];
+      std::snprintf(score_text, sizeof score_text, "%.4g", w.score);
+      r.reasons.push_back(row.name + ": score " + score_text + " at " + at(w) + buf);
+    }
+    r.gradients.push_back(std::move(row));
+  };
   struct Tensor {
     const char* name;
     const std::vector<double>& cand;
@@ -297,11 +434,8 @@ void check_gradients(const BatchProblem& p, const Reference& ref, const Candidat
   const Tensor tensors[] = {{"dq", cand.dq, cand.dq_dtype, g.dq, g.mag_dq, p.heads, p.d, sc.q},
                             {"dk", cand.dk, cand.dk_dtype, g.dk, g.mag_dk, p.kv_heads, p.d, sc.kv},
                             {"dv", cand.dv, cand.dv_dtype, g.dv, g.mag_dv, p.kv_heads, p.dv, sc.kv}};
-  const bool any_checked = !cand.dq.empty() || !cand.dk.empty() || !cand.dv.empty();
-  const auto bases = any_checked ? gradient_baselines(p, g, r.precision) : decltype(gradient_baselines(p, g, r.precision)){};
-  auto base_of = [](const CandidateOutputs& c, int w) -> const std::vector<double>& { return w == 0 ? c.dq : w == 1 ? c.dk : c.dv; };
-  int which = -1;
   std::vector<std::string> missing;
+  int which = -1;
   for (const Tensor& x : tensors) {
     ++which;
     GradientRow row;
@@ -324,77 +458,50 @@ void check_gradients(const BatchProblem& p, const Reference& ref, const Candidat
           const double s = x.scale[row_at];
           for (Index c = 0; c < x.cols; ++c) {
             const size_t i = row_at * static_cast<size_t>(x.cols) + static_cast<size_t>(c);
-            ++row.elements;
-            Element e{b, h, t, c, x.cand[i], x.ref[i], x.mag[i] * s};
-            if (!std::isfinite(s) || !std::isfinite(e.reference)) {
-              ++row.ill_conditioned;
-              continue;
-            }
-            if (std::fabs(e.reference) > info(x.dtype).largest_finite()) {
-              ++row.out_of_range;
-              continue;
-            }
-            if (r.u * e.magnitude < tiny && e.magnitude > 0) {
-              ++row.underflow;
-              continue;
-            }
-            ++row.scored;
-            if (!std::isfinite(e.candidate)) {
-              e.score = HUGE_VAL;
-              ++row.nonfinite;
-            } else {
-              const double err = std::max(0.0, std::fabs(e.candidate - e.reference) - info(x.dtype).rounding_error(e.reference));
-              e.score = err == 0 ? 0.0 : e.magnitude > 0 ? err / (r.u * e.magnitude) : HUGE_VAL;
-            }
-            e.unit = e.magnitude > 0 ? std::fabs(e.reference) / e.magnitude : 0;
-            for (const auto& [form, b] : bases) {  // our own orders, scored alike
-              const double err = std::fabs(base_of(b, which)[i] - e.reference);
-              const double score = err == 0 ? 0.0 : e.magnitude > 0 ? err / (r.u * e.magnitude) : HUGE_VAL;
-              if (score > row.baseline_max_score) row.baseline_max_score = score, row.baseline_worst_form = form;
-            }
-            if (e.score > r.gradient_bound) ++row.over_bound;
-            row.max_score = std::max(row.max_score, e.score);
-            all.push_back(e);
+            score(row, all, Element{b, h, t, c, x.cand[i], x.ref[i], x.mag[i] * s}, s, x.dtype, which, i);
           }
         }
-    // Rule 3 per element, as for outputs: its score against the worst of our
-    // orders, or against kFloorRoundings roundings of its own value if larger.
-    if (row.baseline_applied) {
-      row.ratio_limit = ratio_limit(row.scored);
-      for (const Element& e : all) {
-        if (!std::isfinite(e.score)) continue;  // non-finite: failed by its own rule
-        const double ratio = e.score == 0 ? 0 : e.score / std::max(row.baseline_max_score, kFloorRoundings * e.unit);
-        if (ratio > row.baseline_ratio) row.baseline_ratio = ratio, row.ratio_element = e;
+    finish(row, std::move(all), [](const Element& w) {
+      return "batch " + std::to_string(w.b) + " head " + std::to_string(w.h) + " token " + std::to_string(w.t) + " column " + std::to_string(w.c);
+    });
+  }
+  // From an initial state: one row per part of the state's gradient.
+  if (p.has_state() && g.dstate.size() == p.state.size()) {
+    if (!cand.dstate_parts.empty() && cand.dstate.size() != p.state.size())
+      throw InputError("candidate dstate holds " + std::to_string(cand.dstate.size()) + " values, expected " + std::to_string(p.state.size()));
+    const std::vector<StatePart> layout = state_layout(p.opt, p.d, p.dv);
+    for (size_t mi = 0; mi < layout.size(); ++mi) {
+      const StatePart& m = layout[mi];
+      if (m.role == StatePart::Role::unused) continue;
+      for (const bool ones : {false, true}) {
+        const std::string part = ones ? m.ones : m.name;
+        if (part.empty()) continue;
+        GradientRow row;
+        row.name = "dstate." + part;
+        row.checked = std::find(cand.dstate_parts.begin(), cand.dstate_parts.end(), part) != cand.dstate_parts.end();
+        if (!row.checked) {
+          if (m.role == StatePart::Role::required) missing.push_back(row.name);
+          r.gradients.push_back(row);
+          continue;
+        }
+        std::vector<Element> all;
+        p.for_each_state_entry([&](Index seq, Index h, size_t i_m, Index rr, Index c, size_t at) {
+          if (i_m != mi || (c == m.cols) != ones) return;
+          const double s = sc.state[static_cast<size_t>(seq * p.heads + h)];
+          score(row, all, Element{seq, h, rr, ones ? -1 : c, cand.dstate[at], g.dstate[at], g.mag_dstate[at] * s}, s, cand.dstate_dtype);
+        });
+        finish(row, std::move(all), [](const Element& w) {
+          return "sequence " + std::to_string(w.b) + " head " + std::to_string(w.h) + " row " + std::to_string(w.t) +
+                 (w.c < 0 ? "" : " column " + std::to_string(w.c));
+        });
       }
-      row.over_ratio = row.baseline_ratio > row.ratio_limit;
     }
-    row.worst = worst_of(std::move(all), opt.worst);
-    const std::string name = x.name;
-    if (row.nonfinite) r.reasons.push_back(name + ": " + std::to_string(row.nonfinite) + " non-finite values where the reference is finite");
-    if (row.over_bound) {
-      const Element& w = row.worst.front();
-      char buf[200];
-      std::snprintf(buf, sizeof buf, " elements exceed the a priori gradient bound %.4g u·magnitude (worst score %.4g at batch %ld head %ld token %ld column %ld)",
-                    r.gradient_bound, w.score, static_cast<long>(w.b), static_cast<long>(w.h), static_cast<long>(w.t), static_cast<long>(w.c));
-      r.reasons.push_back(name + ": " + std::to_string(row.over_bound) + buf);
-    }
-    if (row.over_ratio) {
-      const Element& w = row.ratio_element;
-      char buf[400];
-      std::snprintf(buf, sizeof buf,
-                    ": score %.4g at batch %ld head %ld token %ld column %ld is %.4g times the worst of our own backward forms in %s "
-                    "(%.4g by %s) and the element's floor (%.4g); limit %.4gx for %zu scored elements",
-                    w.score, static_cast<long>(w.b), static_cast<long>(w.h), static_cast<long>(w.t), static_cast<long>(w.c),
-                    row.baseline_ratio, to_string(r.precision).c_str(), row.baseline_max_score, row.baseline_worst_form.c_str(),
-                    kFloorRoundings * w.unit, row.ratio_limit, row.scored);
-      r.reasons.push_back(name + buf);
-    }
-    r.gradients.push_back(std::move(row));
   }
   if (!missing.empty()) {
     std::string list;
     for (const auto& s : missing) list += (list.empty() ? "" : ", ") + s;
-    r.gradients_note = (missing.size() == 3 ? "gradients not checked: the candidate has no " : "not checked: the candidate has no ") + list;
+    const bool none = std::none_of(r.gradients.begin(), r.gradients.end(), [](const GradientRow& x) { return x.checked; });
+    r.gradients_note = (none ? "gradients not checked: the candidate has no " : "not checked: the candidate has no ") + list;
     if (opt.require_gradients) r.reasons.push_back("the candidate lacks " + list + ", required by --require-grad");
   }
 }
@@ -406,18 +513,17 @@ void ours_gradients(const BatchProblem& p, const std::vector<double>& dout, cons
 
 void verify_gradients(const BatchProblem& p, const GradientReference& g,
                       const std::function<void(const std::string&, const std::string&)>& add) {
-  if (p.has_state()) {
-    add("ref_dq", "gradients with an initial state, which no generator of ours writes (the backward starts from zero)");
+  if (p.has_state() && (g.dstate.size() != p.state.size() || g.mag_dstate.size() != p.state.size())) {
+    add("ref_dstate", "gradients from an initial state without the state's gradient");
     return;
   }
-  // Our float64 forward (den and magnitudes for the conditioning) and backward.
+  // Our float64 forward (den and magnitudes for the conditioning; from the state, if any) and backward.
   const size_t no = static_cast<size_t>(p.batch * p.heads * p.n * p.dv), nd = static_cast<size_t>(p.batch * p.heads * p.n);
   std::vector<double> den(nd), mnum(no), eden(nd), enumr(no);
   const bool sd = subtracts_partial_sums(p.opt, Form::streaming) && has_state_difference_magnitude(p.opt);
   p.for_each_sequence([&](Index b, Index h, Index t0, Index t1) {
-    const Problem<double> ph = p.head<double>(b, h, t0, t1);
-    const Output<double> o = evaluate(ph, Form::streaming), m = magnitude(ph);
-    const Output<double> e = sd ? magnitude(ph, true) : m;
+    const SequenceValues<double> v = evaluate_sequence<double>(p, b, h, t0, t1, sd);
+    const Output<double>&o = v.values, &m = v.magnitude, &e = v.sd_magnitude;
     for (Index t = t0; t < t1; ++t) {
       const size_t di = p.den_index(b, h, t);
       den[di] = o.den(t - t0), eden[di] = e.den(t - t0);
@@ -427,29 +533,37 @@ void verify_gradients(const BatchProblem& p, const GradientReference& g,
   const double u = 0x1p-53;
   const GradientScale sc = gradient_scale(p, den, mnum, enumr, eden, u);
   const double Kg = gradient_depth_bound(p.opt, longest_sequence(p), p.d, p.dv);
-  const std::vector<double>* values[] = {&g.dq, &g.dk, &g.dv};
-  const std::vector<double>* mags[] = {&g.mag_dq, &g.mag_dk, &g.mag_dv};
+  const std::vector<double>* values[] = {&g.dq, &g.dk, &g.dv, &g.dstate};
+  const std::vector<double>* mags[] = {&g.mag_dq, &g.mag_dk, &g.mag_dv, &g.mag_dstate};
   for (const Task& k : group_tasks(p)) {
     GroupGradient<double> x = group_gradient<double>(p, g.dout, g.dden, k.b, k.kvh, k.t0, k.t1);
     bool finite = x.dk.allFinite() && x.dv.allFinite() && x.mdk.allFinite() && x.mdv.allFinite();
     for (size_t i = 0; i < x.dq.size(); ++i) finite = finite && x.dq[i].allFinite() && x.mdq[i].allFinite();
+    for (size_t i = 0; i < x.dstate.size(); ++i)
+      for (size_t m = 0; m < x.dstate[i].size(); ++m) finite = finite && x.dstate[i][m].allFinite() && x.mdstate[i][m].allFinite();
     if (!finite) {  // float64 overflowed where the exact values may not: binary128
       const GroupGradient<f113> y = group_gradient<f113>(p, g.dout, g.dden, k.b, k.kvh, k.t0, k.t1);
       auto cast = [](const Mat<f113>& a) { return Mat<double>(a.unaryExpr([](const f113& v) { return static_cast<double>(v); })); };
       for (size_t i = 0; i < x.dq.size(); ++i) x.dq[i] = cast(y.dq[i]), x.mdq[i] = cast(y.mdq[i]);
       x.dk = cast(y.dk), x.dv = cast(y.dv), x.mdk = cast(y.mdk), x.mdv = cast(y.mdv);
+      for (size_t i = 0; i < x.dstate.size(); ++i)
+        for (size_t m = 0; m < x.dstate[i].size(); ++m) x.dstate[i][m] = cast(y.dstate[i][m]), x.mdstate[i][m] = cast(y.mdstate[i][m]);
     }
     // |stored − ours| within 2^-53·(K_g·scale + 2)·M: ours within K_g·scale·u·M of the exact value, the stored one within an ulp.
     for_each_element(p, k, x, [&](int w, size_t at, double ours, double mag, size_t row) {
-      const double scale = (w == 0 ? sc.q : sc.kv)[row];
+      const double scale = scale_of(sc, w)[row];
       if (!std::isfinite(scale)) return;
       const double tol = u * (Kg * scale + 2) * mag + 0x1p-1000;
-      // [b, head, t, c] of the element (heads: query heads for dq, K/V heads for dk, dv).
-      const size_t cols = static_cast<size_t>(w == 2 ? p.dv : p.d), heads = static_cast<size_t>(w == 0 ? p.heads : p.kv_heads),
-                   n = static_cast<size_t>(p.n);
-      const std::string where = "[" + std::to_string(at / cols / n / heads) + "," + std::to_string(at / cols / n % heads) + "," +
-                                std::to_string(at / cols % n) + "," + std::to_string(at % cols) + "]";
-      const char* name[] = {"dq", "dk", "dv"};
+      const char* name[] = {"dq", "dk", "dv", "dstate"};
+      std::string where;
+      if (w == 3) {
+        where = where_of(state_entry(p, at)).substr(6);  // ".<part>[seq,head,row(,column)]"
+      } else {  // [b, head, t, c] of the element (heads: query heads for dq, K/V heads for dk, dv).
+        const size_t cols = static_cast<size_t>(w == 2 ? p.dv : p.d), heads = static_cast<size_t>(w == 0 ? p.heads : p.kv_heads),
+                     n = static_cast<size_t>(p.n);
+        where = "[" + std::to_string(at / cols / n / heads) + "," + std::to_string(at / cols / n % heads) + "," +
+                std::to_string(at / cols % n) + "," + std::to_string(at % cols) + "]";
+      }
       const double stored = (*values[w])[at], stored_mag = (*mags[w])[at];
       if (!(std::fabs(stored - ours) <= tol))
         add(std::string("ref_") + name[w], std::string("ref_") + name[w] + where + " = " + num(stored) + ", but the inputs and upstream give " +

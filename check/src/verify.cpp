@@ -321,6 +321,9 @@ void verify_inputs(const io::Fixture& f, double max_seconds) {
     flags("dq_flags", f.dq_flags, g.dq_flags);
     flags("dk_flags", f.dk_flags, g.dk_flags);
     flags("dv_flags", f.dv_flags, g.dv_flags);
+    near("ref_dstate", f.ref_dstate, g.dstate, g.mag_dstate, g.dstate_flags);
+    same("mag_dstate", f.mag_dstate, g.mag_dstate, g.mag_dstate, {});
+    flags("dstate_flags", f.dstate_flags, f.ref_dstate.empty() ? std::vector<uint8_t>{} : g.dstate_flags);
   }
   if (!bad.count.empty()) bad.raise("--verify-inputs: recomputed from its inputs in " + std::string(r.bits ? "binary128" : "exact rationals"));
 }

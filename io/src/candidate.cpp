@@ -1,12 +1,19 @@
 #include "hla/io/candidate.hpp"
 
+#include "hla/io/state.hpp"
+
+#include <algorithm>
+
 namespace hla::io {
 namespace {
 
 constexpr const char* kStatePrefix = "state.";
 
+constexpr std::string_view kDstatePrefix = "dstate.";
+
 std::string expected_names(const Fixture& fx) {
   std::string s = fx.gradients ? "out, den, dq, dk, dv" : "out, den";
+  if (fx.gradients && fx.problem.has_state()) s += ", dstate.<part>";
   for (const auto& [name, shape] : fx.state_shapes) s += ", state." + name;
   return s;
 }
@@ -46,6 +53,12 @@ Candidate candidate_from_safetensors(const SafetensorsFile& file, const Fixture&
       else c.dv = read(name, t, v_shape(p), c.dv_dtype);
       continue;
     }
+    if (has_prefix(name, kDstatePrefix)) {
+      if (!fx.gradients || !fx.problem.has_state())
+        throw fail("tensor '" + name + "' is the gradient of an initial state, but the fixture carries " +
+                   (fx.gradients ? "no initial state" : "no gradients") + ": leave dstate.<part> out of the candidate");
+      continue;  // all parts at once, below
+    }
     if (name.rfind(kStatePrefix, 0) == 0) {
       const std::string s = name.substr(std::string(kStatePrefix).size());
       const auto it = fx.state_shapes.find(s);
@@ -56,6 +69,14 @@ Candidate candidate_from_safetensors(const SafetensorsFile& file, const Fixture&
       continue;
     }
     throw fail("unknown tensor '" + name + "' (expected " + expected_names(fx) + ")");
+  }
+  if (fx.gradients && fx.problem.has_state()) {
+    try {
+      StateParts d = read_state_parts(file.tensors, fx.problem, kDstatePrefix, source, false);
+      c.dstate = std::move(d.values), c.dstate_parts = std::move(d.given), c.dstate_dtype = d.dtype;
+    } catch (const InputError& e) {
+      throw fail(e.what());
+    }
   }
   return c;
 }
@@ -72,6 +93,14 @@ SafetensorsFile candidate_to_safetensors(const Candidate& c, const Fixture& fx) 
   if (c.dq) st.tensors["dq"] = float_tensor(c.dq_dtype, q_shape(p), *c.dq, "candidate dq");
   if (c.dk) st.tensors["dk"] = float_tensor(c.dk_dtype, k_shape(p), *c.dk, "candidate dk");
   if (c.dv) st.tensors["dv"] = float_tensor(c.dv_dtype, v_shape(p), *c.dv, "candidate dv");
+  if (!c.dstate_parts.empty()) {
+    if (c.dstate.size() != fx.problem.state.size())
+      throw InputError("candidate dstate holds " + std::to_string(c.dstate.size()) + " values, expected " +
+                       std::to_string(fx.problem.state.size()) + " (the initial state's)");
+    for (auto& [name, t] : state_part_tensors(fx.problem, c.dstate, kDstatePrefix, c.dstate_dtype))
+      if (std::find(c.dstate_parts.begin(), c.dstate_parts.end(), name.substr(kDstatePrefix.size())) != c.dstate_parts.end())
+        st.tensors.emplace(name, std::move(t));
+  }
   for (const auto& [name, values] : c.state) {
     const auto it = fx.state_shapes.find(name);
     if (it == fx.state_shapes.end()) throw InputError("candidate state '" + name + "' is not a state of the fixture");

@@ -92,6 +92,11 @@ struct GradFlags {
 };
 constexpr GradFlags kGradFlags[] = {
     {"dq_flags", &Fixture::dq_flags, q_shape}, {"dk_flags", &Fixture::dk_flags, k_shape}, {"dv_flags", &Fixture::dv_flags, v_shape}};
+// The state's gradient: tensors <prefix><part> (io/state.hpp).
+constexpr std::string_view kRefDstate = "ref_dstate.", kMagDstate = "mag_dstate.", kDstateFlags = "dstate_flags.";
+bool is_dstate_tensor(std::string_view name) {
+  return has_prefix(name, kRefDstate) || has_prefix(name, kMagDstate) || has_prefix(name, kDstateFlags);
+}
 }  // namespace
 
 void validate_fixture(const Fixture& f) {
@@ -128,6 +133,14 @@ void validate_fixture(const Fixture& f) {
     for (const GradFlags& g : kGradFlags) check_flags(g.name, f.*g.flags, g.shape(p));
   } else if (!f.dout.empty() || !f.dden.empty() || !f.ref_dq.empty() || !f.ref_dk.empty() || !f.ref_dv.empty()) {
     throw InputError("gradient tensors without gradients = true");
+  }
+  const std::vector<std::int64_t> state_shape{static_cast<std::int64_t>(p.state.size())};
+  if (f.gradients && p.has_state()) {
+    size("ref_dstate", f.ref_dstate.size(), state_shape);
+    size("mag_dstate", f.mag_dstate.size(), state_shape);
+    check_flags("dstate_flags", f.dstate_flags, state_shape);
+  } else if (!f.ref_dstate.empty() || !f.mag_dstate.empty() || !f.dstate_flags.empty()) {
+    throw InputError("a state's gradient (ref_dstate) without gradients from an initial state");
   }
   for (const auto& [name, values] : f.state) {
     if (name.empty()) throw InputError("a state tensor needs a name");
@@ -200,6 +213,13 @@ SafetensorsFile fixture_to_safetensors(const Fixture& f) {
     for (const GradTensor& g : kGradTensors) st.tensors[g.name] = float_tensor(DType::f64, g.shape(p), f.*g.values, g.name);
     for (const GradFlags& g : kGradFlags)
       if (!(f.*g.flags).empty()) st.tensors[g.name] = u8_tensor(g.shape(p), f.*g.flags);
+    if (p.has_state()) {
+      st.tensors.merge(state_part_tensors(p, f.ref_dstate, kRefDstate, DType::f64));
+      st.tensors.merge(state_part_tensors(p, f.mag_dstate, kMagDstate, DType::f64));
+      if (!f.dstate_flags.empty())
+        st.tensors.merge(state_part_tensors(p, std::vector<double>(f.dstate_flags.begin(), f.dstate_flags.end()), kDstateFlags,
+                                            DType::f64, PartKind::flags));
+    }
   }
 
   auto& m = st.metadata;
@@ -358,6 +378,28 @@ Fixture fixture_from_safetensors(const SafetensorsFile& file, const std::string&
     for (const GradFlags& g : kGradFlags)
       if (file.tensors.count(g.name)) f.*g.flags = u8_values(take(g.name, StDType::U8, g.shape(p)), g.name);
   }
+  // The state's gradient: with gradients from an initial state, ref_dstate and mag_dstate (every part), flags if any.
+  bool any_dstate = false;
+  for (const auto& [name, t] : file.tensors)
+    if (is_dstate_tensor(name)) any_dstate = true, seen.insert(name);
+  if (any_dstate && !(f.gradients && p.has_state()))
+    throw fail(std::string("ref_dstate/mag_dstate/dstate_flags tensors, but the fixture ") +
+               (f.gradients ? "has no initial state" : "carries no gradients"));
+  if (f.gradients && p.has_state()) {
+    try {
+      StateParts ref = read_state_parts(file.tensors, p, kRefDstate, source, true);
+      StateParts mag = read_state_parts(file.tensors, p, kMagDstate, source, true);
+      const StateParts flags = read_state_parts(file.tensors, p, kDstateFlags, source, true, PartKind::flags);
+      if (ref.given.empty() || mag.given.empty())
+        throw InputError("gradients from an initial state without the state's gradient (ref_dstate.<part> and mag_dstate.<part>)");
+      for (const StateParts* x : {&ref, &mag})
+        if (x->dtype != DType::f64) throw InputError("the ref_dstate/mag_dstate tensors must be F64");
+      f.ref_dstate = std::move(ref.values), f.mag_dstate = std::move(mag.values);
+      f.dstate_flags.assign(flags.values.begin(), flags.values.end());
+    } catch (const InputError& e) {
+      throw fail(e.what());
+    }
+  }
   for (const auto& [name, t] : file.tensors) {
     if (name.rfind(kStatePrefix, 0) != 0) continue;
     const std::string s = name.substr(std::string(kStatePrefix).size());
@@ -371,7 +413,7 @@ Fixture fixture_from_safetensors(const SafetensorsFile& file, const std::string&
       throw fail("unknown tensor '" + printable(name, 60) + "' (a fixture holds q, k, v, offsets, ref_out, ref_den, mag_num, mag_den, "
                  "flags, den_flags, state.<name>, initial_state.<part>" + std::string(version == "1" ? "" : ", ref_num, mag_num_unmasked, mag_den_unmasked") +
                  std::string(version == "1" || version == "2" ? "" : "; gradients: do, dden, ref_dq, ref_dk, ref_dv, mag_dq, mag_dk, mag_dv, "
-                                                                     "dq_flags, dk_flags, dv_flags") + ")");
+                                                                     "dq_flags, dk_flags, dv_flags, ref_dstate.<part>, mag_dstate.<part>, dstate_flags.<part>") + ")");
   try {
     validate_fixture(f);
   } catch (const InputError& e) {

@@ -4,3 +4,7 @@
 #include "hla/backward_impl.hpp"
 
 HLA_BACKWARD_INSTANTIATIONS(, float)
+
+#include "hla/state_impl.hpp"
+
+HLA_STATE_INSTANTIATIONS(, float)  // the same code path from a state (rule 3 itself does not run there)

@@ -21,6 +21,10 @@ as it was ("digest mismatch"), and with the digest recomputed (the float64
 backward of its inputs disagrees: "does not match its inputs").
 Also: a candidate without gradients is PASS with "gradients not checked", FAIL
 with --require-grad; gradients against a fixture without any are exit 2.
+From an initial state (hla3, `state=5,grad=true`): the fixture carries
+ref_dstate.<part>; our backward's dstate passes, a dropped one (zeros) fails
+naming dstate.S, a missing one fails under --require-grad, a wrong shape is
+exit 2, and a forged ref_dstate is refused.
 
 Usage: grad_check_test.py HLA WORK_DIR
 """
@@ -231,6 +235,57 @@ parts["tensors"]["do"] = [dt, shape, a.tobytes()]
 edited_do = WORK / "edited-do.safetensors"
 edited_do.write_bytes(hla_fixture_file.serialize(parts, redigest=True))
 run("check", edited_do, WORK / "raw.ours.safetensors", "--precision", "f64", status=2, text=["does not match its inputs", "ref_d"])
+
+print("\n== gradients from an initial state: dstate (SPEC §8, §9)")
+# hla3 masked, normalized, GQA, two batch entries, from the state after 5 earlier tokens.
+sfx = WORK / "state.safetensors"
+run("gen", "--case", "variant=hla3,gamma=7/8,normalize=add,B=2,H=2,Hkv=1,n=12,d=4,dv=3,seed=6,state=5,grad=true", "--out", sfx,
+    text="wrote")
+again = WORK / "state-again.safetensors"  # the same description gives the same bytes
+run("gen", "--case", "variant=hla3,gamma=7/8,normalize=add,B=2,H=2,Hkv=1,n=12,d=4,dv=3,seed=6,state=5,grad=true", "--out", again)
+if again.read_bytes() != sfx.read_bytes():
+    print("FAILED: hla gen --case with state and grad is not deterministic")
+    fails += 1
+sparts = hla_fixture_file.parse(sfx.read_bytes())
+for name in ("ref_dstate.S", "ref_dstate.P", "ref_dstate.z", "ref_dstate.F", "ref_dstate.f", "mag_dstate.S"):
+    if name not in sparts["tensors"]:
+        print(f"FAILED: the fixture lacks {name}")
+        fails += 1
+sours = WORK / "state.ours.safetensors"
+run("eval", sfx, "--out", sours, "--precision", "f64", "--grad", "chunked", "--chunk", "5")
+run("check", sfx, sours, "--precision", "f64", "--require-grad", text=["PASS", "dq: ok", "dstate.S: ok", "dstate.F: ok", "dstate.f: ok"])
+cparts = hla_fixture_file.parse(sours.read_bytes())
+# The state's gradient dropped (zeros): FAIL, naming it.
+dropped = dict(cparts, tensors=dict(cparts["tensors"]))
+for name, (dt, shape, data) in cparts["tensors"].items():
+    if name.startswith("dstate."):
+        dropped["tensors"][name] = [dt, shape, bytes(len(data))]
+zeros = WORK / "state.dropped.safetensors"
+zeros.write_bytes(hla_fixture_file.serialize(dropped, redigest=False))
+run("check", sfx, zeros, "--precision", "f64", status=1,
+    text=["FAIL", "dstate.S: ", "elements exceed the a priori gradient bound", "worst elements of dstate.S"], show=True)
+# Without dstate: not checked, FAIL with --require-grad.
+nost = dict(cparts, tensors={k: t for k, t in cparts["tensors"].items() if not k.startswith("dstate.")})
+nostate = WORK / "state.nodstate.safetensors"
+nostate.write_bytes(hla_fixture_file.serialize(nost, redigest=False))
+run("check", sfx, nostate, "--precision", "f64", text=["PASS", "not checked: the candidate has no dstate.S"])
+run("check", sfx, nostate, "--precision", "f64", "--require-grad", status=1, text=["FAIL", "required by --require-grad"])
+# A bad shape: exit 2, naming the tensor and the shape expected.
+badshape = dict(cparts, tensors=dict(cparts["tensors"]))
+dt, shape, data = cparts["tensors"]["dstate.S"]
+badshape["tensors"]["dstate.S"] = [dt, shape[:-1], bytes(len(data) // shape[-1])]
+wrong = WORK / "state.badshape.safetensors"
+wrong.write_bytes(hla_fixture_file.serialize(badshape, redigest=False))
+run("check", sfx, wrong, "--precision", "f64", status=2, text=["dstate.S has shape [2, 2, 4]; expected [2, 2, 4, 4]"], show=True)
+# An edited ref_dstate (digest recomputed) is refused.
+ep = hla_fixture_file.parse(sfx.read_bytes())
+ds, shape = values(ep, "ref_dstate.F")
+i = max(range(len(ds)), key=lambda j: abs(ds[j]))
+ds[i] *= 1 + 1e-6
+ep["tensors"]["ref_dstate.F"] = f64_tensor(ds, shape)
+forged_state = WORK / "state.forged.safetensors"
+forged_state.write_bytes(hla_fixture_file.serialize(ep, redigest=True))
+run("check", forged_state, sours, "--precision", "f64", status=2, text=["does not match its inputs", "ref_dstate"], show=True)
 
 print(f"\n{fails} failure(s)")
 sys.exit(1 if fails else 0)

@@ -7,6 +7,7 @@
 // normalize off/add/clamp.
 #include "hla/backward.hpp"
 #include "hla/evaluate.hpp"
+#include "hla/state.hpp"
 
 #include "backward_gen.hpp"
 #include "dual.hpp"
@@ -103,6 +104,16 @@ template <class F, class... St> void zip_members(F&& f, St&... states) {
   [&]<size_t... I>(std::index_sequence<I...>) { (call_on_member<I>(f, tied), ...); }(std::make_index_sequence<k>{});
 }
 
+// d/dε L(x + εh; X0 + εH) of B's forward from X0 in dual numbers.
+template <class B> Rational dual_derivative_from(const Problem<Rational>& p, const Upstream& up, const Direction& dir,
+                                                 const StateOf<B, Rational>& X0, const StateOf<B, Rational>& H) {
+  const Head<D> hd = dual_head(p, dir.q, dir.k, dir.v);
+  auto Xd = B::zero_state(hd);
+  zip_members([](Mat<D>& x, const Mat<Rational>& v, const Mat<Rational>& t) { x = lift(v, t); }, Xd, X0, H);
+  const Mat<D> dden = lift(Mat<Rational>(up.dden));
+  return loss(p.opt, forward_from<B>(hd, Xd), lift(up.dout), Vec<D>(dden.col(0)), D(p.opt.eps)).tan;
+}
+
 template <class V> struct StateGradient {
   using B = BackwardOf<V::variant>;
   static void run() {
@@ -129,12 +140,24 @@ template <class V> struct StateGradient {
       const auto r = reverse_chunked<B>(h, output_adjoint(p.opt, forward_from<B>(h, X0), up.dout, up.dden, eps), w, X0);
       Rational want = pairing(problem_gradient(p.opt, r.grad), dir);
       zip_members([&](const Mat<Rational>& g, const Mat<Rational>& d) { want += inner(g, d); }, r.dX0, H);
-      const Head<D> hd = dual_head(p, dir.q, dir.k, dir.v);
-      auto Xd = B::zero_state(hd);
-      zip_members([](Mat<D>& x, const Mat<Rational>& v, const Mat<Rational>& t) { x = lift(v, t); }, Xd, X0, H);
-      const Mat<D> dden = lift(Mat<Rational>(up.dden));
-      RC_ASSERT(loss(p.opt, forward_from<B>(hd, Xd), lift(up.dout), Vec<D>(dden.col(0)), D(eps)).tan == want);
+      RC_ASSERT(dual_derivative_from<B>(p, up, dir, X0, H) == want);
       RC_CLASSIFY(w < p.n(), "several chunks");
+    });
+    prop(to_string(V::variant) + ": the check layer's backward_from (X0 in the state layout, its dstate) satisfies the same identity, every reverse form", [] {
+      const auto p = backward_problem(V::variant);
+      const auto up = upstream_gen(p);
+      const auto dir = direction_gen(p);
+      const Head<Rational> h = make_head(p);
+      const auto X0 = random_state<B>(h), H = random_state<B>(h);
+      const StateMats<Rational> X0m = std::apply([](const auto&... m) { return StateMats<Rational>{Mat<Rational>(m)...}; }, X0.members());
+      BackwardForm f = *rc::gen::element(BackwardForm::streaming, BackwardForm::chunked, BackwardForm::chunked_matmul);
+      if (!has_backward_form(V::variant, f)) f = BackwardForm::chunked;
+      const GradientFrom<Rational> g = backward_from(p, X0m, up.dout, up.dden, f, *rc::gen::inRange<Index>(1, p.n() + 2));
+      Rational want = pairing(g.tokens, dir);
+      size_t i = 0;
+      zip_members([&](const Mat<Rational>& d) { want += inner(g.dstate[i++], d); }, H);
+      RC_ASSERT(dual_derivative_from<B>(p, up, dir, X0, H) == want);
+      RC_TAG(to_string(f));
     });
   }
 };

@@ -156,6 +156,37 @@ TEST_CASE("trust: gradient fixtures verify, and edited gradients, upstream or ma
   }
 }
 
+TEST_CASE("trust: gradient fixtures from an initial state verify, and an edited state gradient or state is refused", "[check][trust][gradients]") {
+  for (Variant v : {Variant::la1, Variant::hla2, Variant::ahla, Variant::hla3}) {
+    for (bool normalize : {false, true}) {
+      BatchProblem p = problem(v, normalize, 4);
+      // A random f32 state (unused members zero), per sequence and query head.
+      std::mt19937_64 rng(11);
+      std::normal_distribution<double> N;
+      const auto layout = state_layout(p.opt, p.d, p.dv);
+      for (Index i = 0; i < p.sequence_count() * p.heads; ++i)
+        for (const StatePart& m : layout)
+          for (Index j = 0; j < m.size(); ++j) p.state.push_back(m.role == StatePart::Role::unused ? 0.0 : round_to(DType::f32, N(rng)));
+      const io::Fixture good = honest_grad(p, 8);
+      INFO(to_string(v) << (normalize ? " normalized" : ""));
+      REQUIRE(good.ref_dstate.size() == p.state.size());
+      CHECK_NOTHROW(verify_fixture(roundtrip(good)));
+      CHECK_NOTHROW(verify_inputs(roundtrip(good)));
+      size_t big = 0;  // the state gradient's largest element
+      for (size_t j = 0; j < good.mag_dstate.size(); ++j)
+        if (good.mag_dstate[j] > good.mag_dstate[big]) big = j;
+      const Edits edits{
+          {"one ref_dstate element off by 1e-9 relative", [big](io::Fixture& f) { f.ref_dstate[big] *= 1 + 1e-9; }},
+          {"ref_dstate zero (a dropped state gradient)", [](io::Fixture& f) { std::fill(f.ref_dstate.begin(), f.ref_dstate.end(), 0.0); }},
+          {"mag_dstate x 1e10", [](io::Fixture& f) { for (auto& m : f.mag_dstate) m *= 1e10; }},
+          {"one mag_dstate element x 2", [big](io::Fixture& f) { f.mag_dstate[big] = 2 * f.mag_dstate[big] + 1; }},
+          {"the initial state: one value changed", [big](io::Fixture& f) { f.problem.state[big] = round_to(DType::f32, f.problem.state[big] + 1); }},
+      };
+      refused_after(good, edits);
+    }
+  }
+}
+
 TEST_CASE("gradients: the a priori bound K_g + 1 decides each element", "[check][gradients]") {
   for (bool normalize : {false, true}) {
     const io::Fixture f = roundtrip(honest_grad(problem(Variant::hla2, normalize, 5, 12, 3), 9));

@@ -6,11 +6,16 @@
 // - the certified reference of a problem with a state stores the correctly
 //   rounded exact values; the checker passes a kernel that continues from
 //   the state and fails one that ignores it;
-// - files: the initial_state.<part> tensors round-trip and bad ones are refused.
+// - files: the initial_state.<part> tensors round-trip and bad ones are refused;
+// - gradients (SPEC §9): the reference's dstate is ∂L/∂X0, exact where
+//   certified; the checker passes a correct candidate dstate and fails a
+//   dropped or wrong one, naming it; dstate tensors round-trip and bad ones are refused.
 #include "hla/check/check.hpp"
 #include "hla/check/fixture.hpp"
+#include "hla/check/gradient.hpp"
 #include "hla/check/reference.hpp"
 #include "hla/fast/engine.hpp"
+#include "hla/io/candidate.hpp"
 #include "hla/io/fixture.hpp"
 #include "hla/io/inputs.hpp"
 #include "hla/io/state.hpp"
@@ -173,7 +178,184 @@ check::CandidateOutputs f32_kernel(const BatchProblem& p, bool ignore_state) {
   return c;
 }
 
+// Variant v normalized (add), γ = 99/100 where it may decay.
+Options normalized(Variant v) {
+  Options o;
+  o.variant = v;
+  o.gamma = needs_unit_gamma(v) ? Rational(1) : Rational(99, 100);
+  o.normalize = true;
+  return o;
+}
+
+// Upstream do (and dden when normalized) of p: f32 Gaussian values from seed.
+struct Upstream {
+  std::vector<double> dout, dden;
+};
+Upstream upstream_of(const BatchProblem& p, uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::normal_distribution<double> N;
+  Upstream u{std::vector<double>(static_cast<size_t>(p.batch * p.heads * p.n * p.dv)), {}};
+  for (double& e : u.dout) e = static_cast<float>(N(rng));
+  if (p.opt.normalize) {
+    u.dden.resize(static_cast<size_t>(p.batch * p.heads * p.n));
+    for (double& e : u.dden) e = static_cast<float>(N(rng));
+  }
+  return u;
+}
+
+// The exact ∂L/∂X0 of every (sequence, query head) of p, laid out as p.state,
+// by backward form f (chunks of w).
+std::vector<Rational> exact_dstate(const BatchProblem& p, const Upstream& u, BackwardForm f, Index w) {
+  std::vector<Rational> out(p.state.size());
+  p.for_each_sequence([&](Index b, Index h, Index t0, Index t1) {
+    Mat<Rational> up(t1 - t0, p.dv);
+    Vec<Rational> dd = Vec<Rational>::Zero(t1 - t0);
+    for (Index t = t0; t < t1; ++t) {
+      for (Index c = 0; c < p.dv; ++c) up(t - t0, c) = to_rational(u.dout[p.out_index(b, h, t, c)]);
+      if (!u.dden.empty()) dd(t - t0) = to_rational(u.dden[p.den_index(b, h, t)]);
+    }
+    const Index seq = p.sequence_of(b, t0);
+    const auto g = backward_from(p.head<Rational>(b, h, t0, t1), p.head_state<Rational>(seq, h), up, dd, f, w);
+    const BatchProblem::StateView X = p.state_view(seq, h);
+    for (size_t m = 0; m < g.dstate.size(); ++m)
+      for (Index r = 0; r < g.dstate[m].rows(); ++r)
+        for (Index c = 0; c < g.dstate[m].cols(); ++c) out[X.start[m] + static_cast<size_t>(r * g.dstate[m].cols() + c)] = g.dstate[m](r, c);
+  });
+  return out;
+}
+
+void gradient_props(Variant v) {
+  prop(to_string(v) + ": the reference's dstate is ∂L/∂X0 (every reverse form alike), correctly rounded wherever certified, within its magnitude", [v] {
+    const BatchProblem p = *batch_gen(v);
+    const Upstream u = upstream_of(p, *rc::gen::arbitrary<uint64_t>());
+    std::vector<Rational> e;
+    try {
+      e = exact_dstate(p, u, BackwardForm::streaming, 1);
+    } catch (const std::domain_error&) {
+      RC_DISCARD("den + eps = 0 exactly");
+    }
+    const Index w = *rc::gen::inRange<Index>(1, p.n + 2);
+    RC_ASSERT(exact_dstate(p, u, BackwardForm::chunked, w) == e);
+    if (has_backward_form(v, BackwardForm::chunked_matmul)) RC_ASSERT(exact_dstate(p, u, BackwardForm::chunked_matmul, w) == e);
+    for (const Index exact_max_n : {Index{48}, Index{0}}) {  // exact rationals, and binary128
+      check::ReferenceOptions ro;
+      ro.exact_max_n = exact_max_n;
+      ro.threads = 1;
+      const check::GradientReference g = check::compute_gradient_reference(p, check::compute_reference(p, ro), u.dout, u.dden);
+      RC_ASSERT(g.dstate.size() == e.size());
+      for (size_t i = 0; i < e.size(); ++i) {
+        const double x = to_double(e[i]);
+        if (!(g.dstate_flags[i] & check::kUncertified) && g.dstate[i] != x)
+          RC_FAIL("dstate[" + std::to_string(i) + "] = " + std::to_string(g.dstate[i]) + ", exact " + to_string(e[i]) +
+                  " (exact_max_n " + std::to_string(exact_max_n) + ")");
+        RC_ASSERT(std::fabs(x) <= g.mag_dstate[i] * (1 + 0x1p-60));
+      }
+      RC_CLASSIFY(exact_max_n == 0 && g.uncertified == 0, "binary128, all certified");
+    }
+  });
+}
+
 }  // namespace
+
+TEST_CASE("state gradient: la1", "[state][gradients]") { gradient_props(Variant::la1); }
+TEST_CASE("state gradient: hla2", "[state][gradients]") { gradient_props(Variant::hla2); }
+TEST_CASE("state gradient: ahla", "[state][gradients]") { gradient_props(Variant::ahla); }
+TEST_CASE("state gradient: hla3", "[state][gradients]") { gradient_props(Variant::hla3); }
+
+TEST_CASE("state gradient: the checker passes a correct dstate and fails a dropped, wrong or missing one, naming it", "[state][gradients]") {
+  for (const Variant v : kStateVariants) {
+    const Options o = normalized(v);
+    const BatchProblem p = batch_with_state(o, 2, 2, 20, 4, 3, 7, false);
+    const Upstream u = upstream_of(p, 3);
+    check::Reference ref = check::compute_reference(p);
+    ref.grad = check::compute_gradient_reference(p, ref, u.dout, u.dden);
+    check::CandidateOutputs c = f32_kernel(p, false);
+    check::ours_gradients(p, u.dout, u.dden, BackwardForm::chunked, 7, DType::f32, c);
+    REQUIRE(!c.dstate_parts.empty());
+    check::CheckOptions opt;
+    opt.require_gradients = true;
+    const auto good = check::check(p, ref, c, opt);
+    INFO(to_string(v) << ":\n" << good.text());
+    CHECK(good.pass);
+    size_t rows = 0;
+    for (const auto& g : good.gradients) rows += g.name.rfind("dstate.", 0) == 0 && g.checked && g.scored > 0;
+    CHECK(rows == c.dstate_parts.size());
+    auto fails_naming_dstate = [&](const check::CandidateOutputs& bad, const char* what) {
+      const auto r = check::check(p, ref, bad, opt);
+      INFO(what << ":\n" << r.text());
+      CHECK(!r.pass);
+      bool named = false;
+      for (const auto& reason : r.reasons) named = named || reason.find("dstate.") != std::string::npos;
+      CHECK(named);
+    };
+    check::CandidateOutputs dropped = c;
+    std::fill(dropped.dstate.begin(), dropped.dstate.end(), 0.0);
+    fails_naming_dstate(dropped, "the state gradient dropped (zeros)");
+    // A wrong one: the bound decides. The largest element moved by s·u·M* (M* its magnitude times
+    // its sequence's conditioning factor, in float64 so that no rounding blurs it) scores s.
+    size_t big = 0;
+    for (size_t i = 0; i < ref.grad->mag_dstate.size(); ++i)
+      if (ref.grad->mag_dstate[i] > ref.grad->mag_dstate[big]) big = i;
+    const check::GradientScale sc = check::gradient_scale(p, ref.den, ref.mag_num, ref.mag_num, ref.mag_den, 0x1p-24);
+    const double Mstar = ref.grad->mag_dstate[big] * sc.state[big / static_cast<size_t>(state_size(state_layout(o, p.d, p.dv)))];
+    auto moved = [&](double by) {
+      check::CandidateOutputs m = c;
+      m.dstate = ref.grad->dstate, m.dstate_dtype = DType::f64;
+      m.dstate[big] += by * 0x1p-24 * Mstar;
+      return m;
+    };
+    const double K = good.gradient_bound;
+    CHECK(check::check(p, ref, moved(K - 3), opt).pass);
+    fails_naming_dstate(moved(K + 3), "one element moved by (K_g + 4)·u·M*");
+    check::CandidateOutputs missing = c;
+    missing.dstate_parts.clear();
+    fails_naming_dstate(missing, "no dstate with --require-grad");
+  }
+}
+
+TEST_CASE("state gradient: ref_dstate/mag_dstate and candidate dstate.<part> round-trip, and bad ones are refused", "[state][gradients][io]") {
+  Options o;
+  o.variant = Variant::hla2;
+  o.gamma = Rational(1, 2);
+  o.lambda = Rational(1, 4);  // C required too
+  const BatchProblem p = batch_with_state(o, 1, 2, 6, 3, 2, 11, true);
+  const Upstream u = upstream_of(p, 5);
+  check::Reference ref = check::compute_reference(p);
+  ref.grad = check::compute_gradient_reference(p, ref, u.dout, u.dden);
+  const io::Fixture f = check::make_fixture(p, ref, {});
+  const io::SafetensorsFile st = io::fixture_to_safetensors(f);
+  for (const char* name : {"ref_dstate.S", "ref_dstate.C", "ref_dstate.m", "ref_dstate.F", "ref_dstate.f", "mag_dstate.S", "mag_dstate.f"})
+    CHECK(st.tensors.count(name) == 1);
+  CHECK(st.tensors.at("ref_dstate.S").shape == std::vector<int64_t>{2, 2, 3, 3});  // two packed sequences, two heads
+  CHECK(st.tensors.at("ref_dstate.f").shape == std::vector<int64_t>{2, 2, 3});
+  const io::Fixture g = io::fixture_from_safetensors(st, "test");
+  CHECK(g.ref_dstate == f.ref_dstate);
+  CHECK(g.mag_dstate == f.mag_dstate);
+  // The digest covers them; a file without them is refused.
+  io::SafetensorsFile edited = st;
+  edited.tensors.at("ref_dstate.S") = io::float_tensor(DType::f64, {2, 2, 3, 3}, std::vector<double>(36, 1.0), "S");
+  CHECK_THROWS_WITH(io::fixture_from_safetensors(edited, "test"), Catch::Contains("digest mismatch"));
+  io::Fixture none = f;
+  none.ref_dstate.clear(), none.mag_dstate.clear();
+  CHECK_THROWS_WITH(io::fixture_to_safetensors(none), Catch::Contains("ref_dstate"));
+  // Candidates: the parts round-trip; a wrong shape, an unknown part, or dstate without a state is refused.
+  check::CandidateOutputs c = f32_kernel(p, false);
+  check::ours_gradients(p, u.dout, u.dden, BackwardForm::streaming, 16, DType::f32, c);
+  const io::SafetensorsFile cs = io::candidate_to_safetensors(check::candidate_of(c), f);
+  CHECK(cs.tensors.at("dstate.F").shape == std::vector<int64_t>{2, 2, 3, 2});
+  const io::Candidate back = io::candidate_from_safetensors(cs, f, "cand");
+  CHECK(back.dstate == c.dstate);
+  CHECK(back.dstate_parts == c.dstate_parts);
+  io::SafetensorsFile bad = cs;
+  bad.tensors.at("dstate.S") = io::float_tensor(DType::f32, {2, 2, 3}, std::vector<double>(12, 0.0), "S");
+  CHECK_THROWS_WITH(io::candidate_from_safetensors(bad, f, "cand"), Catch::Contains("dstate.S has shape [2, 2, 3]; expected [2, 2, 3, 3]"));
+  io::SafetensorsFile unknown = cs;
+  unknown.tensors["dstate.G"] = cs.tensors.at("dstate.F");
+  CHECK_THROWS_WITH(io::candidate_from_safetensors(unknown, f, "cand"), Catch::Contains("'dstate.G', which is not part of"));
+  io::Fixture stateless = check::make_fixture(p, ref, {});
+  stateless.problem.state.clear(), stateless.ref_dstate.clear(), stateless.mag_dstate.clear(), stateless.dstate_flags.clear();
+  CHECK_THROWS_WITH(io::candidate_from_safetensors(cs, stateless, "cand"), Catch::Contains("no initial state"));
+}
 
 TEST_CASE("state: la1", "[state]") { per_variant(Variant::la1); }
 TEST_CASE("state: hla2", "[state]") { per_variant(Variant::hla2); }
@@ -190,10 +372,7 @@ TEST_CASE("state: the variants with a state are those with a backward type (whos
 
 TEST_CASE("state: the checker passes a kernel that continues from the state and fails one that ignores it", "[state]") {
   for (const Variant v : kStateVariants) {
-    Options o;
-    o.variant = v;
-    o.gamma = needs_unit_gamma(v) ? Rational(1) : Rational(99, 100);
-    o.normalize = true;
+    const Options o = normalized(v);
     const BatchProblem p = batch_with_state(o, 2, 2, 40, 8, 8, 7, false);
     const check::Reference ref = check::compute_reference(p);
     const auto good = check::check(p, ref, f32_kernel(p, false), {});

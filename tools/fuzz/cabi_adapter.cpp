@@ -5,6 +5,7 @@
 #include "adapter.hpp"
 #include "hla_impl.h"
 #include "process.hpp"
+#include "state_backward.hpp"
 
 #include "hla/io/float_bits.hpp"
 #include "hla/io/safetensors.hpp"
@@ -63,6 +64,7 @@ struct InfoCopy {  // hla_impl_info, flattened for shared memory
   int64_t max_n, max_d, max_dv;
   int32_t form_class;
   int32_t has_backward;  // exports hla_impl_run_backward
+  int32_t has_backward_state;  // exports hla_impl_run_backward_state
   char name[128], precision[16], precision_by_dtype[128];
 };
 
@@ -71,6 +73,7 @@ struct Entry {
   decltype(&hla_impl_run) run = nullptr;
   decltype(&hla_impl_state_size) state_size = nullptr;
   decltype(&hla_impl_run_backward) backward = nullptr;
+  decltype(&hla_impl_run_backward_state) backward_state = nullptr;
 };
 
 // In the child: load the library; on failure write the reason to msg.
@@ -84,6 +87,7 @@ bool load(const std::string& path, Entry& e, char* msg) {
   e.run = reinterpret_cast<decltype(e.run)>(dlsym(h, "hla_impl_run"));
   e.state_size = reinterpret_cast<decltype(e.state_size)>(dlsym(h, "hla_impl_state_size"));
   e.backward = reinterpret_cast<decltype(e.backward)>(dlsym(h, "hla_impl_run_backward"));
+  e.backward_state = reinterpret_cast<decltype(e.backward_state)>(dlsym(h, "hla_impl_run_backward_state"));
   if (!e.info || !e.run) {
     std::snprintf(msg, kMsg, "%s does not export hla_impl_info_get and hla_impl_run", path.c_str());
     return false;
@@ -93,7 +97,7 @@ bool load(const std::string& path, Entry& e, char* msg) {
 
 // One call into the library. The problem's pointers are offsets into the
 // arena plus one (0: NULL); the child rebases them onto its own mapping.
-enum class Op : int32_t { info, state_size, run, backward };
+enum class Op : int32_t { info, state_size, run, backward, backward_state };
 struct Request {
   Op op;
   uint64_t arena_bytes;
@@ -101,6 +105,8 @@ struct Request {
   const void* dout = nullptr;  // backward only (arena offsets + 1, as hp's)
   const double* dden = nullptr;
   void *dq = nullptr, *dk = nullptr, *dv = nullptr;
+  const double* dstate_out = nullptr;  // backward_state only
+  double* dstate_in = nullptr;
 };
 enum Code : int32_t { kOk = 0, kRunFailed = 1, kLoadFailed = 2, kNoInfo = 3, kNoStateSize = 4, kNoArena = 5 };
 struct Reply {
@@ -131,6 +137,7 @@ class Server {
       const bool has_1_1 = abi_supported(i->abi_version) && abi_minor(i->abi_version) >= 1;
       c.form_class = has_1_1 ? i->form_class : HLA_CLASS_MASKED;
       c.has_backward = e_.backward != nullptr;
+      c.has_backward_state = e_.backward_state != nullptr;
       std::snprintf(c.precision_by_dtype, sizeof c.precision_by_dtype, "%s",
                     has_1_1 && i->precision_by_dtype ? i->precision_by_dtype : "");
       return answer(reply, kOk, reply_bytes);
@@ -148,12 +155,15 @@ class Server {
       reply.value = e_.state_size(&hp);
       return answer(reply, kOk, reply_bytes);
     }
-    if (rq.op == Op::backward && !e_.backward) {
-      std::snprintf(reply.msg, kMsg, "the library does not export hla_impl_run_backward");
+    if ((rq.op == Op::backward && !e_.backward) || (rq.op == Op::backward_state && !e_.backward_state)) {
+      std::snprintf(reply.msg, kMsg, "the library does not export %s",
+                    rq.op == Op::backward ? "hla_impl_run_backward" : "hla_impl_run_backward_state");
       return answer(reply, kRunFailed, reply_bytes);
     }
-    const int rc = rq.op == Op::backward
-                       ? e_.backward(&hp, at(rq.dout), at(rq.dden), at(rq.dq), at(rq.dk), at(rq.dv), reply.msg, kMsg)
+    const int rc = rq.op == Op::backward ? e_.backward(&hp, at(rq.dout), at(rq.dden), at(rq.dq), at(rq.dk), at(rq.dv), reply.msg, kMsg)
+                   : rq.op == Op::backward_state
+                       ? e_.backward_state(&hp, at(rq.dout), at(rq.dden), at(rq.dstate_out), at(rq.dq), at(rq.dk), at(rq.dv),
+                                           at(rq.dstate_in), reply.msg, kMsg)
                        : e_.run(&hp, reply.msg, kMsg);
     reply.msg[kMsg - 1] = 0;
     answer(reply, rc == 0 ? kOk : kRunFailed, reply_bytes);
@@ -196,7 +206,7 @@ class Layout {
 // A pointer field of the request: offset + 1 into the arena (0 is NULL).
 template <class T> T* offset_ptr(size_t at) { return reinterpret_cast<T*>(static_cast<uintptr_t>(at) + 1); }
 
-class CabiAdapter final : public Adapter {
+class CabiAdapter final : public Adapter, public StateBackward {
  public:
   CabiAdapter(std::string path, double timeout_s, bool persistent, const Supports* sizes)
       : path_(std::move(path)), timeout_(timeout_s), persistent_(persistent), worker_(Server(path_, &arena_)) {
@@ -266,6 +276,20 @@ class CabiAdapter final : public Adapter {
 
   RunResult run_backward(const BatchProblem& p, const std::vector<double>& dout, const std::vector<double>& dden) override {
     if (!s_.has(HLA_FEAT_BACKWARD)) return Adapter::run_backward(p, dout, dden);
+    return backward(p, dout, dden, nullptr, nullptr, false, false);
+  }
+
+  RunResult run_backward_state(const BatchProblem& p, const std::vector<double>& dout, const std::vector<double>& dden,
+                               const std::vector<double>* state_in, const std::vector<double>* dstate_out, bool want_dstate_in) override {
+    if (!s_.has(HLA_FEAT_BACKWARD_STATE)) return fail(RunResult::Status::error, "the library declares no HLA_FEAT_BACKWARD_STATE");
+    return backward(p, dout, dden, state_in, dstate_out, want_dstate_in, true);
+  }
+
+ private:
+  // hla_impl_run_backward, or (with_state) hla_impl_run_backward_state from
+  // state_in with the upstream dstate_out, ∂L/∂state_in into r.state_out.
+  RunResult backward(const BatchProblem& p, const std::vector<double>& dout, const std::vector<double>& dden,
+                     const std::vector<double>* state_in, const std::vector<double>* dstate_out, bool want_dstate_in, bool with_state) {
     const std::string exact[4] = {hla::to_string(p.opt.gamma), hla::to_string(p.opt.eps), hla::to_string(p.opt.lambda),
                                   hla::to_string(p.opt.scale)};
     const auto qb = encode(p.q, p.dtype), kb = encode(p.k, p.dtype), vb = encode(p.v, p.dtype), ob = encode(dout, p.dtype);
@@ -276,30 +300,49 @@ class CabiAdapter final : public Adapter {
     size_t at_exact[4];
     for (int i = 0; i < 4; ++i) at_exact[i] = l.add(exact[i].size() + 1);
     const size_t at_q = l.add(qb.size()), at_k = l.add(kb.size()), at_v = l.add(vb.size()),
-                 at_offsets = l.add(p.offsets.size() * sizeof(int64_t)), at_dout = l.add(ob.size()),
-                 at_dden = l.add(dden.size() * sizeof(double)), at_dq = l.add(nq * w), at_dk = l.add(nk * w), at_dv = l.add(nv * w);
-    unsigned char* base = fill_inputs(rq, l.size(), at_exact, exact, at_q, qb, at_k, kb, at_v, vb, at_offsets, p, 0, nullptr);
+                 at_offsets = l.add(p.offsets.size() * sizeof(int64_t)),
+                 at_state_in = l.add(state_in ? state_in->size() * sizeof(double) : 0), at_dout = l.add(ob.size()),
+                 at_dden = l.add(dden.size() * sizeof(double)), at_dq = l.add(nq * w), at_dk = l.add(nk * w), at_dv = l.add(nv * w),
+                 at_dstate_out = l.add(dstate_out ? dstate_out->size() * sizeof(double) : 0);
+    size_t state_doubles = 0;
+    if (want_dstate_in) {
+      rq.op = Op::state_size;
+      fill_inputs(rq, l.size(), at_exact, exact, at_q, qb, at_k, kb, at_v, vb, at_offsets, p, at_state_in, state_in);
+      Reply rep;
+      const ChildOutcome o = call(rq, rep);
+      if (auto failed = failure(o, rep, "hla_impl_state_size")) return *failed;
+      if (rep.value < 0) return fail(RunResult::Status::bad_output, "hla_impl_state_size returned " + std::to_string(rep.value));
+      state_doubles = static_cast<size_t>(rep.value) * static_cast<size_t>(p.batch * p.heads) * p.sequences().size();
+    }
+    const size_t at_dstate_in = l.add(state_doubles * sizeof(double));
+    unsigned char* base = fill_inputs(rq, l.size(), at_exact, exact, at_q, qb, at_k, kb, at_v, vb, at_offsets, p, at_state_in, state_in);
     if (!ob.empty()) std::memcpy(base + at_dout, ob.data(), ob.size());
     if (!dden.empty()) std::memcpy(base + at_dden, dden.data(), dden.size() * sizeof(double));
+    if (dstate_out && !dstate_out->empty()) std::memcpy(base + at_dstate_out, dstate_out->data(), dstate_out->size() * sizeof(double));
     for (auto [at, count] : {std::pair{at_dq, nq}, std::pair{at_dk, nk}, std::pair{at_dv, nv}}) {  // NaN: "not written" shows
       const auto nan_bits = encode(std::vector<double>(count, std::nan("")), p.dtype);
       if (!nan_bits.empty()) std::memcpy(base + at, nan_bits.data(), nan_bits.size());
     }
-    rq.op = Op::backward;
+    const double nan = std::nan("");
+    for (size_t i = 0; i < state_doubles; ++i) std::memcpy(base + at_dstate_in + i * sizeof(double), &nan, sizeof nan);
+    rq.op = with_state ? Op::backward_state : Op::backward;
     rq.dout = offset_ptr<const void>(at_dout);
     rq.dden = dden.empty() ? nullptr : offset_ptr<const double>(at_dden);
     rq.dq = offset_ptr<void>(at_dq), rq.dk = offset_ptr<void>(at_dk), rq.dv = offset_ptr<void>(at_dv);
+    rq.dstate_out = dstate_out ? offset_ptr<const double>(at_dstate_out) : nullptr;
+    rq.dstate_in = want_dstate_in ? offset_ptr<double>(at_dstate_in) : nullptr;
     Reply rep;
     const ChildOutcome o = call(rq, rep);
-    if (auto failed = failure(o, rep, "hla_impl_run_backward")) return *failed;
+    if (auto failed = failure(o, rep, with_state ? "hla_impl_run_backward_state" : "hla_impl_run_backward")) return *failed;
     base = arena_.data();
     RunResult r;
     r.out.dq = decode(p.dtype, base + at_dq, nq), r.out.dk = decode(p.dtype, base + at_dk, nk), r.out.dv = decode(p.dtype, base + at_dv, nv);
     r.out.dq_dtype = r.out.dk_dtype = r.out.dv_dtype = p.dtype;
+    r.state_out.resize(state_doubles);
+    if (state_doubles) std::memcpy(r.state_out.data(), base + at_dstate_in, state_doubles * sizeof(double));
     return r;
   }
 
- private:
   // The request's scalar fields for p (pointers are set by fill_inputs and the caller).
   Request request_of(const BatchProblem& p) const {
     Request rq{};
@@ -413,6 +456,12 @@ class CabiAdapter final : public Adapter {
     if (!has_1_3) s_.features &= ~HLA_FEAT_BACKWARD;
     if (s_.has(HLA_FEAT_BACKWARD) && !info->has_backward)
       throw InputError(path_ + " declares HLA_FEAT_BACKWARD but does not export hla_impl_run_backward");
+    // Bit 11 likewise from ABI 1.4 on; it needs the state and the backward.
+    if (!(has_1_3 && abi_minor(info->abi_version) >= 4)) s_.features &= ~HLA_FEAT_BACKWARD_STATE;
+    if (s_.has(HLA_FEAT_BACKWARD_STATE) && !info->has_backward_state)
+      throw InputError(path_ + " declares HLA_FEAT_BACKWARD_STATE but does not export hla_impl_run_backward_state");
+    if (s_.has(HLA_FEAT_BACKWARD_STATE) && !(s_.has(HLA_FEAT_STATE) && s_.has(HLA_FEAT_BACKWARD)))
+      throw InputError(path_ + " declares HLA_FEAT_BACKWARD_STATE without HLA_FEAT_STATE and HLA_FEAT_BACKWARD");
     if (info->max_n > 0) s_.max_n = info->max_n;
     if (info->max_d > 0) s_.max_d = std::min<Index>(s_.max_d, info->max_d);
     if (info->max_dv > 0) s_.max_dv = std::min<Index>(s_.max_dv, info->max_dv);

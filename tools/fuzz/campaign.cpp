@@ -2,6 +2,8 @@
 
 #include "features.hpp"
 #include "gradients.hpp"
+#include "hla_impl.h"
+#include "state_backward.hpp"
 
 #include "hla/check/fixture.hpp"
 #include "hla/io/atomic_file.hpp"
@@ -59,21 +61,32 @@ std::string features_of(const FuzzCase& c) {
   return s;
 }
 
+// Rows [0, m) of x ([lead][m][cols]) then rows [m, n) of y ([lead][n − m][cols]), as one [lead][n][cols].
+std::vector<double> stitch_rows(const std::vector<double>& x, const std::vector<double>& y, Index lead, Index n, Index m, Index cols) {
+  std::vector<double> o(static_cast<size_t>(lead * n * cols));
+  for (Index i = 0; i < lead; ++i)
+    for (Index t = 0; t < n; ++t) {
+      const bool first = t < m;
+      const Index n1 = first ? m : n - m, tt = first ? t : t - m;
+      const auto& src = first ? x : y;
+      for (Index c = 0; c < cols; ++c) o[static_cast<size_t>((i * n + t) * cols + c)] = src[static_cast<size_t>((i * n1 + tt) * cols + c)];
+    }
+  return o;
+}
+// Rows [t0, t1) of x ([lead][n][cols]); empty stays empty.
+std::vector<double> slice_rows(const std::vector<double>& x, Index lead, Index n, Index t0, Index t1, Index cols) {
+  std::vector<double> o;
+  if (x.empty()) return o;
+  for (Index i = 0; i < lead; ++i)
+    for (Index t = t0; t < t1; ++t)
+      for (Index c = 0; c < cols; ++c) o.push_back(x[static_cast<size_t>((i * n + t) * cols + c)]);
+  return o;
+}
+
 // Outputs of two calls, rows [0, m) from the first and [m, n) from the second.
 check::CandidateOutputs stitch(const BatchProblem& p, const check::CandidateOutputs& a, const check::CandidateOutputs& b, Index m) {
-  check::CandidateOutputs o{std::vector<double>(static_cast<size_t>(p.batch * p.heads * p.n * p.dv)), {}, a.out_dtype, a.den_dtype};
-  const bool den = !a.den.empty() && !b.den.empty();
-  if (den) o.den.resize(static_cast<size_t>(p.batch * p.heads * p.n));
-  for (Index bb = 0; bb < p.batch; ++bb)
-    for (Index h = 0; h < p.heads; ++h)
-      for (Index t = 0; t < p.n; ++t) {
-        const bool first = t < m;
-        const Index n1 = first ? m : p.n - m, tt = first ? t : t - m;
-        const auto& src = first ? a : b;
-        for (Index c = 0; c < p.dv; ++c)
-          o.out[p.out_index(bb, h, t, c)] = src.out[static_cast<size_t>(((bb * p.heads + h) * n1 + tt) * p.dv + c)];
-        if (den) o.den[static_cast<size_t>((bb * p.heads + h) * p.n + t)] = src.den[static_cast<size_t>((bb * p.heads + h) * n1 + tt)];
-      }
+  check::CandidateOutputs o{stitch_rows(a.out, b.out, p.batch * p.heads, p.n, m, p.dv), {}, a.out_dtype, a.den_dtype};
+  if (!a.den.empty() && !b.den.empty()) o.den = stitch_rows(a.den, b.den, p.batch * p.heads, p.n, m, 1);
   return o;
 }
 
@@ -207,11 +220,39 @@ Verdict judge(Adapter& a, const FuzzCase& c, double reference_budget, Index exac
   if (ra.status != RunResult::Status::ok) return failed_run(ra);
   const RunResult rb = a.run(slice_tokens(c.p, c.split, c.p.n), nullptr, &ra.state_out, false);
   if (rb.status != RunResult::Status::ok) return failed_run(rb);
-  const auto out = stitch(c.p, ra.out, rb.out, c.split);
+  auto out = stitch(c.p, ra.out, rb.out, c.split);
   check::CheckOptions opt;
   opt.precision = a.supports().precision_for(c.p.dtype);
   opt.form_class = a.supports().form_class;
-  const check::Report rep = check::check(c.p, ref, out, opt);
+  check::Report rep = check::check(c.p, ref, out, opt);
+  if (rep.pass && c.grad) {
+    // State-gradient continuation (ABI 1.4): the backward of [m, n) from the
+    // state after [0, m) hands its state's gradient to the backward of [0, m);
+    // together they must give one backward's dq, dk, dv over [0, n).
+    auto* sb = dynamic_cast<StateBackward*>(&a);
+    if (!sb || !a.supports().has(HLA_FEAT_BACKWARD_STATE)) return {};
+    const BatchProblem& p = c.p;
+    const Index m = c.split, BH = p.batch * p.heads;
+    auto upstream = [&](Index t0, Index t1) {
+      return std::pair{slice_rows(c.dout, BH, p.n, t0, t1, p.dv), slice_rows(c.dden, BH, p.n, t0, t1, 1)};
+    };
+    const auto [dout2, dden2] = upstream(m, p.n);
+    const RunResult gb = sb->run_backward_state(slice_tokens(p, m, p.n), dout2, dden2, &ra.state_out, nullptr, true);
+    if (gb.status != RunResult::Status::ok) return failed_run(gb);
+    const auto [dout1, dden1] = upstream(0, m);
+    const RunResult ga = sb->run_backward_state(slice_tokens(p, 0, m), dout1, dden1, nullptr, &gb.state_out, false);
+    if (ga.status != RunResult::Status::ok) return failed_run(ga);
+    const Index BK = p.batch * p.kv_heads;
+    out.dq = stitch_rows(ga.out.dq, gb.out.dq, BH, p.n, m, p.d), out.dk = stitch_rows(ga.out.dk, gb.out.dk, BK, p.n, m, p.d),
+    out.dv = stitch_rows(ga.out.dv, gb.out.dv, BK, p.n, m, p.dv);
+    out.dq_dtype = ga.out.dq_dtype, out.dk_dtype = ga.out.dk_dtype, out.dv_dtype = ga.out.dv_dtype;
+    rep = check::check(p, ref, out, opt);
+    if (rep.pass) return {};
+    if (rep.inconclusive) return inconclusive();
+    return {"state_gradient_continuation", "one backward is right, two with the state's gradient handed back at token " +
+                                               std::to_string(m) + " are not: " + summarize(rep), out, true, failed_rules(rep),
+            rep.state_difference_would_pass};
+  }
   if (rep.pass) return {};
   if (rep.inconclusive) return inconclusive();  // the stitched outputs leave too little to score, as a single pass can
   return {"state_continuation", "one pass is right, two passes with the state handed over at token " +
@@ -259,7 +300,10 @@ Summary run_campaign(Adapter& a, const CampaignOptions& o) {
     if (o.max_seconds > 0 && elapsed() >= o.max_seconds) break;
     const FuzzCase c = make_case(a.supports(), gen::derive_seed(o.seed, i));
     ++s.cases;
-    ++s.probes[c.grad && c.probe == Probe::plain ? "gradients" : to_string(c.probe)];  // plain cases that also run the backward
+    // Plain cases that also run the backward; state cases that also hand back the state's gradient.
+    ++s.probes[c.grad && c.probe == Probe::plain                ? "gradients"
+               : c.grad && c.probe == Probe::state_continuation ? "state_gradient_continuation"
+                                                                : to_string(c.probe)];
     Verdict v = judge(a, c, 0, o.exact_max_n);
     if (v.inconclusive) ++s.inconclusive;
     if (!v.kind.empty()) {

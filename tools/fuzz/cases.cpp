@@ -189,6 +189,10 @@ FuzzCase make_case(const Supports& s, uint64_t seed) {
   // Gradients (drawn only for candidates with a backward: the streams of the
   // others stay as they were), on finite inputs without state.
   if (s.has(HLA_FEAT_BACKWARD) && c.probe == Probe::plain && has_backward(o.variant) && chance(r, 2)) draw_upstream(c, s, r);
+  // With HLA_FEAT_BACKWARD_STATE, half the state cases also hand the state's
+  // gradient back (campaign.cpp: state-gradient continuation).
+  else if (s.has(HLA_FEAT_BACKWARD_STATE) && c.probe == Probe::state_continuation && has_backward(o.variant) && chance(r, 2))
+    draw_upstream(c, s, r);
   return c;
 }
 

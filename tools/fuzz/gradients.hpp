@@ -8,7 +8,7 @@
 namespace hla::fuzz {
 
 // Draws c.dout (and c.dden when the candidate writes den), values of the
-// problem's dtype; one such case in four becomes grad_nan_causality: a NaN or
+// problem's dtype; one plain case in four becomes grad_nan_causality: a NaN or
 // Inf at one upstream element of a token in the first third of its sequence
 // (the tokens after it are judged; at most about half the elements go unscored).
 void draw_upstream(FuzzCase& c, const Supports& s, gen::Rng& r);

@@ -2,6 +2,7 @@
 
 #include "hla/backward.hpp"
 #include "hla/evaluate.hpp"
+#include "hla/state.hpp"
 
 #include <cmath>
 
@@ -197,6 +198,28 @@ void fill_upstream(Case& c, bool with_dden) {
     c.dden.assign(static_cast<size_t>(p.batch * p.heads * p.n), 0);
     for (double& x : c.dden) x = round_to(p.dtype, rng.normal());
   }
+}
+
+void fill_state(BatchProblem& p, Dist dist, Rng& rng, Index earlier) {
+  if (!has_state(p.opt.variant))
+    throw InputError("--case: state=" + std::to_string(earlier) + ": " + to_string(p.opt.variant) + " has no streaming state");
+  if (static_cast<double>(p.batch) * static_cast<double>(p.heads) * static_cast<double>(earlier) * static_cast<double>(std::max(p.d, p.dv)) > 0x1p28)
+    throw InputError("--case: B·H·state·max(d, dv) is above 2^28 elements");
+  BatchProblem pre = p;
+  pre.n = earlier;
+  pre.offsets.clear();
+  pre.resize_buffers();
+  fill(pre, dist, rng);
+  p.state_dtype = DType::f32;
+  p.state.clear();
+  for (Index b = 0; b < p.batch; ++b)
+    for (Index h = 0; h < p.heads; ++h) {
+      const Problem<double> ph = pre.head<double>(b, h, 0, earlier);
+      for (const Mat<double>& m : final_state(ph, pre.head_state<double>(b, h)))
+        for (Index r = 0; r < m.rows(); ++r)
+          for (Index col = 0; col < m.cols(); ++col) p.state.push_back(static_cast<float>(m(r, col)));
+    }
+  p.validate();
 }
 
 bool qualifies_exact_tier(const BatchProblem& p) {

@@ -25,6 +25,12 @@ struct Case {
 // problem's dtype, from a stream of their own (the inputs' draws are unchanged).
 void fill_upstream(Case& c, bool with_dden);
 
+// Gives p (not packed) an initial state as a kernel would carry it: per batch
+// entry and query head the state after `earlier` tokens of distribution dist
+// drawn from rng (streaming in double), in float32. InputError for a variant
+// without a state or too many elements.
+void fill_state(BatchProblem& p, Dist dist, Rng& rng, Index earlier);
+
 // "golden" (small, committed under fixtures/), "default" (every variant ×
 // option × dtype, n = 1 … 4096, ragged chunk boundaries, exact tier,
 // adversarial inputs). Throws InputError for an unknown name.

@@ -124,33 +124,13 @@ gen::Case parse_case(const std::string& spec) {
   gen::Rng rng(seed);
   gen::fill(p, c.dist, rng);
   c.exact_tier = c.dist == gen::Dist::small_int && gen::qualifies_exact_tier(p) && state == 0;
-  if (state > 0) {
-    // An initial state as a kernel would carry it: the state after `state`
-    // earlier tokens of the same distribution (streaming in double), in float32.
-    if (!has_state(p.opt.variant)) throw InputError("--case: state=" + std::to_string(state) + ": " + to_string(p.opt.variant) + " has no streaming state");
-    if (static_cast<double>(B) * static_cast<double>(H) * static_cast<double>(state) * static_cast<double>(std::max(p.d, p.dv)) > 0x1p28)
-      throw InputError("--case: B·H·state·max(d, dv) is above 2^28 elements");
-    BatchProblem pre = p;
-    pre.n = state;
-    pre.resize_buffers();
-    gen::fill(pre, c.dist, rng);
-    p.state_dtype = DType::f32;
-    for (Index b = 0; b < B; ++b)
-      for (Index h = 0; h < H; ++h) {
-        const Problem<double> ph = pre.head<double>(b, h, 0, state);
-        for (const Mat<double>& m : final_state(ph, pre.head_state<double>(b, h)))
-          for (Index r = 0; r < m.rows(); ++r)
-            for (Index col = 0; col < m.cols(); ++col) p.state.push_back(static_cast<float>(m(r, col)));
-      }
-    p.validate();
-  }
+  if (state > 0) gen::fill_state(p, c.dist, rng, state);
   auto flag = [](const std::string& key, const std::string& v) {
     if (v == "true" || v == "1") return true;
     if (v == "false" || v == "0") return false;
     throw InputError("--case: " + key + "=" + printable(v) + " is not true or false");
   };
   if (flag("grad", grad)) {
-    if (state > 0) throw InputError("--case: grad=true with state: gradients from an initial state are not supported yet");
     if (!has_backward(p.opt.variant)) throw InputError("--case: grad=true, but variant " + to_string(p.opt.variant) + " has no backward form");
     // dden by default where den is divided by (normalize): it then has a gradient of its own.
     gen::fill_upstream(c, dden == "auto" ? p.opt.normalize : flag("dden", dden));
@@ -327,7 +307,7 @@ void add_gen(CLI::App& app, Action& action) {
   c->add_option("--case", a->one_case,
                 "one custom fixture instead of a suite: key=value,... with keys variant, masked, unmasked, gamma, normalize "
                 "(none|add|clamp), eps, lambda, scale, dtype, dist, B, H, Hkv, n, d, dv, seed, state (an initial state: the state after that many earlier tokens), grad (true: with upstream "
-                "gradients and the reference dq, dk, dv), dden (with grad: true|false, default: normalize); --out is then the file")
+                "gradients and the reference dq, dk, dv, and with state the initial state's dstate), dden (with grad: true|false, default: normalize); --out is then the file")
       ->check(non_empty);
   c->add_flag("--quiet", a->quiet, "no progress bar");
   c->add_flag("--progress", a->progress, "draw the progress bar even when stderr is not a terminal");

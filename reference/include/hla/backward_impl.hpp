@@ -36,19 +36,28 @@ template <class F> auto with_backward(Variant v, F&& f) {
       Backwards{});
 }
 
+// A reverse-time backward form f (streaming, chunked, chunked_matmul) of head
+// h from the state X0 before token 0: the gradients and ∂L/∂X0.
+template <class B, class T>
+ReverseResult<T, StateOf<B, T>> reverse_form(const Head<T>& h, const Mat<T>& dY, BackwardForm f, Index chunk, StateOf<B, T> X0) {
+  switch (f) {
+    case BackwardForm::streaming: return reverse_chunked<B>(h, dY, std::max<Index>(h.n(), 1), std::move(X0));
+    case BackwardForm::chunked: return reverse_chunked<B>(h, dY, chunk, std::move(X0));
+    case BackwardForm::chunked_matmul:
+      if constexpr (has_chunk_backward<B>) return reverse_matmul<B>(h, dY, chunk, std::move(X0));
+      break;
+    case BackwardForm::naive: break;  // the naive sums start from zero: no state gradient
+  }
+  throw InputError("variant " + to_string(B::variant) + " has no backward form " + to_string(f) +
+                   (f == BackwardForm::naive ? " from an initial state" : ""));
+}
+
 // Backward form f of head h for the upstream ∂L/∂Y (output_adjoint).
 template <class T>
 HeadGrad<T> head_backward(Variant v, const Head<T>& h, const Mat<T>& dY, BackwardForm f, Index chunk = 1) {
   return with_backward(v, [&]<class B>(B) {
-    switch (f) {
-      case BackwardForm::naive: return B::naive(h, dY);
-      case BackwardForm::streaming: return reverse_chunked<B>(h, dY, std::max<Index>(h.n(), 1)).grad;
-      case BackwardForm::chunked: return reverse_chunked<B>(h, dY, chunk).grad;
-      case BackwardForm::chunked_matmul:
-        if constexpr (has_chunk_backward<B>) return reverse_matmul<B>(h, dY, chunk).grad;
-        break;
-    }
-    throw InputError("variant " + to_string(v) + " has no backward form " + to_string(f));
+    if (f == BackwardForm::naive) return B::naive(h, dY);
+    return reverse_form<B>(h, dY, f, chunk, B::zero_state(h)).grad;
   });
 }
 
@@ -80,16 +89,28 @@ Gradient<S> backward(const Problem<S>& p, const Mat<S>& dout, const Vec<S>& dden
       p.opt, head_backward(p.opt.variant, h, output_adjoint(p.opt, Y, dout, dden, from_rational<S>(p.opt.eps)), f, chunk));
 }
 
-template <class S> Gradient<S> backward_magnitude(const Problem<S>& p, const Mat<S>& dout, const Vec<S>& dden) {
+// The problem on absolute values (|q|, |k|, |v|, |scale|): its forms add the
+// terms' magnitudes.
+template <class S> Mat<S> abs_of(const Mat<S>& m) {
   using std::abs;
-  check_backward_args(p, dout, dden);
-  const auto absm = [](const auto& m) { return Mat<S>(m.unaryExpr([](const S& x) { return S(abs(x)); })); };
-  // |∂L/∂Y| term by term (output_adjoint), num's terms by their magnitude.
+  return m.unaryExpr([](const S& x) { return S(abs(x)); });
+}
+template <class S> Problem<S> abs_problem(const Problem<S>& p) {
+  using std::abs;
+  Problem<S> a{p.opt, abs_of(p.q), abs_of(p.k), abs_of(p.v)};
+  a.opt.scale = abs(p.opt.scale);
+  return a;
+}
+
+// |∂L/∂Y| term by term (output_adjoint), num's terms by their magnitude: from
+// the forward's outputs o and magnitude m (used only with normalize).
+template <class S>
+Mat<S> upstream_magnitude(const Problem<S>& p, const Mat<S>& dout, const Vec<S>& dden, const Output<S>& o, const Output<S>& m) {
+  using std::abs;
   Mat<S> Yb(p.n(), p.dv() + 1);
-  Yb.leftCols(p.dv()) = absm(dout);
-  Yb.col(p.dv()) = absm(dden);
+  Yb.leftCols(p.dv()) = abs_of(dout);
+  Yb.col(p.dv()) = abs_of(Mat<S>(dden));
   if (p.opt.normalize) {
-    const Output<S> o = evaluate(p, Form::streaming), m = magnitude(p);
     const S eps = from_rational<S>(p.opt.eps);
     for (Index t = 0; t < p.n(); ++t) {
       const S D = abs(normalizer(o.den(t), eps, p.opt.eps_mode));
@@ -98,8 +119,14 @@ template <class S> Gradient<S> backward_magnitude(const Problem<S>& p, const Mat
         Yb(t, p.dv()) += Yb.row(t).head(p.dv()).dot(m.num.row(t)) / D;
     }
   }
-  Problem<S> a{p.opt, absm(p.q), absm(p.k), absm(p.v)};
-  a.opt.scale = abs(p.opt.scale);
+  return Yb;
+}
+
+template <class S> Gradient<S> backward_magnitude(const Problem<S>& p, const Mat<S>& dout, const Vec<S>& dden) {
+  check_backward_args(p, dout, dden);
+  const Mat<S> Yb = p.opt.normalize ? upstream_magnitude(p, dout, dden, evaluate(p, Form::streaming), magnitude(p))
+                                    : upstream_magnitude(p, dout, dden, Output<S>{}, Output<S>{});
+  const Problem<S> a = abs_problem(p);
   return problem_gradient(a.opt, head_backward(p.opt.variant, make_head(a), Yb, BackwardForm::streaming));
 }
 

@@ -10,6 +10,7 @@
 // (rationals, binary128) and state.cpp (double).
 #pragma once
 
+#include "hla/backward.hpp"
 #include "hla/evaluate.hpp"
 
 #include <string>
@@ -50,5 +51,22 @@ template <class S> StateMats<S> final_state(const Problem<S>& p, const StateMats
 // |scale|, |λ| and |X0|; its forms only add terms, so it bounds |num|, |den| and
 // the error of any form that adds the state's terms and the tokens' terms.
 template <class S> Output<S> magnitude_from(const Problem<S>& p, const StateMats<S>& X0);
+
+// Gradients from X0 (SPEC §9): dq, dk, dv of p continued from X0, and dstate =
+// ∂L/∂X0 (the backward's dX0; a State is the layout's members, so no
+// conversion) in layout order. Forms: streaming, chunked, chunked_matmul (the
+// naive sums have no state: InputError). Errors as backward() and evaluate_from.
+template <class S> struct GradientFrom {
+  Gradient<S> tokens;
+  StateMats<S> dstate;
+};
+template <class S>
+GradientFrom<S> backward_from(const Problem<S>& p, const StateMats<S>& X0, const Mat<S>& dout, const Vec<S>& dden,
+                               BackwardForm f = BackwardForm::streaming, Index chunk = 16);
+// Their SPEC §9 magnitudes: the streaming backward over absolute values of the
+// inputs, of X0 and of the upstream (as backward_magnitude); X0's entries are
+// exact inputs (SPEC §8).
+template <class S>
+GradientFrom<S> backward_magnitude_from(const Problem<S>& p, const StateMats<S>& X0, const Mat<S>& dout, const Vec<S>& dden);
 
 }  // namespace hla

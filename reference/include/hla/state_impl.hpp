@@ -51,16 +51,44 @@ template <class S> StateMats<S> final_state(const Problem<S>& p, const StateMats
 }
 
 template <class S> Output<S> magnitude_from(const Problem<S>& p, const StateMats<S>& X0) {
-  using std::abs;
-  auto absm = [](const Mat<S>& m) { return Mat<S>(m.unaryExpr([](const S& x) { return S(abs(x)); })); };
-  Problem<S> a{p.opt, absm(p.q), absm(p.k), absm(p.v)};
-  a.opt.scale = abs(p.opt.scale);
+  Problem<S> a = abs_problem(p);
   a.opt.normalize = false;
   StateMats<S> aX;
-  for (const Mat<S>& m : X0) aX.push_back(absm(m));
+  for (const Mat<S>& m : X0) aX.push_back(abs_of(m));
   // Every term of the recurrence is a product of inputs, γ, λ and state
   // entries, added: on absolute values it is the sum of |terms|.
   return evaluate_from(a, aX);
+}
+
+// The reverse form f of h from X0 for the upstream rows dY, in the problem's coordinates.
+template <class B, class S>
+GradientFrom<S> gradient_from(const Options& opt, const Head<S>& h, const StateMats<S>& X0, const Mat<S>& dY, BackwardForm f, Index chunk) {
+  const auto r = reverse_form<B>(h, dY, f, chunk, state_from<B>(h, X0));
+  return {problem_gradient(opt, r.grad), mats_of<B>(r.dX0)};
+}
+
+template <class S>
+GradientFrom<S> backward_from(const Problem<S>& p, const StateMats<S>& X0, const Mat<S>& dout, const Vec<S>& dden, BackwardForm f,
+                               Index chunk) {
+  check_backward_args(p, dout, dden, chunk);
+  const Head<S> h = make_head(p);
+  return with_backward(p.opt.variant, [&]<class B>(B) {
+    const Mat<S> Y = forward_from<B>(h, state_from<B>(h, X0));  // [num | den], which normalization divides by
+    return gradient_from<B>(p.opt, h, X0, output_adjoint(p.opt, Y, dout, dden, from_rational<S>(p.opt.eps)), f, chunk);
+  });
+}
+
+template <class S>
+GradientFrom<S> backward_magnitude_from(const Problem<S>& p, const StateMats<S>& X0, const Mat<S>& dout, const Vec<S>& dden) {
+  check_backward_args(p, dout, dden);
+  const Mat<S> Yb = p.opt.normalize ? upstream_magnitude(p, dout, dden, evaluate_from(p, X0), magnitude_from(p, X0))
+                                    : upstream_magnitude(p, dout, dden, Output<S>{}, Output<S>{});
+  const Problem<S> a = abs_problem(p);
+  StateMats<S> aX;
+  for (const Mat<S>& m : X0) aX.push_back(abs_of(m));
+  return with_backward(p.opt.variant, [&]<class B>(B) {
+    return gradient_from<B>(a.opt, make_head(a), aX, Yb, BackwardForm::streaming, 1);
+  });
 }
 
 }  // namespace hla
@@ -68,7 +96,12 @@ template <class S> Output<S> magnitude_from(const Problem<S>& p, const StateMats
 #define HLA_STATE_INSTANTIATIONS(ext, S)                                                                          \
   ext template hla::Output<S> hla::evaluate_from<S>(const hla::Problem<S>&, const hla::StateMats<S>&);              \
   ext template hla::StateMats<S> hla::final_state<S>(const hla::Problem<S>&, const hla::StateMats<S>&);             \
-  ext template hla::Output<S> hla::magnitude_from<S>(const hla::Problem<S>&, const hla::StateMats<S>&);
+  ext template hla::Output<S> hla::magnitude_from<S>(const hla::Problem<S>&, const hla::StateMats<S>&);            \
+  ext template hla::GradientFrom<S> hla::backward_from<S>(const hla::Problem<S>&, const hla::StateMats<S>&, const hla::Mat<S>&, \
+                                                          const hla::Vec<S>&, hla::BackwardForm, hla::Index);                     \
+  ext template hla::GradientFrom<S> hla::backward_magnitude_from<S>(const hla::Problem<S>&, const hla::StateMats<S>&,          \
+                                                                    const hla::Mat<S>&, const hla::Vec<S>&);
 HLA_STATE_INSTANTIATIONS(extern, hla::Rational)
 HLA_STATE_INSTANTIATIONS(extern, hla::f113)
 HLA_STATE_INSTANTIATIONS(extern, double)
+HLA_STATE_INSTANTIATIONS(extern, float)

@@ -20,7 +20,13 @@
 // the k_i dkᵀ half of d(kkᵀ) dropped); backward_decay_power (hla2's R decays
 // by γ, not γ²); backward_gqa_unsummed (dk, dv of a group from its last query
 // head only); backward_nan_leak (R over chunks of 16 with the causal mask
-// applied by multiplying with 0/1: a NaN in do_t reaches rows j > t of its chunk).
+// applied by multiplying with 0/1: a NaN in do_t reaches rows j > t of its chunk);
+// and with a state (ABI 1.4: HLA_FEAT_STATE, hla_impl_run_backward_state; the
+// state per (batch, head, sequence) is la1's P, hla2's S then F, each d x w):
+// correct_backward_state; backward_state_dropped (the gradient of the initial
+// state written as zeros, as a kernel that forgets to hand it back). From a
+// state X0 and the upstream X̄_end of the final state, the adjoints of the
+// last token add F̄_end (P̄_end) and S̄_end undecayed, and ∂L/∂F0 = ρR_0, ∂L/∂S0 = γM_0.
 
 #include "hla_impl.h"
 #include "zoo_abi.hpp"
@@ -35,12 +41,14 @@ namespace {
 
 constexpr std::string_view kMember = ZOO_STR(ZOO_BUG);
 static_assert(kMember == "correct_backward" || kMember == "backward_dk_no_cross" || kMember == "backward_decay_power" ||
-                  kMember == "backward_gqa_unsummed" || kMember == "backward_nan_leak",
+                  kMember == "backward_gqa_unsummed" || kMember == "backward_nan_leak" || kMember == "correct_backward_state" ||
+                  kMember == "backward_state_dropped",
               "ZOO_BUG names no member built from zoo_backward.cpp");
 constexpr bool bug(std::string_view b) { return kMember == b; }
 
+constexpr bool kState = bug("correct_backward_state") || bug("backward_state_dropped");
 constexpr uint32_t kFeatures = HLA_FEAT_NORMALIZE | HLA_FEAT_CLAMP | HLA_FEAT_DECAY | HLA_FEAT_SCALE | HLA_FEAT_GQA | HLA_FEAT_VARLEN |
-                               HLA_FEAT_DEN | HLA_FEAT_BACKWARD;
+                               HLA_FEAT_DEN | HLA_FEAT_BACKWARD | (kState ? HLA_FEAT_STATE | HLA_FEAT_BACKWARD_STATE : 0u);
 const hla_impl_info kInfo = {
     HLA_IMPL_ABI_VERSION, "zoo_" ZOO_STR(ZOO_BUG), (1u << HLA_LA1) | (1u << HLA_HLA2), (1u << HLA_F64) | (1u << HLA_F32),
     kFeatures, 4096, 64, 64, "f64", HLA_CLASS_MASKED, nullptr,
@@ -73,11 +81,17 @@ struct Head {
   double g;
   int64_t L, d, w;
   const Vec &q, &k, &v;
+  const double *S0 = nullptr, *F0 = nullptr;  // the initial state (null: zero); la1's P is F
 };
 
-void forward(const Head& h, Vec& num, Vec* Fs, Vec* Ss, Vec* bs) {
+// The state of one (batch, head, sequence): hla2's S (d x d), then F (P for la1; d x w).
+int64_t state_size(const hla_problem* p) { return (p->variant == HLA_HLA2 ? p->d * p->d : 0) + p->d * (p->dv + 1); }
+
+void forward(const Head& h, Vec& num, Vec* Fs, Vec* Ss, Vec* bs, double* S_end = nullptr, double* F_end = nullptr) {
   const int64_t d = h.d, w = h.w;
   Vec S(at(d * d)), F(at(d * w)), b(at(d));
+  if (h.S0) std::copy(h.S0, h.S0 + d * d, S.begin());
+  if (h.F0) std::copy(h.F0, h.F0 + d * w, F.begin());
   num.assign(at(h.L * w), 0);
   for (int64_t t = 0; t < h.L; ++t) {
     const double *qt = &h.q[at(t * d)], *kt = &h.k[at(t * d)], *vt = &h.v[at(t * w)];
@@ -93,16 +107,19 @@ void forward(const Head& h, Vec& num, Vec* Fs, Vec* Ss, Vec* bs) {
     add_matTvec(F.data(), qt, d, w, &num[at(t * w)]);
     if (Fs) std::copy(F.begin(), F.end(), Fs->begin() + t * d * w);
   }
+  if (S_end && h.hla2) std::copy(S.begin(), S.end(), S_end);
+  if (F_end) std::copy(F.begin(), F.end(), F_end);
 }
 
-// R_j for every j (L x d x w): R_j = ρR_{j+1} + q̃_jȲ_jᵀ.
-Vec adjoint(const Head& h, const Vec& Y, double rho) {
+// R_j for every j (L x d x w): R_j = ρR_{j+1} + q̃_jȲ_jᵀ, R_{L−1} = R_end + q̃Ȳᵀ (R_end: the final state's upstream; null: zero).
+Vec adjoint(const Head& h, const Vec& Y, double rho, const double* R_end) {
   const int64_t d = h.d, w = h.w, dw = d * w;
   Vec R(at(h.L * dw));
   if (!bug("backward_nan_leak")) {
     Vec cur(at(dw));
+    if (R_end) std::copy(R_end, R_end + dw, cur.begin());
     for (int64_t j = h.L - 1; j >= 0; --j) {
-      decay_add_outer(cur.data(), rho, &h.q[at(j * d)], &Y[at(j * w)], d, w);
+      decay_add_outer(cur.data(), j == h.L - 1 ? 1.0 : rho, &h.q[at(j * d)], &Y[at(j * w)], d, w);  // R_{L−1} = R_end + …
       std::copy(cur.begin(), cur.end(), R.begin() + j * dw);
     }
     return R;
@@ -126,14 +143,21 @@ Vec adjoint(const Head& h, const Vec& Y, double rho) {
   return R;
 }
 
-void backward(const Head& h, const Vec& Y, Vec& dq, Vec& dk, Vec& dv) {
-  const int64_t d = h.d, w = h.w, L = h.L;
+// dX_end: the upstream of the final state (null: zero); dX0: ∂L/∂(the initial state) (null: not wanted),
+// both in the state layout (state_size).
+void backward(const Head& h, const Vec& Y, Vec& dq, Vec& dk, Vec& dv, const double* dX_end = nullptr, double* dX0 = nullptr) {
+  const int64_t d = h.d, w = h.w, L = h.L, dS = h.hla2 ? d * d : 0;
   Vec num, Fs(at(L * d * w)), Ss, bs;
   if (h.hla2) Ss.resize(at(L * d * d)), bs.resize(at(L * d));
   forward(h, num, &Fs, h.hla2 ? &Ss : nullptr, &bs);
   for (int64_t t = 0; t < L; ++t) add_matvec(&Fs[at(t * d * w)], &Y[at(t * w)], d, w, &dq[at(t * d)]);
   const double rho = h.hla2 && !bug("backward_decay_power") ? h.g * h.g : h.g;
-  const Vec R = adjoint(h, Y, rho);
+  const Vec R = adjoint(h, Y, rho, dX_end ? dX_end + dS : nullptr);
+  // ∂L/∂X0 of a state member with adjoint A_0 (A_L = its upstream when L = 0), decayed by c.
+  auto initial = [&](double* out, const double* A0, const double* end, int64_t size, double c) {
+    for (int64_t x = 0; x < size; ++x) out[x] = bug("backward_state_dropped") ? 0.0 : L > 0 ? c * A0[x] : end ? end[x] : 0.0;
+  };
+  if (dX0) initial(dX0 + dS, R.data(), dX_end ? dX_end + dS : nullptr, d * w, rho);
   if (!h.hla2) {
     for (int64_t j = 0; j < L; ++j) {
       add_matvec(&R[at(j * d * w)], &h.v[at(j * w)], d, w, &dk[at(j * d)]);
@@ -142,16 +166,18 @@ void backward(const Head& h, const Vec& Y, Vec& dq, Vec& dk, Vec& dv) {
     return;
   }
   Vec M(at(d * d)), gj(at(d));
+  if (dX_end) std::copy(dX_end, dX_end + dS, M.begin());
   for (int64_t j = L - 1; j >= 0; --j) {
     const double* Rj = &R[at(j * d * w)];
     add_matTvec(Rj, &bs[at(j * d)], d, w, &dv[at(j * w)]);
     gj.assign(at(d), 0);
     add_matvec(Rj, &h.v[at(j * w)], d, w, gj.data());
     add_matvec(&Ss[at(j * d * d)], gj.data(), d, d, &dq[at(j * d)]);
-    decay_add_outer(M.data(), h.g, gj.data(), &h.q[at(j * d)], d, d);
+    decay_add_outer(M.data(), j == L - 1 ? 1.0 : h.g, gj.data(), &h.q[at(j * d)], d, d);
     add_matvec(M.data(), &h.k[at(j * d)], d, d, &dk[at(j * d)]);
     if (!bug("backward_dk_no_cross")) add_matTvec(M.data(), &h.k[at(j * d)], d, d, &dk[at(j * d)]);
   }
+  if (dX0) initial(dX0, M.data(), dX_end, dS, h.g);
 }
 
 bool refuse(const hla_problem* p, char* err, size_t err_len, bool backward) {
@@ -159,13 +185,15 @@ bool refuse(const hla_problem* p, char* err, size_t err_len, bool backward) {
   alignas(64) static double dummy;
   if (backward) c.out = &dummy, c.den = nullptr;  // the backward gets no output buffers
   const char* why = zoo::unsupported(&c, kInfo);
-  if (!why && backward && (p->state_in || p->state_out)) why = "no state in a backward call";
+  if (!why && backward && (p->state_out || (p->state_in && !kState))) why = "no state in a backward call";
   if (why && err && err_len) std::snprintf(err, err_len, "%s: %s", kInfo.name, why);
   return why != nullptr;
 }
 
-// The forward (dout == nullptr) or the backward of every head and sequence.
-int run(const hla_problem* p, const void* dout, const double* dden, void* dq_out, void* dk_out, void* dv_out) {
+// The forward (dout == nullptr) or the backward of every head and sequence;
+// the state's upstream dX_end and gradient dX0 as in backward() (null: none).
+int run(const hla_problem* p, const void* dout, const double* dden, void* dq_out, void* dk_out, void* dv_out,
+        const double* dX_end = nullptr, double* dX0 = nullptr) {
   const int64_t n = p->n, d = p->d, dv = p->dv, w = dv + 1, group = p->heads / p->kv_heads;
   const int64_t nseq = p->offsets ? p->num_offsets - 1 : 1;
   Vec q, k, v, num, Y, dq, dk, dv_, gk(at(p->batch * p->kv_heads * n * d)), gv(at(p->batch * p->kv_heads * n * dv));
@@ -184,8 +212,12 @@ int run(const hla_problem* p, const void* dout, const double* dden, void* dq_out
           for (int64_t c = 0; c < dv; ++c) v[at(t * w + c)] = zoo::load<double>(p->v, p->dtype, vi + at(c));
           v[at(t * w + dv)] = 1;
         }
-        const Head hd{p->variant == HLA_HLA2, p->gamma, L, d, w, q, k, v};
-        forward(hd, num, nullptr, nullptr, nullptr);
+        // This (batch, head, sequence)'s state, la1: P; hla2: S then F.
+        const size_t st = at(((b * p->heads + h) * nseq + s) * state_size(p)), dS = at(p->variant == HLA_HLA2 ? d * d : 0);
+        const double* X0 = p->state_in ? p->state_in + st : nullptr;
+        const Head hd{p->variant == HLA_HLA2, p->gamma, L, d, w, q, k, v, X0, X0 ? X0 + dS : nullptr};
+        double* X_end = p->state_out ? p->state_out + st : nullptr;
+        forward(hd, num, nullptr, nullptr, nullptr, X_end, X_end ? X_end + dS : nullptr);
         const size_t row0 = at((b * p->heads + h) * n + t0);
         if (!dout) {
           for (int64_t t = 0; t < L; ++t) {
@@ -211,7 +243,7 @@ int run(const hla_problem* p, const void* dout, const double* dden, void* dq_out
           y[dv] = (dden ? dden[row0 + at(t)] : 0) - (p->normalize && !held ? dot / (D * D) : 0);
         }
         dq.assign(at(L * d), 0), dk.assign(at(L * d), 0), dv_.assign(at(L * w), 0);
-        backward(hd, Y, dq, dk, dv_);
+        backward(hd, Y, dq, dk, dv_, dX_end ? dX_end + st : nullptr, dX0 ? dX0 + st : nullptr);
         const size_t kv0 = at((b * p->kv_heads + hk) * n + t0);
         const bool overwrite = bug("backward_gqa_unsummed");  // the bug: the group's last query head wins
         for (int64_t t = 0; t < L; ++t) {
@@ -253,6 +285,22 @@ ZOO_EXPORT int hla_impl_run_backward(const hla_problem* p, const void* dout, con
     return 1;
   }
   return run(p, dout, dden, dq, dk, dv);
+}
+
+ZOO_EXPORT int64_t hla_impl_state_size(const hla_problem* p) { return kState && p ? state_size(p) : 0; }
+
+ZOO_EXPORT int hla_impl_run_backward_state(const hla_problem* p, const void* dout, const double* dden, const double* dstate_out,
+                                           void* dq, void* dk, void* dv, double* dstate_in, char* err, size_t err_len) {
+  if (!kState) {
+    if (err && err_len) std::snprintf(err, err_len, "%s: no state", kInfo.name);
+    return 1;
+  }
+  if (!p || refuse(p, err, err_len, true)) return 1;
+  if (p->n > 0 && (!dout || !dq || !dk || !dv)) {
+    if (err && err_len) std::snprintf(err, err_len, "%s: missing dout, dq, dk or dv", kInfo.name);
+    return 1;
+  }
+  return run(p, dout, dden, dq, dk, dv, dstate_out, dstate_in);
 }
 
 }  // extern "C"

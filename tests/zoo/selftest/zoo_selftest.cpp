@@ -533,6 +533,8 @@ std::map<std::string, Expect> expectations() {
       "ahla_clamp_n37",    "ahla_varlen_n40",         "hla2_state_n37",     "ahla_state_n37",
       "la1_state_n37",    "hla2_add_bf16_n37", "hla2_add_f16_n37",        "ahla_nan20_n37",     "hla3_n37",
       "hla3_unmasked_n20"};
+  std::set<std::string> with_state = not_backward;  // its state members continue la1 and hla2
+  with_state.erase("hla2_state_n37"), with_state.erase("la1_state_n37");
 
   return {
       {"correct_streaming", {true, {}, Outcome::match, {}, {}}},
@@ -560,6 +562,9 @@ std::map<std::string, Expect> expectations() {
       {"backward_decay_power", {false, {}, Outcome::differ, {n37, "la1_n37"}, {}}},
       {"backward_gqa_unsummed", {false, {}, Outcome::differ, {n37, "hla2_gqa_n37"}, {}}},
       {"backward_nan_leak", {false, {}, Outcome::differ, {n37, "hla2_nan20_n37"}, {}}},
+      // With a state (ABI 1.4): the forward continues from it; dropping the state's gradient shows in `hla fuzz` only.
+      {"correct_backward_state", {true, {}, Outcome::match, {}, with_state}},
+      {"backward_state_dropped", {false, {}, Outcome::differ, {n37, "hla2_state_n37", "la1_state_n37"}, {}}},
       {"crash_long", {false, {"la1_n45", "la1_n42"}, Outcome::crash, {n37}, {}}},
       {"hang", {false, {"la1_n42"}, Outcome::timeout, {n37, "la1_n45"}, {}}},
   };

@@ -25,6 +25,11 @@ struct CandidateOutputs {
   // dq [B, H, n, d], dk [B, Hkv, n, d], dv [B, Hkv, n, dv].
   std::vector<double> dq, dk, dv;
   DType dq_dtype = DType::f64, dk_dtype = DType::f64, dv_dtype = DType::f64;
+  // From an initial state: ∂L/∂X0 laid out as BatchProblem::state, the parts
+  // given (state.hpp names: S, F, f, …; empty: none; the others are zero) and their dtype.
+  std::vector<double> dstate;
+  std::vector<std::string> dstate_parts;
+  DType dstate_dtype = DType::f64;
 };
 
 struct CheckOptions {
@@ -83,13 +88,15 @@ struct Element {
 // |candidate − reference| / (u·M*), M* the gradient's magnitude times the
 // conditioning of den ⊕ ε it passes through (check/gradient.hpp), bound K_g + 1.
 struct GradientRow {
-  std::string name;  // dq, dk, dv
+  std::string name;  // dq, dk, dv, or dstate.<part> (from an initial state)
   bool checked = false;  // the candidate has it
   size_t elements = 0, scored = 0, nonfinite = 0, over_bound = 0;
   size_t ill_conditioned = 0;  // not scored: depends on a den ⊕ ε within its error bound of 0 (or of a clamp jump)
   size_t out_of_range = 0, underflow = 0;  // not scored, as for outputs
   double max_score = 0;
-  std::vector<Element> worst;  // h: the query head (dq) or the K/V head (dk, dv); c: the column
+  // h: the query head (dq, dstate) or the K/V head (dk, dv); c: the column.
+  // dstate: b is the sequence, t the row, c = -1 in a denominator part (m, f, z, e).
+  std::vector<Element> worst;
   // Rule 3 (SPEC §9): our own backward forms in the candidate's precision (f32, f64;
   // not applied in other precisions or from a state), scored alike; every element's
   // score at most ratio_limit times their worst, or its floor if larger.

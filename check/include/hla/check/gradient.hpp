@@ -45,9 +45,12 @@ double gradient_depth_bound(const Options& o, Index n, Index d, Index dv);
 // From the forward reference's den, num's magnitude and the magnitudes of the
 // given class (mnum_err, mden_err: what the forward's error scales with), with the
 // forward's error bound K_f·u per unit magnitude.
+// An initial state's gradient depends on ∂L/∂Y_t of every token of its
+// sequence: its factor is the largest over the sequence (that of its first token).
 struct GradientScale {
-  std::vector<double> q;   // [B, H, n]
-  std::vector<double> kv;  // [B, Hkv, n]
+  std::vector<double> q;      // [B, H, n]
+  std::vector<double> kv;     // [B, Hkv, n]
+  std::vector<double> state;  // [sequences, H]: dstate of (sequence, query head)
 };
 GradientScale gradient_scale(const BatchProblem& p, const std::vector<double>& den, const std::vector<double>& mag_num,
                              const std::vector<double>& mnum_err, const std::vector<double>& mden_err, double u);

@@ -29,6 +29,10 @@ struct GradientReference {
   std::vector<double> dk, mag_dk;  // [B, Hkv, n, d]
   std::vector<double> dv, mag_dv;  // [B, Hkv, n, dv]
   std::vector<uint8_t> dq_flags, dk_flags, dv_flags;  // sized like the values
+  // From an initial state (else empty): ∂L/∂X0 laid out as BatchProblem::state
+  // (per sequence and query head), its magnitude (|X0| counts as an input) and flags.
+  std::vector<double> dstate, mag_dstate;
+  std::vector<uint8_t> dstate_flags;
   int bits = 113;  // 0: every head exact (rationals)
   size_t uncertified = 0;
 };

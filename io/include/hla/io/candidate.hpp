@@ -2,7 +2,9 @@
 // file with `out` [B,H,n,dv] in any float dtype, optionally `den` [B,H,n] and
 // `state.<name>` tensors shaped like the fixture's state of that name, and the
 // gradients `dq` [B,H,n,d], `dk` [B,Hkv,n,d], `dv` [B,Hkv,n,dv] (any subset;
-// only for a fixture that carries gradients, SPEC §9). Values
+// only for a fixture that carries gradients, SPEC §9), and from an initial
+// state the state's gradient `dstate.<part>`, shaped as the fixture's
+// initial_state.<part> (io/state.hpp; any subset of the parts). Values
 // are read exactly into doubles; NaN and ±Inf are kept (scoring them is the
 // checker's job). Metadata, if any, is ignored.
 #pragma once
@@ -27,6 +29,11 @@ struct Candidate {
   // Gradients of the fixture's loss, when the kernel wrote them.
   std::optional<std::vector<double>> dq, dk, dv;
   DType dq_dtype = DType::f32, dk_dtype = DType::f32, dv_dtype = DType::f32;
+  // ∂L/∂(initial state) laid out as the problem's state (zero where no part
+  // was given), the parts given (empty: none) and their dtype (one for all).
+  std::vector<double> dstate;
+  std::vector<std::string> dstate_parts;
+  DType dstate_dtype = DType::f32;
 };
 
 // Checks names, dtypes (float only) and shapes against the fixture: a missing

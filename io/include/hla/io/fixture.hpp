@@ -20,7 +20,10 @@
 // with them ("unknown tensor 'do'"), so no version bump was needed.
 // A version 3 file may also hold the problem's initial state,
 // initial_state.<part> tensors (io/state.hpp), in the problem's state dtype;
-// a reader that predates them likewise refuses such a file.
+// a reader that predates them likewise refuses such a file. Gradients from an
+// initial state add the state's gradient ref_dstate.<part>, its magnitude
+// mag_dstate.<part> (F64) and dstate_flags.<part> (U8) when something is
+// flagged, shaped as the initial_state.<part> tensors.
 // __metadata__ (all strings, no control bytes): format = "hla-oracle-fixture",
 // format_version, variant, masked, normalize, eps_mode, gamma, eps,
 // lambda, scale (exact rationals), batch, heads, kv_heads, n, d, dv, dtype,
@@ -83,6 +86,10 @@ struct Fixture {
   std::vector<double> ref_dk, mag_dk;         // [B,Hkv,n,d]
   std::vector<double> ref_dv, mag_dv;         // [B,Hkv,n,dv]
   std::vector<std::uint8_t> dq_flags, dk_flags, dv_flags;  // kFlag* bits, or empty when nothing is flagged
+  // From an initial state (gradients and problem.has_state(); else empty): ∂L/∂X0
+  // laid out as problem.state, its magnitude, and flags (or empty).
+  std::vector<double> ref_dstate, mag_dstate;
+  std::vector<std::uint8_t> dstate_flags;
   std::string suite;      // which set the case belongs to
   std::string case_name;  // metadata key "case"
   std::uint64_t seed = 0; // generator seed that reproduces the inputs

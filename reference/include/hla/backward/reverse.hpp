@@ -69,10 +69,14 @@ template <class B, class T> ReverseResult<T, StateOf<B, T>> reverse_chunked(cons
 // Whole chunks at a time in matrix products (what a tensor-core kernel's
 // backward computes), for the variants whose type has chunk_backward.
 template <class B> constexpr bool has_chunk_backward = requires { &B::template chunk_backward<double>; };
-template <class B, class T> ReverseResult<T, StateOf<B, T>> reverse_matmul(const Head<T>& h, const Mat<T>& dY, Index w) {
-  return reverse_over_chunks<B>(h, w, B::zero_state(h), [&](Index c0, Index L, const StateOf<B, T>& X, auto& r) {
+template <class B, class T>
+ReverseResult<T, StateOf<B, T>> reverse_matmul(const Head<T>& h, const Mat<T>& dY, Index w, StateOf<B, T> X0) {
+  return reverse_over_chunks<B>(h, w, std::move(X0), [&](Index c0, Index L, const StateOf<B, T>& X, auto& r) {
     B::chunk_backward(h, dY, c0, L, X, r.dX0, r.grad);
   });
+}
+template <class B, class T> ReverseResult<T, StateOf<B, T>> reverse_matmul(const Head<T>& h, const Mat<T>& dY, Index w) {
+  return reverse_matmul<B>(h, dY, w, B::zero_state(h));
 }
 
 }  // namespace hla
