@@ -135,3 +135,29 @@ def test_fuzz_backward(form, tmp_path):
         assert r.findings and set(r.by_kind) == {"gradient_nan_causality"}, r.text
         for f in r.findings:  # shrunk to two tokens: the NaN at token 0, its leak at token 1
             assert " n=2 " in f["shrunk"] and "token 1" in f["message"], f
+
+
+@pytest.mark.parametrize("form", FORMS)
+def test_state_gradient(form):
+    """The gradient of the initial state: torch.autograd through each form from a state (S, F, f: SPEC §3's
+    corrected-state parts, the §8 parts), judged with hla_oracle.check(..., dstate=) together with dq, dk, dv;
+    a dropped state gradient (zeros) fails on its rows."""
+    g = torch.Generator().manual_seed(5)
+    B, T, H, Hkv, d, dv, m = 1, 40, 2, 1, 8, 8, 16
+    q, k, v = (torch.randn(B, T, h, w, generator=g) for h, w in ((H, d), (Hkv, d), (Hkv, dv)))
+    _, st = FORMS[form](q[:, :m], k[:, :m], v[:, :m], gamma=0.9, output_final_state=True)
+    st = tuple(x.detach().clone().requires_grad_() for x in st)
+    rest = [x[:, m:].clone().requires_grad_() for x in (q, k, v)]
+    out, _ = FORMS[form](*rest, gamma=0.9, initial_state=st)
+    do = torch.randn(out.shape, generator=g)
+    out.backward(do)
+    state = {"S": st[0].detach(), "F": st[1].detach(), "f": st[2].detach()}
+    dstate = {"S": st[0].grad, "F": st[1].grad, "f": st[2].grad}
+    ask = dict(variant="hla2", gamma=0.9, layout="bthd", precision="f32", initial_state=state, do=do,
+               dq=rest[0].grad, dk=rest[1].grad, dv=rest[2].grad)
+    qkv = [x.detach() for x in rest]
+    r = hla_oracle.check(out.detach(), *qkv, dstate=dstate, **ask)
+    assert r.passed, r.text
+    assert all(f"dstate.{p}: ok" in r.text for p in ("S", "F", "f")), r.text
+    r = hla_oracle.check(out.detach(), *qkv, dstate={p: torch.zeros_like(x) for p, x in dstate.items()}, **ask)
+    assert not r.passed and "dstate.F: FAIL" in r.text, r.text

@@ -170,7 +170,8 @@ def _precision(precision):
 
 def check(out, q, k, v, *, variant="hla2", masked=True, gamma=1, normalize=False, eps_mode="add", eps=DEFAULT_EPS, lam=0,
           scale=1, precision=None, form_class="masked", den=None, layout="bhtd", cu_seqlens=None, initial_state=None,
-          dtype=None, out_dtype=None, exact_tier=False, worst=10, dump=None, do=None, dden=None, dq=None, dk=None, dv=None):
+          dtype=None, out_dtype=None, exact_tier=False, worst=10, dump=None, do=None, dden=None, dq=None, dk=None, dv=None,
+          dstate=None):
     """Judges a kernel's `out` (and `den` when it exposes one) on q, k, v with
     the pass rule of `hla check`: computes the reference, scores every element
     in units of u·magnitude and compares with our own honest evaluation
@@ -181,19 +182,25 @@ def check(out, q, k, v, *, variant="hla2", masked=True, gamma=1, normalize=False
     Gradients (SPEC §9): with the upstream do [B,H,T,dv] (and dden [B,H,T]) in
     the inputs' dtype, the kernel's dq, dk, dv (any of them; [B,H,T,d],
     [B,Hkv,T,d], [B,Hkv,T,dv] in `layout`) are judged as the gradients of
-    L = Σ⟨do, out⟩ + Σ dden·den, each in a row of the report."""
+    L = Σ⟨do, out⟩ + Σ dden·den, each in a row of the report; from an initial_state,
+    dstate={part: array} (the state's gradient, shaped as initial_state) too, a row per part."""
     opts = option_text(variant, masked, gamma, normalize, eps_mode, eps, lam, scale)
     t = _inputs(q, k, v, layout, cu_seqlens, dtype, initial_state)
     o = tensor(out, "out", out_dtype)
     d = None if den is None else tensor(den, "den")
     text, js = _core.check(t, opts, layout, o, d, _precision(precision), str(form_class), bool(exact_tier), int(worst),
-                           "" if dump is None else os.fspath(dump), _gradients(do=do, dden=dden, dq=dq, dk=dk, dv=dv))
+                           "" if dump is None else os.fspath(dump), _gradients(do=do, dden=dden, dq=dq, dk=dk, dv=dv, dstate=dstate))
     return Report(text, js)
 
 
-def _gradients(**arrays):
-    """The given gradient arrays (do, dden, dq, dk, dv) as tensors, by name."""
-    return {name: tensor(x, name) for name, x in arrays.items() if x is not None}
+def _gradients(dstate=None, **arrays):
+    """The given gradient arrays (do, dden, dq, dk, dv; dstate: {part: array}) as tensors, by name."""
+    t = {name: tensor(x, name) for name, x in arrays.items() if x is not None}
+    if dstate is not None:
+        if not isinstance(dstate, dict):
+            raise TypeError(f"dstate must be a dict {{part: array}} (the parts of initial_state), got {type(dstate).__name__}")
+        t.update({f"dstate.{part}": tensor(x, f"dstate.{part}") for part, x in dstate.items()})
+    return t
 
 
 class Fixture:

@@ -13,6 +13,7 @@
 #include "hla/io/candidate.hpp"
 #include "hla/io/fixture.hpp"
 #include "hla/io/inputs.hpp"
+#include "hla/io/state.hpp"
 
 #include <nanobind/stl/map.h>
 #include <nanobind/stl/optional.h>
@@ -21,6 +22,7 @@
 #include <nanobind/stl/tuple.h>
 #include <nanobind/stl/vector.h>
 
+#include <algorithm>
 #include <cstring>
 
 namespace hla::python {
@@ -177,6 +179,15 @@ io::Candidate candidate_of(const BatchProblem& p, const TensorArg& out, const st
   }
   for (const auto& [name, x, dt] : {std::tuple{"dq", &c.dq, &c.dq_dtype}, {"dk", &c.dk, &c.dk_dtype}, {"dv", &c.dv, &c.dv_dtype}})
     if (grads.count(name)) *x = head_values(p, grads, name, l, dt);
+  // The gradient of the initial state: dstate.<part> tensors, as candidate files hold them.
+  std::map<std::string, io::Tensor> parts;
+  for (const auto& [name, t] : grads)
+    if (io::has_prefix(name, "dstate.")) parts.emplace(name, tensor_of(t, name));
+  if (!parts.empty()) {
+    if (!p.has_state()) throw InputError("dstate= is the gradient of an initial state, but no initial_state= was given");
+    io::StateParts d = io::read_state_parts(parts, p, "dstate.", "dstate", false);
+    c.dstate = std::move(d.values), c.dstate_parts = std::move(d.given), c.dstate_dtype = d.dtype;
+  }
   return c;
 }
 
@@ -184,12 +195,13 @@ io::Candidate candidate_of(const BatchProblem& p, const TensorArg& out, const st
 // gradients are given without do or do without gradients.
 std::pair<std::vector<double>, std::vector<double>> upstream_of(const BatchProblem& p, const std::map<std::string, TensorArg>& grads,
                                                                 io::Layout l) {
-  const bool has_do = grads.count("do") > 0, has_any = grads.count("dq") + grads.count("dk") + grads.count("dv") > 0;
+  const bool has_do = grads.count("do") > 0,
+             has_any = std::any_of(grads.begin(), grads.end(), [](const auto& x) { return x.first != "do" && x.first != "dden"; });
   if (grads.count("dden") && !has_do) throw InputError("dden= needs do= (the upstream gradient of out)");
   if (has_any && !has_do)
-    throw InputError("dq, dk, dv are judged as gradients of L = Σ⟨do, out⟩ + Σ dden·den: pass the upstream do= (and dden=) "
-                     "they were computed for");
-  if (has_do && !has_any) throw InputError("do= was given but none of dq=, dk=, dv=: nothing to judge the gradients of");
+    throw InputError("dq, dk, dv (and dstate) are judged as gradients of L = Σ⟨do, out⟩ + Σ dden·den: pass the upstream do= "
+                     "(and dden=) they were computed for");
+  if (has_do && !has_any) throw InputError("do= was given but none of dq=, dk=, dv=, dstate=: nothing to judge the gradients of");
   if (!has_do) return {};
   return {head_values(p, grads, "do", l), grads.count("dden") ? head_values(p, grads, "dden", l) : std::vector<double>{}};
 }
