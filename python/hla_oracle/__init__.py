@@ -289,14 +289,15 @@ class Fixture:
         raise ValueError(f"framework must be 'numpy' or 'torch', got {framework!r}")
 
     def check(self, out, den=None, *, precision=None, form_class="masked", layout="bhtd", out_dtype=None, worst=10,
-              dq=None, dk=None, dv=None):
+              dq=None, dk=None, dv=None, dstate=None):
         """The Report of `out` (and `den`) against this fixture, as `hla check FIXTURE CANDIDATE` gives it
         (the fixture's reference is proved to belong to its inputs first; its exact tier applies). A
-        gradient fixture also judges dq, dk, dv (in `layout`), the gradients for its upstream()."""
+        gradient fixture also judges dq, dk, dv (in `layout`), the gradients for its upstream(), and from an
+        initial state dstate={part: array}."""
         o = tensor(out, "out", out_dtype)
         d = None if den is None else tensor(den, "den")
         text, js = _core.check_fixture(self._handle, o, d, layout, _precision(precision), str(form_class), int(worst),
-                                       _gradients(dq=dq, dk=dk, dv=dv))
+                                       _gradients(dq=dq, dk=dk, dv=dv, dstate=dstate))
         return Report(text, js)
 
     def __repr__(self):
@@ -310,7 +311,8 @@ def load_fixture(path):
     return Fixture(path)
 
 
-def save_candidate(path, out, den=None, *, fixture=None, layout="bhtd", out_dtype=None, dq=None, dk=None, dv=None):
+def save_candidate(path, out, den=None, *, fixture=None, layout="bhtd", out_dtype=None, dq=None, dk=None, dv=None,
+                   dstate=None):
     """Writes a candidate file for `hla check FIXTURE CANDIDATE` (atomically):
     `out` in its own dtype (bf16 included) and optionally `den`. With
     `fixture` (a Fixture or a path), shapes are checked against it; the
@@ -320,7 +322,7 @@ def save_candidate(path, out, den=None, *, fixture=None, layout="bhtd", out_dtyp
         fx = (fixture if isinstance(fixture, Fixture) else Fixture(fixture))._handle
     o = tensor(out, "out", out_dtype)
     d = None if den is None else tensor(den, "den")
-    _core.save_candidate(os.fspath(path), o, d, fx, layout, _gradients(dq=dq, dk=dk, dv=dv))
+    _core.save_candidate(os.fspath(path), o, d, fx, layout, _gradients(dq=dq, dk=dk, dv=dv, dstate=dstate))
 
 
 def golden_dir():
