@@ -469,6 +469,23 @@ void check_gradients(const BatchProblem& p, const Reference& ref, const Candidat
   if (p.has_state() && g.dstate.size() == p.state.size()) {
     if (!cand.dstate_parts.empty() && cand.dstate.size() != p.state.size())
       throw InputError("candidate dstate holds " + std::to_string(cand.dstate.size()) + " values, expected " + std::to_string(p.state.size()));
+    // Symmetric members are judged along symmetric directions, as the
+    // reference's are (hla::symmetrize_gradient): (G + Gᵀ)/2 of the candidate's.
+    std::vector<double> cand_dstate = cand.dstate;
+    if (!cand_dstate.empty())
+      for (Index seq = 0; seq < p.sequence_count(); ++seq)
+        for (Index h = 0; h < p.heads; ++h) {
+          const BatchProblem::StateView X = p.state_view(seq, h);
+          for (size_t m = 0; m < X.layout.size(); ++m) {
+            if (!X.layout[m].symmetric) continue;
+            const Index w = X.layout[m].width();
+            for (Index a = 0; a < X.layout[m].rows; ++a)
+              for (Index b = a + 1; b < X.layout[m].cols; ++b) {
+                double &x = cand_dstate[X.start[m] + static_cast<size_t>(a * w + b)], &y = cand_dstate[X.start[m] + static_cast<size_t>(b * w + a)];
+                x = y = (x + y) / 2;
+              }
+          }
+        }
     const std::vector<StatePart> layout = state_layout(p.opt, p.d, p.dv);
     for (size_t mi = 0; mi < layout.size(); ++mi) {
       const StatePart& m = layout[mi];
@@ -488,7 +505,7 @@ void check_gradients(const BatchProblem& p, const Reference& ref, const Candidat
         p.for_each_state_entry([&](Index seq, Index h, size_t i_m, Index rr, Index c, size_t at) {
           if (i_m != mi || (c == m.cols) != ones) return;
           const double s = sc.state[static_cast<size_t>(seq * p.heads + h)];
-          score(row, all, Element{seq, h, rr, ones ? -1 : c, cand.dstate[at], g.dstate[at], g.mag_dstate[at] * s}, s, cand.dstate_dtype);
+          score(row, all, Element{seq, h, rr, ones ? -1 : c, cand_dstate[at], g.dstate[at], g.mag_dstate[at] * s}, s, cand.dstate_dtype);
         });
         finish(row, std::move(all), [](const Element& w) {
           return "sequence " + std::to_string(w.b) + " head " + std::to_string(w.h) + " row " + std::to_string(w.t) +

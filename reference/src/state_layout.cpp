@@ -16,13 +16,14 @@ std::vector<StatePart> state_layout(const Options& o, Index d, Index dv) {
     case Variant::la1: return {{"P", "z", d, dv}};
     case Variant::hla2:
       // C feeds only the ridge term and the unmasked readout; masked F = S·C − G (SPEC §3).
-      return {{"S", "", d, d},
+      return {{"S", "", d, d, R::required, true},
               {"C", "m", d, dv, o.masked && o.lambda == 0 ? R::optional : R::required},
               {"F", "f", d, dv, masked}};
     case Variant::ahla: return {{"P", "z", d, dv}, {"E", "e", d, dv}};
     case Variant::hla3:
       // The third member is F (masked) or SQ = Σ γ^(t−u) q_u q_uᵀ (unmasked).
-      return {{"S", "", d, d}, {"P", "z", d, dv}, o.masked ? StatePart{"F", "f", d, dv, masked} : StatePart{"SQ", "", d, d, unmasked}};
+      return {{"S", "", d, d, R::required, true}, {"P", "z", d, dv},
+              o.masked ? StatePart{"F", "f", d, dv, masked} : StatePart{"SQ", "", d, d, unmasked, true}};
     default: break;
   }
   throw InputError("variant " + to_string(o.variant) + " has no streaming state (no initial state can be given)");

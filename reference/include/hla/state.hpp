@@ -27,6 +27,10 @@ struct StatePart {
   // (hla2 masked without ridge: C), zero when not given. unused: not part of
   // this problem's state (hla2 unmasked: F); giving it is an error.
   enum class Role { required, optional, unused } role = Role::required;
+  // Symmetric by construction (S = Σ γ^(t−i) k_i k_iᵀ, hla3's SQ = Σ q qᵀ): a
+  // kernel may read it as S·q or Sᵀ·q, so its gradient is taken along symmetric
+  // directions, (G + Gᵀ)/2 (SPEC §9).
+  bool symmetric = false;
   Index width() const { return cols + (ones.empty() ? 0 : 1); }  // columns as stored in the member
   Index size() const { return rows * width(); }
 };
@@ -54,7 +58,8 @@ template <class S> Output<S> magnitude_from(const Problem<S>& p, const StateMats
 
 // Gradients from X0 (SPEC §9): dq, dk, dv of p continued from X0, and dstate =
 // ∂L/∂X0 (the backward's dX0; a State is the layout's members, so no
-// conversion) in layout order. Forms: streaming, chunked, chunked_matmul (the
+// conversion) in layout order, symmetric members symmetrized (symmetrize_gradient).
+// Forms: streaming, chunked, chunked_matmul (the
 // naive sums have no state: InputError). Errors as backward() and evaluate_from.
 template <class S> struct GradientFrom {
   Gradient<S> tokens;
@@ -66,6 +71,15 @@ GradientFrom<S> backward_from(const Problem<S>& p, const StateMats<S>& X0, const
 // Their SPEC §9 magnitudes: the streaming backward over absolute values of the
 // inputs, of X0 and of the upstream (as backward_magnitude); X0's entries are
 // exact inputs (SPEC §8).
+// (G + Gᵀ)/2 for the layout's symmetric members of g (a state's gradient or
+// its magnitude, in layout order): the gradient along symmetric directions.
+template <class S> void symmetrize_gradient(const std::vector<StatePart>& layout, StateMats<S>& g) {
+  for (size_t m = 0; m < layout.size() && m < g.size(); ++m)
+    if (layout[m].symmetric) {
+      const Mat<S> t = g[m].transpose();
+      g[m] = (g[m] + t) / S(2);
+    }
+}
 template <class S>
 GradientFrom<S> backward_magnitude_from(const Problem<S>& p, const StateMats<S>& X0, const Mat<S>& dout, const Vec<S>& dden);
 

@@ -72,10 +72,12 @@ GradientFrom<S> backward_from(const Problem<S>& p, const StateMats<S>& X0, const
                                Index chunk) {
   check_backward_args(p, dout, dden, chunk);
   const Head<S> h = make_head(p);
-  return with_backward(p.opt.variant, [&]<class B>(B) {
+  GradientFrom<S> g = with_backward(p.opt.variant, [&]<class B>(B) {
     const Mat<S> Y = forward_from<B>(h, state_from<B>(h, X0));  // [num | den], which normalization divides by
     return gradient_from<B>(p.opt, h, X0, output_adjoint(p.opt, Y, dout, dden, from_rational<S>(p.opt.eps)), f, chunk);
   });
+  symmetrize_gradient(state_layout(p.opt, p.d(), p.dv()), g.dstate);
+  return g;
 }
 
 template <class S>
@@ -86,9 +88,11 @@ GradientFrom<S> backward_magnitude_from(const Problem<S>& p, const StateMats<S>&
   const Problem<S> a = abs_problem(p);
   StateMats<S> aX;
   for (const Mat<S>& m : X0) aX.push_back(abs_of(m));
-  return with_backward(p.opt.variant, [&]<class B>(B) {
+  GradientFrom<S> g = with_backward(p.opt.variant, [&]<class B>(B) {
     return gradient_from<B>(a.opt, make_head(a), aX, Yb, BackwardForm::streaming, 1);
   });
+  symmetrize_gradient(state_layout(p.opt, p.d(), p.dv()), g.dstate);  // the terms of both halves, halved
+  return g;
 }
 
 }  // namespace hla
