@@ -453,6 +453,7 @@ std::string Report::text() const {
       if (g.out_of_range) os << ", beyond the dtype's range " << g.out_of_range;
       if (g.underflow) os << ", in the underflow regime " << g.underflow;
       os << "; worst score " << fmt(g.max_score);
+      if (g.exact_tier) os << "; exact tier: " << g.exact_mismatches << " differ";
       if (g.baseline_applied)
         os << "; ours worst " << fmt(g.baseline_max_score) << (g.baseline_worst_form.empty() ? "" : " (" + g.baseline_worst_form + ")")
            << ", ratio " << fmt(g.baseline_ratio) << " (limit " << fmt(g.ratio_limit) << ")";
@@ -497,7 +498,8 @@ nlohmann::json Report::json() const {
                      {"out_of_range", g.out_of_range}, {"underflow", g.underflow}, {"max_score", num(g.max_score)}, {"worst", gw},
                      {"baseline_applied", g.baseline_applied}, {"baseline_max_score", num(g.baseline_max_score)},
                      {"baseline_worst_form", g.baseline_worst_form}, {"baseline_ratio", num(g.baseline_ratio)},
-                     {"ratio_limit", g.ratio_limit}, {"over_ratio", g.over_ratio}});
+                     {"ratio_limit", g.ratio_limit}, {"over_ratio", g.over_ratio}, {"exact_tier", g.exact_tier},
+                     {"exact_mismatches", g.exact_mismatches}});
   }
   return {{"gradients", grads}, {"gradient_bound", gradient_bound}, {"gradients_note", gradients_note},{"pass", pass}, {"verdict", verdict()}, {"inconclusive", inconclusive}, {"reasons", reasons}, {"precision", to_string(precision)}, {"u", u}, {"bound", bound},
           {"noise_floor", noise_floor}, {"max_score", num(max_score)}, {"baseline_max_score", num(baseline_max_score)},

@@ -327,6 +327,37 @@ GradientReference compute_gradient_reference(const BatchProblem& p, const Refere
   return g;
 }
 
+// Whether the gradients of an exact-tier case (SPEC §7: integer inputs, no
+// decay, scaling or normalization) are exact in any order too (SPEC §9): an
+// exact reference, integer upstream, no state, and every intermediate of any
+// honest backward form exactly representable in f32 — bounded by the
+// magnitudes (forward and backward) of the same-shaped problem whose every
+// input and upstream entry is the largest |entry| (at least 1): each
+// intermediate sums a subset of terms each at most the largest term there.
+bool gradient_exact_tier(const BatchProblem& p, const GradientReference& g) {
+  if (g.bits != 0 || p.has_state() || p.opt.normalize) return false;
+  double top = 1, up = 1;
+  for (const auto* x : {&p.q, &p.k, &p.v})
+    for (double e : *x) top = std::max(top, std::fabs(e));
+  for (const auto* x : {&g.dout, &g.dden})
+    for (double e : *x) {
+      if (e != std::trunc(e)) return false;
+      up = std::max(up, std::fabs(e));
+    }
+  const Index n = longest_sequence(p);
+  Problem<double> u{p.opt, Mat<double>::Constant(n, p.d, top), Mat<double>::Constant(n, p.d, top), Mat<double>::Constant(n, p.dv, top)};
+  u.opt.lambda = abs(p.opt.lambda);
+  const Output<double> fm = magnitude(u, true);
+  const Gradient<double> gm = backward_magnitude(u, Mat<double>::Constant(n, p.dv, up), Vec<double>::Constant(n, g.dden.empty() ? 0.0 : up));
+  // λ = 1/2^k makes every value a multiple of 2^-k: the bound shrinks by 2^k (as for outputs).
+  const double limit = std::ldexp(1.0, 24) / to_double(Rational(mp::denominator(p.opt.lambda)));
+  const double worst = std::max({fm.num.size() ? fm.num.maxCoeff() : 0.0, fm.den.size() ? fm.den.maxCoeff() : 0.0,
+                                 gm.dq.size() ? gm.dq.maxCoeff() : 0.0, gm.dk.size() ? gm.dk.maxCoeff() : 0.0,
+                                 gm.dv.size() ? gm.dv.maxCoeff() : 0.0}) *
+                       static_cast<double>(p.heads / p.kv_heads);  // dk, dv sum over the group
+  return worst < limit;
+}
+
 void check_gradients(const BatchProblem& p, const Reference& ref, const CandidateOutputs& cand, const CheckOptions& opt, Report& r) {
   const bool has_any = !cand.dq.empty() || !cand.dk.empty() || !cand.dv.empty() || !cand.dstate_parts.empty();
   if (!ref.grad) {
@@ -349,6 +380,8 @@ void check_gradients(const BatchProblem& p, const Reference& ref, const Candidat
   const double K = gradient_depth_bound(p.opt, longest_sequence(p), p.d, p.dv);
   r.gradient_bound = K + 1;
   const double tiny = info(r.precision).smallest_normal();
+  // Exact tier (SPEC §9): bit equality for dq, dk, dv stored in f32 or f64.
+  const bool exact_tier = opt.exact_tier && (!cand.dq.empty() || !cand.dk.empty() || !cand.dv.empty()) && gradient_exact_tier(p, g);
   // Rule 3's yardsticks: our own backward forms, scored alike (dq, dk, dv).
   const bool any_checked = !cand.dq.empty() || !cand.dk.empty() || !cand.dv.empty();
   const auto bases = any_checked ? gradient_baselines(p, g, r.precision) : decltype(gradient_baselines(p, g, r.precision)){};
@@ -384,6 +417,7 @@ void check_gradients(const BatchProblem& p, const Reference& ref, const Candidat
         if (sb > row.baseline_max_score) row.baseline_max_score = sb, row.baseline_worst_form = form;
       }
     if (e.score > r.gradient_bound) ++row.over_bound;
+    if (exact_tier && base >= 0 && (dtype == DType::f32 || dtype == DType::f64) && !(e.candidate == e.reference)) ++row.exact_mismatches;
     row.max_score = std::max(row.max_score, e.score);
     all.push_back(e);
   };
@@ -408,6 +442,9 @@ void check_gradients(const BatchProblem& p, const Reference& ref, const Candidat
       std::snprintf(buf, sizeof buf, " elements exceed the a priori gradient bound %.4g u·magnitude (worst score %.4g at ", r.gradient_bound, w.score);
       r.reasons.push_back(row.name + ": " + std::to_string(row.over_bound) + buf + at(w) + ")");
     }
+    if (row.exact_mismatches)
+      r.reasons.push_back(row.name + ": " + std::to_string(row.exact_mismatches) +
+                          " elements differ from the exact reference (exact tier demands bit equality)");
     if (row.over_ratio) {
       const Element& w = row.ratio_element;
       char buf[300];
@@ -441,6 +478,7 @@ void check_gradients(const BatchProblem& p, const Reference& ref, const Candidat
     GradientRow row;
     row.name = x.name;
     row.baseline_applied = !bases.empty();
+    row.exact_tier = exact_tier && (x.dtype == DType::f32 || x.dtype == DType::f64);
     row.checked = !x.cand.empty();
     const size_t size = static_cast<size_t>(p.batch * x.heads * p.n * x.cols);
     if (!row.checked) {

@@ -187,6 +187,48 @@ TEST_CASE("trust: gradient fixtures from an initial state verify, and an edited 
   }
 }
 
+TEST_CASE("gradients: exact tier demands bit equality where every order is exact", "[check][gradients]") {
+  // Small integers, no decay, scaling or normalization, integer upstream: every intermediate is an
+  // integer below 2^24, so an honest f32 backward is exact in any order (SPEC §9).
+  for (const Variant v : {Variant::la1, Variant::hla2, Variant::ahla, Variant::hla3}) {
+    BatchProblem p = problem(v, false, 11, 7, 3);
+    p.opt.gamma = 1;
+    std::mt19937_64 rng(5);
+    std::uniform_int_distribution<int> small(-3, 3);
+    for (auto* x : {&p.q, &p.k, &p.v})
+      for (double& e : *x) e = small(rng);
+    Reference ref = compute_reference(p);
+    std::vector<double> dout(static_cast<size_t>(p.batch * p.heads * p.n * p.dv));
+    for (double& e : dout) e = small(rng);
+    ref.grad = compute_gradient_reference(p, ref, dout, {});
+    REQUIRE(ref.grad->bits == 0);
+    CandidateOutputs c = check::ours(p, Precision::f32, Form::streaming, 4, DType::f32);
+    ours_gradients(p, dout, {}, BackwardForm::streaming, 4, DType::f32, c);
+    CheckOptions opt;
+    opt.exact_tier = true;
+    opt.require_gradients = true;
+    const Report good = check::check(p, ref, c, opt);
+    INFO(to_string(v) << "\n" << good.text());
+    REQUIRE(good.pass);
+    for (const auto& g : good.gradients) CHECK(g.exact_tier);
+    // One dq element one f32 ulp off: within the bound and rule 3 (two roundings of its value), not exact.
+    size_t i = 0;
+    while (i < c.dq.size() && c.dq[i] == 0) ++i;
+    REQUIRE(i < c.dq.size());
+    CandidateOutputs off = c;
+    off.dq[i] = std::nextafter(static_cast<float>(off.dq[i]), 1e30f);
+    const Report bad = check::check(p, ref, off, opt);
+    INFO(bad.text());
+    CHECK_FALSE(bad.pass);
+    CHECK(bad.gradients[0].exact_mismatches == 1);
+    CHECK(bad.gradients[0].over_bound == 0);
+    CHECK_FALSE(bad.gradients[0].over_ratio);
+    // Outside the tier (opt.exact_tier off) the same candidate passes.
+    opt.exact_tier = false;
+    CHECK(check::check(p, ref, off, opt).pass);
+  }
+}
+
 TEST_CASE("gradients: the a priori bound K_g + 1 decides each element", "[check][gradients]") {
   for (bool normalize : {false, true}) {
     const io::Fixture f = roundtrip(honest_grad(problem(Variant::hla2, normalize, 5, 12, 3), 9));

@@ -44,6 +44,7 @@ std::string failed_rules(const check::Report& r) {
     add(g.nonfinite > 0 && s.find("grad_nonfinite") == std::string::npos, "grad_nonfinite");
     add(g.over_bound > 0 && s.find("grad_bound") == std::string::npos, "grad_bound");
     add(g.over_ratio && s.find("grad_ratio") == std::string::npos, "grad_ratio");
+    add(g.exact_mismatches > 0 && s.find("grad_exact") == std::string::npos, "grad_exact");
   }
   return s;
 }
@@ -97,7 +98,8 @@ std::string summarize(const check::Report& r) {
   const check::Element* e = r.worst.empty() || !forward_fails(r) ? nullptr : &r.worst.front();
   std::string what = e && e->c < 0 ? "den" : "";
   for (const auto& g : r.gradients)
-    if (!e && g.fails() && !g.worst.empty()) e = g.over_bound || g.nonfinite ? &g.worst.front() : &g.ratio_element, what = g.name + " ";
+    if (!e && g.fails() && !g.worst.empty())
+      e = g.over_bound || g.nonfinite || !g.over_ratio ? &g.worst.front() : &g.ratio_element, what = g.name + " ";
   if (e) {
     char buf[300];
     std::snprintf(buf, sizeof buf, "; worst: batch %ld %shead %ld token %ld %s: candidate %.9g, reference %.9g (score %.3g)",

@@ -106,7 +106,10 @@ struct GradientRow {
   double baseline_ratio = 0, ratio_limit = 0;
   Element ratio_element;
   bool over_ratio = false;
-  bool fails() const { return nonfinite > 0 || over_bound > 0 || over_ratio; }
+  // Exact tier (SPEC §9): dq, dk, dv of an exact-tier case in f32/f64 must equal the exact reference.
+  bool exact_tier = false;
+  size_t exact_mismatches = 0;
+  bool fails() const { return nonfinite > 0 || over_bound > 0 || over_ratio || exact_mismatches > 0; }
 };
 
 struct Report {
