@@ -293,9 +293,12 @@ TEST_CASE("state gradient: the checker passes a correct dstate and fails a dropp
     fails_naming_dstate(dropped, "the state gradient dropped (zeros)");
     // A wrong one: the bound decides. The largest element moved by s·u·M* (M* its magnitude times
     // its sequence's conditioning factor, in float64 so that no rounding blurs it) scores s.
+    // (Of a member that is not symmetric: a symmetric one is judged by (G + Gᵀ)/2, which halves a one-sided move.)
+    const std::vector<StatePart> layout = state_layout(o, p.d, p.dv);
     size_t big = 0;
-    for (size_t i = 0; i < ref.grad->mag_dstate.size(); ++i)
-      if (ref.grad->mag_dstate[i] > ref.grad->mag_dstate[big]) big = i;
+    p.for_each_state_entry([&](Index, Index, size_t m, Index, Index, size_t at) {
+      if (!layout[m].symmetric && ref.grad->mag_dstate[at] > ref.grad->mag_dstate[big]) big = at;
+    });
     const check::GradientScale sc = check::gradient_scale(p, ref.den, ref.mag_num, ref.mag_num, ref.mag_den, 0x1p-24);
     const double Mstar = ref.grad->mag_dstate[big] * sc.state[big / static_cast<size_t>(state_size(state_layout(o, p.d, p.dv)))];
     auto moved = [&](double by) {
@@ -310,6 +313,25 @@ TEST_CASE("state gradient: the checker passes a correct dstate and fails a dropp
     check::CandidateOutputs missing = c;
     missing.dstate_parts.clear();
     fails_naming_dstate(missing, "no dstate with --require-grad");
+    // A kernel that reads a symmetric member S as Sᵀ·q has the transposed gradient there: it passes too.
+    check::CandidateOutputs transposed = c;
+    bool any_symmetric = false;
+    p.for_each_state_entry([&](Index, Index, size_t m, Index r, Index col, size_t at) {
+      if (!layout[m].symmetric) return;
+      any_symmetric = true;
+      transposed.dstate[at] = c.dstate[at + static_cast<size_t>((col - r) * (layout[m].width() - 1))];
+      if (r < col) transposed.dstate[at] += 1e-3 * (1 + std::fabs(transposed.dstate[at]));  // and asymmetric beyond the bound
+    });
+    if (any_symmetric) {
+      check::CandidateOutputs sym = transposed;  // the honest transpose, without the asymmetric change
+      p.for_each_state_entry([&](Index, Index, size_t m, Index r, Index col, size_t at) {
+        if (layout[m].symmetric) sym.dstate[at] = c.dstate[at + static_cast<size_t>((col - r) * (layout[m].width() - 1))];
+      });
+      const auto rs = check::check(p, ref, sym, opt);
+      INFO("transposed S:\n" << rs.text());
+      CHECK(rs.pass);
+      fails_naming_dstate(transposed, "S transposed and one triangle moved");
+    }
   }
 }
 
