@@ -348,7 +348,9 @@ bool gradient_exact_tier(const BatchProblem& p, const GradientReference& g) {
   Problem<double> u{p.opt, Mat<double>::Constant(n, p.d, top), Mat<double>::Constant(n, p.d, top), Mat<double>::Constant(n, p.dv, top)};
   u.opt.lambda = abs(p.opt.lambda);
   const Output<double> fm = magnitude(u, true);
-  const Gradient<double> gm = backward_magnitude(u, Mat<double>::Constant(n, p.dv, up), Vec<double>::Constant(n, g.dden.empty() ? 0.0 : up));
+  const Mat<double> dout = Mat<double>::Constant(n, p.dv, up);
+  const Vec<double> dden = Vec<double>::Constant(n, g.dden.empty() ? 0.0 : up);
+  const Gradient<double> gm = backward_magnitude(u, dout, dden);
   // λ = 1/2^k makes every value a multiple of 2^-k: the bound shrinks by 2^k (as for outputs).
   const double limit = std::ldexp(1.0, 24) / to_double(Rational(mp::denominator(p.opt.lambda)));
   const double worst = std::max({fm.num.size() ? fm.num.maxCoeff() : 0.0, fm.den.size() ? fm.den.maxCoeff() : 0.0,
