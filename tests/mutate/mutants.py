@@ -353,7 +353,7 @@ MUTANTS = [
          tests="^props_check:trust: gradient|^hla_grad_cli$", description="a fixture's stored gradients are not proven"),
     # Gradients from an initial state (dstate).
     dict(id="gradient_dstate_not_compared", area="check", file="check/src/gradient.cpp",
-         original="cand.dstate[at], g.dstate[at], g.mag_dstate[at] * s}",
+         original="cand_dstate[at], g.dstate[at], g.mag_dstate[at] * s}",
          replacement="g.dstate[at], g.dstate[at], g.mag_dstate[at] * s}",
          tests="^props_state:state gradient|^hla_grad_cli$", description="a candidate's state gradient is never compared"),
     dict(id="gradient_dstate_never_stored", area="check", file="check/src/gradient.cpp",
