@@ -23,12 +23,12 @@ struct CandidateOutputs {
   DType den_dtype = DType::f64;
   // Gradients of the reference's loss (SPEC §9), each empty when not written:
   // dq [B, H, n, d], dk [B, Hkv, n, d], dv [B, Hkv, n, dv].
-  std::vector<double> dq, dk, dv;
+  std::vector<double> dq{}, dk{}, dv{};  // ({}: aggregate initializers may omit them)
   DType dq_dtype = DType::f64, dk_dtype = DType::f64, dv_dtype = DType::f64;
   // From an initial state: ∂L/∂X0 laid out as BatchProblem::state, the parts
   // given (state.hpp names: S, F, f, …; empty: none; the others are zero) and their dtype.
-  std::vector<double> dstate;
-  std::vector<std::string> dstate_parts;
+  std::vector<double> dstate{};
+  std::vector<std::string> dstate_parts{};
   DType dstate_dtype = DType::f64;
 };
 
