@@ -33,7 +33,7 @@ struct CandidateOutputs {
 };
 
 struct CheckOptions {
-  std::optional<Precision> precision;  // default: the candidate's output dtype
+  std::optional<Precision> precision{};  // default: the candidate's output dtype
   FormClass form_class = FormClass::masked;  // SPEC §7: which magnitude and baseline judge it
   bool exact_tier = false;             // demand bit equality (fixture says so)
   // Fail when the reference has gradients and the candidate lacks dq, dk or dv
@@ -42,7 +42,7 @@ struct CheckOptions {
   size_t worst = 10;                   // worst elements listed
   // When set and the check fails: writes <stem>.safetensors (the case as a
   // fixture) and <stem>.candidate.safetensors, for `hla check` to reproduce.
-  std::string dump_on_failure;
+  std::string dump_on_failure{};
   // Called with the stage ("verifying", "baseline") and its progress, for progress bars.
   std::function<void(const char* stage, double done, double total)> progress = {};
 };
