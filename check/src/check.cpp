@@ -45,8 +45,8 @@ Mags mags_of(const Reference& ref, FormClass c) {
 //   needs no pole exclusion; where D is within the bound of 0 a non-finite o
 //   is accepted (at_pole) and, in clamp mode, either sign of D.
 template <class Visit>
-void score_all(const BatchProblem& p, const Reference& ref, Mags mag, const CandidateOutputs& cand, double u, double tiny,
-               double K, Visit&& visit) {
+void score_head(const BatchProblem& p, const Reference& ref, Mags mag, const CandidateOutputs& cand, double u, double tiny,
+                double K, Index b, Index h, Visit&& visit) {
   const Options& o = p.opt;
   const double eps = to_double(o.eps);
   // Storing a result in its output dtype may round it once more: that much
@@ -90,25 +90,54 @@ void score_all(const BatchProblem& p, const Reference& ref, Mags mag, const Cand
     // One rounding each of num, den and ε as the kernel holds them.
     e.unit = tol > 0 ? (std::fabs(num) + std::fabs(oc) * (std::fabs(den) + eps)) / tol : 0;
   };
-  for (Index b = 0; b < p.batch; ++b)
-    for (Index h = 0; h < p.heads; ++h)
-      for (Index t = 0; t < p.n; ++t) {
-        const size_t di = p.den_index(b, h, t);
-        const double den = ref.den[di], magD = mag.den[di];
-        for (Index c = 0; c < p.dv; ++c) {
-          const size_t i = p.out_index(b, h, t, c);
-          Element e{b, h, t, c, cand.out[i], ref.out[i], mag.num[i]};
-          if (o.normalize) judge_normalized(e, ref.num[i], den, magD);
-          else judge(e, cand.out_dtype);
-          visit(e);
-        }
-        if (!cand.den.empty()) {
-          Element e{b, h, t, -1, cand.den[di], den, magD};
-          judge(e, cand.den_dtype);
-          visit(e);
-        }
-      }
+  for (Index t = 0; t < p.n; ++t) {
+    const size_t di = p.den_index(b, h, t);
+    const double den = ref.den[di], magD = mag.den[di];
+    for (Index c = 0; c < p.dv; ++c) {
+      const size_t i = p.out_index(b, h, t, c);
+      Element e{b, h, t, c, cand.out[i], ref.out[i], mag.num[i]};
+      if (o.normalize) judge_normalized(e, ref.num[i], den, magD);
+      else judge(e, cand.out_dtype);
+      visit(e);
+    }
+    if (!cand.den.empty()) {
+      Element e{b, h, t, -1, cand.den[di], den, magD};
+      judge(e, cand.den_dtype);
+      visit(e);
+    }
+  }
 }
+
+// score_head over every (batch entry, head), heads in parallel on large
+// problems: acc[b·heads + h] is visited by its head's elements alone, in
+// order, so merging the accumulators in index order is deterministic.
+template <class Acc, class Visit>
+std::vector<Acc> score_all(const BatchProblem& p, const Reference& ref, Mags mag, const CandidateOutputs& cand, double u,
+                           double tiny, double K, Visit&& visit) {
+  std::vector<Acc> acc(static_cast<size_t>(p.batch * p.heads));
+  const bool large = static_cast<double>(cand.out.size()) > 0x1p16;
+  parallel_for(acc.size(), large ? worker_threads() : 1, [&](size_t i) {
+    const Index b = static_cast<Index>(i) / p.heads, h = static_cast<Index>(i) % p.heads;
+    score_head(p, ref, mag, cand, u, tiny, K, b, h, [&](const Element& e) { visit(acc[i], e); });
+  });
+  return acc;
+}
+
+// One head's share of a report: the counts, the histogram, its worst
+// elements and its largest rule-3 ratio (given the baseline's worst score).
+struct Tally {
+  size_t elements = 0, at_pole = 0, reference_nonfinite = 0, out_of_range = 0, underflow = 0, exact_mismatches = 0;
+  size_t scored = 0, nonfinite = 0, over_bound = 0;
+  std::vector<size_t> bins = std::vector<size_t>(23, 0);
+  double max_score = 0, ratio = 0, floor = 0;
+  Element ratio_element;
+  std::vector<Element> worst;  // a superset of its k worst, pruned to k whenever it reaches 2k + 16
+  void keep(const Element& e, size_t k) {
+    if (k == 0) return;
+    worst.push_back(e);
+    if (worst.size() >= 2 * k + 16) worst = worst_of(std::move(worst), k);
+  }
+};
 
 std::string where(const Element& e) {
   return "batch " + std::to_string(e.b) + " head " + std::to_string(e.h) + " token " + std::to_string(e.t) +
@@ -274,27 +303,6 @@ Report check(const BatchProblem& p, const Reference& given, const CandidateOutpu
     const int e = static_cast<int>(std::ceil(std::log2(s)));
     return static_cast<size_t>(std::min(e + 1, 22));
   };
-  std::vector<Element> all;
-  score_all(p, ref, mag, cand, r.u, tiny, K, [&](const Element& e) {
-    ++r.elements;
-    switch (e.skip) {
-      case Skip::none: break;
-      case Skip::at_pole: ++r.at_pole; break;
-      case Skip::reference_nonfinite: ++r.reference_nonfinite; return;
-      case Skip::out_of_range: ++r.out_of_range; return;
-      case Skip::underflow: ++r.underflow; break;
-    }
-    if (opt.exact_tier && !(e.candidate == e.reference)) ++r.exact_mismatches;
-    if (e.skip != Skip::none) return;
-    ++r.scored;
-    if (!std::isfinite(e.candidate)) ++r.nonfinite;
-    else ++bins[bin(e.score)];
-    if (e.score > r.bound) ++r.over_bound;
-    r.max_score = std::max(r.max_score, e.score);
-    all.push_back(e);
-  });
-  r.worst = worst_of(all, opt.worst);
-
   // NaN/Inf inputs reach only the elements that depend on them, which are not
   // scored; with those inputs set to 0 every order of ours (also the ones that
   // mask by multiplying) gives the scored elements exactly as before.
@@ -308,26 +316,61 @@ Report check(const BatchProblem& p, const Reference& given, const CandidateOutpu
     const BatchProblem& fp = f.reversed_features ? reversed.emplace(with_reversed_features(finite)) : finite;
     const CandidateOutputs c = (large || fp.has_state()) && fast_baseline_applies(fp, f, true) ? fast_ours(fp, r.precision, f)
                                                                                                 : ours(fp, r.precision, f.form, f.chunk);
-    score_all(p, ref, mag, c, r.u, tiny, K,
-              [&](const Element& e) {
-      if (e.skip == Skip::none && e.score > r.baseline_max_score) {
-        r.baseline_max_score = e.score;
-        r.baseline_worst_form = f.name();
-      }
-    });
-  }
-  if (opt.progress) opt.progress("baseline", static_cast<double>(forms.size()), static_cast<double>(forms.size()));
-  // Rule 3 per element: its score against the worst of our orders, or against
-  // kFloorRoundings roundings of its own value when that is larger.
-  for (const Element& e : all) {
-    const double floor = kFloorRoundings * (std::isfinite(e.unit) ? e.unit : 0);
-    const double ratio = e.score == 0 ? 0 : e.score / std::max(r.baseline_max_score, floor);
-    if (ratio > r.baseline_ratio || (std::isnan(ratio) && !std::isnan(r.baseline_ratio))) {
-      r.baseline_ratio = ratio;
-      r.noise_floor = floor;
-      r.ratio_element = e;
+    double worst = 0;
+    for (double m : score_all<double>(p, ref, mag, c, r.u, tiny, K, [](double& m, const Element& e) {
+           if (e.skip == Skip::none) m = std::max(m, e.score);
+         }))
+      worst = std::max(worst, m);
+    if (worst > r.baseline_max_score) {
+      r.baseline_max_score = worst;
+      r.baseline_worst_form = f.name();
     }
   }
+  if (opt.progress) opt.progress("baseline", static_cast<double>(forms.size()), static_cast<double>(forms.size()));
+
+  // The candidate, against the baseline's worst score.
+  const std::vector<Tally> tallies = score_all<Tally>(p, ref, mag, cand, r.u, tiny, K, [&](Tally& a, const Element& e) {
+    ++a.elements;
+    switch (e.skip) {
+      case Skip::none: break;
+      case Skip::at_pole: ++a.at_pole; break;
+      case Skip::reference_nonfinite: ++a.reference_nonfinite; return;
+      case Skip::out_of_range: ++a.out_of_range; return;
+      case Skip::underflow: ++a.underflow; break;
+    }
+    if (opt.exact_tier && !(e.candidate == e.reference)) ++a.exact_mismatches;
+    if (e.skip != Skip::none) return;
+    ++a.scored;
+    if (!std::isfinite(e.candidate)) ++a.nonfinite;
+    else ++a.bins[bin(e.score)];
+    if (e.score > r.bound) ++a.over_bound;
+    a.max_score = std::max(a.max_score, e.score);
+    a.keep(e, opt.worst);
+    // Rule 3 per element: its score against the worst of our orders, or against
+    // kFloorRoundings roundings of its own value when that is larger.
+    const double floor = kFloorRoundings * (std::isfinite(e.unit) ? e.unit : 0);
+    const double ratio = e.score == 0 ? 0 : e.score / std::max(r.baseline_max_score, floor);
+    if (ratio > a.ratio || (std::isnan(ratio) && !std::isnan(a.ratio))) {
+      a.ratio = ratio;
+      a.floor = floor;
+      a.ratio_element = e;
+    }
+  });
+  std::vector<Element> worst;
+  for (const Tally& a : tallies) {
+    r.elements += a.elements, r.at_pole += a.at_pole, r.reference_nonfinite += a.reference_nonfinite;
+    r.out_of_range += a.out_of_range, r.underflow += a.underflow, r.exact_mismatches += a.exact_mismatches;
+    r.scored += a.scored, r.nonfinite += a.nonfinite, r.over_bound += a.over_bound;
+    for (size_t i = 0; i < bins.size(); ++i) bins[i] += a.bins[i];
+    r.max_score = std::max(r.max_score, a.max_score);
+    worst.insert(worst.end(), a.worst.begin(), a.worst.end());
+    if (a.ratio > r.baseline_ratio || (std::isnan(a.ratio) && !std::isnan(r.baseline_ratio))) {
+      r.baseline_ratio = a.ratio;
+      r.noise_floor = a.floor;
+      r.ratio_element = a.ratio_element;
+    }
+  }
+  r.worst = worst_of(std::move(worst), opt.worst);
 
   r.histogram.emplace_back("0", bins[0]);
   r.histogram.emplace_back("(0, 1]", bins[1]);

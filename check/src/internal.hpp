@@ -13,6 +13,7 @@
 #include <exception>
 #include <mutex>
 #include <thread>
+#include <tuple>
 #include <vector>
 
 namespace hla::check {
@@ -55,11 +56,14 @@ inline Index longest_sequence(const BatchProblem& p) {
   return m;
 }
 
-// The k elements of largest score, largest first.
+// The k elements of largest score, largest first; ties in (b, h, t, c) order,
+// so the list does not depend on how the elements were gathered.
 inline std::vector<Element> worst_of(std::vector<Element> all, size_t k) {
   k = std::min(k, all.size());
-  std::partial_sort(all.begin(), all.begin() + static_cast<std::ptrdiff_t>(k), all.end(),
-                    [](const Element& a, const Element& b) { return a.score > b.score; });
+  std::partial_sort(all.begin(), all.begin() + static_cast<std::ptrdiff_t>(k), all.end(), [](const Element& a, const Element& b) {
+    if (a.score != b.score) return a.score > b.score;
+    return std::tie(a.b, a.h, a.t, a.c) < std::tie(b.b, b.h, b.t, b.c);
+  });
   all.resize(k);
   return all;
 }

@@ -10,6 +10,7 @@
 #include <bit>
 #include <cerrno>
 #include <cstring>
+#include <functional>
 #include <cstdio>
 #include <limits>
 #include <set>
@@ -317,7 +318,11 @@ SafetensorsFile read_safetensors(const std::filesystem::path& path) {
   return parse_safetensors(bytes, source);
 }
 
-std::string serialize_safetensors(const SafetensorsFile& file) {
+namespace {
+// The file's bytes in order (the 8-byte header length, the header, every
+// tensor's data), handed to sink piece by piece: a large file is written
+// without a second copy of it in memory.
+void serialize_to(const SafetensorsFile& file, const std::function<void(const void*, std::size_t)>& sink) {
   std::vector<std::pair<const std::string*, const Tensor*>> order;
   for (const auto& [name, t] : file.tensors) {
     if (name == "__metadata__") throw InputError("a tensor may not be called __metadata__");
@@ -349,16 +354,22 @@ std::string serialize_safetensors(const SafetensorsFile& file) {
   }
   text.append((8 - text.size() % 8) % 8, ' ');
 
+  std::string length;
+  store_le(length, text.size(), 8);
+  sink(length.data(), length.size());
+  sink(text.data(), text.size());
+  for (const auto& [name, t] : order) sink(t->bytes.data(), t->bytes.size());
+}
+}  // namespace
+
+std::string serialize_safetensors(const SafetensorsFile& file) {
   std::string out;
-  out.reserve(8 + text.size() + at);
-  store_le(out, text.size(), 8);
-  out += text;
-  for (const auto& [name, t] : order) out += t->bytes;
+  serialize_to(file, [&out](const void* p, std::size_t n) { out.append(static_cast<const char*>(p), n); });
   return out;
 }
 
 void write_safetensors(const std::filesystem::path& path, const SafetensorsFile& file) {
-  write_file_atomically(path, serialize_safetensors(file));
+  write_file_atomically(path, [&file](const ByteSink& sink) { serialize_to(file, sink); });
 }
 
 Tensor float_tensor(DType t, std::vector<std::int64_t> shape, const std::vector<double>& values,
@@ -377,11 +388,10 @@ Tensor float_tensor(DType t, std::vector<std::int64_t> shape, const std::vector<
   }
   out.bytes.reserve(values.size() * size);
   for (std::size_t i = 0; i < values.size(); ++i) {
-    if (!representable(t, values[i]))
+    const auto bits = encode_float(t, values[i]);  // none: not exactly representable (representable() agrees)
+    if (!bits)
       throw InputError(what + ": element " + std::to_string(i) + " = " + number(values[i]) +
                        " is not exactly representable in " + to_string(out.dtype));
-    const auto bits = encode_float(t, values[i]);
-    if (!bits) throw std::logic_error("encode_float disagrees with representable() on " + number(values[i]));
     store_le(out.bytes, *bits, size);
   }
   return out;
