@@ -313,7 +313,7 @@ Report check(const BatchProblem& p, const Reference& given, const CandidateOutpu
   size_t forms_done = 0;
   for (const BaselineForm& f : forms) {
     if (opt.progress) opt.progress("baseline", static_cast<double>(forms_done++), static_cast<double>(forms.size()));
-    const BatchProblem& fp = f.reversed_features ? reversed.emplace(with_reversed_features(finite)) : finite;
+    const BatchProblem& fp = !f.reversed_features ? finite : reversed ? *reversed : reversed.emplace(with_reversed_features(finite));
     const CandidateOutputs c = (large || fp.has_state()) && fast_baseline_applies(fp, f, true) ? fast_ours(fp, r.precision, f)
                                                                                                 : ours(fp, r.precision, f.form, f.chunk);
     double worst = 0;

@@ -16,6 +16,7 @@
 #include <set>
 
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 namespace hla::io {
@@ -261,6 +262,13 @@ SafetensorsFile parse_safetensors(std::string_view bytes, const std::string& sou
 // kMaxHeaderBytes, then exactly the data buffer its tensors span, in pieces
 // (so that a file declaring more than it holds costs only what it holds).
 // Only regular files: a device (/dev/zero) or FIFO is refused up front.
+namespace {
+std::uint64_t file_size(int fd) {
+  struct stat st {};
+  return ::fstat(fd, &st) == 0 && st.st_size > 0 ? static_cast<std::uint64_t>(st.st_size) : 0;
+}
+}  // namespace
+
 SafetensorsFile read_safetensors(const std::filesystem::path& path) {
   const std::string source = path.string();
   auto fail = [&](const std::string& what) { return InputError(source + ": " + what); };
@@ -312,6 +320,9 @@ SafetensorsFile read_safetensors(const std::filesystem::path& path) {
   }
   if (end > kMaxDataBytes)
     throw fail("tensors span " + std::to_string(end) + " bytes of data, more than the limit of " + std::to_string(kMaxDataBytes));
+  // Room for what the header declares, grown only as bytes arrive: a file
+  // claiming more than it holds costs what it holds (the reserve is capped).
+  bytes.reserve(static_cast<std::size_t>(8 + n + 1 + std::min<std::uint64_t>(end, file_size(fd))));
   read_more(end);
   // One byte more than declared shows trailing bytes (named by the parser).
   read_more(1);
