@@ -226,20 +226,27 @@ template <class S> void hla2(const FastHead<S>& h, Chunks<S>& c, Out<S>& out) {
     }
     out.put(c0, Y);
     // advance: C_B = Qᵀ diag(e_1) V; F ← γ^(2L) F + γ^L S_A C_B + Kᵀ W_dᵀ diag(e_2) V;
-    // S ← γ^L S + Kᵀ diag(e_1) K; C ← γ^L C + C_B.
+    // S ← γ^L S + Kᵀ diag(e_1) K; C ← γ^L C + C_B (read only unmasked or with ridge).
     const BMat<S> e1 = c.e(L, 1);
-    const BMat<S> CB = mm(Q, T, Chunks<S>::times_rows(V, e1), N);
+    const BMat<S> Ve1 = Chunks<S>::times_rows(V, e1);
+    const bool needs_C = !h.masked || h.ridge;
+    const BMat<S> CB = needs_C || !h.carry0.empty() ? mm(Q, T, Ve1, N) : BMat<S>();
     if (h.masked) {
       scale(Fa, c.gs(2 * L));
-      BMat<S> SC = mm(Sa, N, CB, N);
+      // Without an initial state S_A is symmetric (a sum of k kᵀ), so S_A C_B =
+      // (Q S_A)ᵀ diag(e_1) V, from the cross term's QS: d·L·(dv+1) multiply-adds
+      // instead of d·d·(dv+1). A given S_A need not be symmetric.
+      BMat<S> SC = h.carry0.empty() ? mm(QS, T, Ve1, N) : mm(Sa, N, CB, N);
       scale(SC, c.gs(L));
       add(Fa, SC);
       mm_into(Fa, true, K, T, mm(Wd, T, Chunks<S>::times_rows(V, c.e(L, 2)), N), N);
     }
     scale(Sa, c.gs(L));
     mm_into(Sa, true, K, T, Chunks<S>::times_rows(K, e1), N);
-    scale(Ca, c.gs(L));
-    add(Ca, CB);
+    if (needs_C) {
+      scale(Ca, c.gs(L));
+      add(Ca, CB);
+    }
   }
 }
 
