@@ -251,7 +251,7 @@ template <class S> void hla2(const FastHead<S>& h, Chunks<S>& c, Out<S>& out) {
 }
 
 // ahla (SPEC §5), carry (P, E): ρ_t q_tᵀE_A + ρ_t W_m Q P_A + ((W_m W_m) ⊙ D_1) V;
-// E ← γ^L E + Kᵀ diag(e_1) W_d V + γ^L Kᵀ(Q P_A), P ← γ^L P + Kᵀ diag(e_1) V.
+// E ← γ^L E + Kᵀ (diag(e_1) W_d V + γ^L Q P_A), P ← γ^L P + Kᵀ diag(e_1) V.
 template <class S> void ahla(const FastHead<S>& h, Chunks<S>& c, Out<S>& out) {
   const Idx d = h.q.cols(), dv1 = h.v.cols();
   BMat<S> Pa = h.carry(0, d, dv1), Ea = h.carry(1, d, dv1);
@@ -273,11 +273,12 @@ template <class S> void ahla(const FastHead<S>& h, Chunks<S>& c, Out<S>& out) {
     const BMat<S> e1 = c.e(L, 1), rB = c.gs(L);
     BMat<S> Wd = QK;
     had(Wd, D1);
-    BMat<S> RP = mm(K, T, QPA, N);
-    scale(RP, rB);
+    // Kᵀ diag(e_1) W_d V + γ^L Kᵀ(Q P_A) as one product: Kᵀ (diag(e_1) W_d V + γ^L Q P_A).
+    BMat<S> U = Chunks<S>::times_rows(mm(Wd, N, V, N, true), e1), QPAd = QPA;
+    scale(QPAd, rB);
+    add(U, QPAd);
     scale(Ea, rB);
-    mm_into(Ea, true, K, T, Chunks<S>::times_rows(mm(Wd, N, V, N, true), e1), N);
-    add(Ea, RP);
+    mm_into(Ea, true, K, T, U, N);
     scale(Pa, rB);
     mm_into(Pa, true, K, T, Chunks<S>::times_rows(V, e1), N);
   }
