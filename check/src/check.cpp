@@ -132,10 +132,14 @@ struct Tally {
   double max_score = 0, ratio = 0, floor = 0;
   Element ratio_element;
   std::vector<Element> worst;  // a superset of its k worst, pruned to k whenever it reaches 2k + 16
+  double cut = -HUGE_VAL;      // since a pruning: the k-th score kept; a lower one cannot enter
   void keep(const Element& e, size_t k) {
-    if (k == 0) return;
+    if (k == 0 || e.score < cut) return;
     worst.push_back(e);
-    if (worst.size() >= 2 * k + 16) worst = worst_of(std::move(worst), k);
+    if (worst.size() >= 2 * k + 16) {
+      worst = worst_of(std::move(worst), k);
+      cut = worst.back().score;
+    }
   }
 };
 

@@ -218,16 +218,19 @@ int open_regular_file(const fs::path& path) {
   return fd;
 }
 
+std::uint64_t open_file_size(int fd) {
+  struct stat st {};
+  return ::fstat(fd, &st) == 0 && st.st_size > 0 ? static_cast<std::uint64_t>(st.st_size) : 0;
+}
+
 std::string read_file_bytes(const fs::path& path) {
   const int fd = open_regular_file(path);
   struct FdCloser {
     int fd;
     ~FdCloser() { ::close(fd); }
   } closer{fd};
-  struct stat st {};
-  ::fstat(fd, &st);
   std::string bytes;
-  bytes.reserve(static_cast<std::size_t>(st.st_size));
+  bytes.reserve(static_cast<std::size_t>(open_file_size(fd)));
   char chunk[1 << 16];
   for (;;) {
     const ssize_t r = ::read(fd, chunk, sizeof chunk);

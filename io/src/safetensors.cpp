@@ -10,13 +10,11 @@
 #include <bit>
 #include <cerrno>
 #include <cstring>
-#include <functional>
 #include <cstdio>
 #include <limits>
 #include <set>
 
 #include <fcntl.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 namespace hla::io {
@@ -262,13 +260,6 @@ SafetensorsFile parse_safetensors(std::string_view bytes, const std::string& sou
 // kMaxHeaderBytes, then exactly the data buffer its tensors span, in pieces
 // (so that a file declaring more than it holds costs only what it holds).
 // Only regular files: a device (/dev/zero) or FIFO is refused up front.
-namespace {
-std::uint64_t file_size(int fd) {
-  struct stat st {};
-  return ::fstat(fd, &st) == 0 && st.st_size > 0 ? static_cast<std::uint64_t>(st.st_size) : 0;
-}
-}  // namespace
-
 SafetensorsFile read_safetensors(const std::filesystem::path& path) {
   const std::string source = path.string();
   auto fail = [&](const std::string& what) { return InputError(source + ": " + what); };
@@ -322,7 +313,7 @@ SafetensorsFile read_safetensors(const std::filesystem::path& path) {
     throw fail("tensors span " + std::to_string(end) + " bytes of data, more than the limit of " + std::to_string(kMaxDataBytes));
   // Room for what the header declares, grown only as bytes arrive: a file
   // claiming more than it holds costs what it holds (the reserve is capped).
-  bytes.reserve(static_cast<std::size_t>(8 + n + 1 + std::min<std::uint64_t>(end, file_size(fd))));
+  bytes.reserve(static_cast<std::size_t>(8 + n + 1 + std::min<std::uint64_t>(end, open_file_size(fd))));
   read_more(end);
   // One byte more than declared shows trailing bytes (named by the parser).
   read_more(1);
@@ -333,7 +324,7 @@ namespace {
 // The file's bytes in order (the 8-byte header length, the header, every
 // tensor's data), handed to sink piece by piece: a large file is written
 // without a second copy of it in memory.
-void serialize_to(const SafetensorsFile& file, const std::function<void(const void*, std::size_t)>& sink) {
+void serialize_to(const SafetensorsFile& file, const ByteSink& sink) {
   std::vector<std::pair<const std::string*, const Tensor*>> order;
   for (const auto& [name, t] : file.tensors) {
     if (name == "__metadata__") throw InputError("a tensor may not be called __metadata__");

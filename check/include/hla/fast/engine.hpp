@@ -230,13 +230,14 @@ template <class S> void hla2(const FastHead<S>& h, Chunks<S>& c, Out<S>& out) {
     const BMat<S> e1 = c.e(L, 1);
     const BMat<S> Ve1 = Chunks<S>::times_rows(V, e1);
     const bool needs_C = !h.masked || h.ridge;
-    const BMat<S> CB = needs_C || !h.carry0.empty() ? mm(Q, T, Ve1, N) : BMat<S>();
+    // Without an initial state S_A is symmetric (a sum of k kᵀ), so S_A C_B =
+    // (Q S_A)ᵀ diag(e_1) V, from the cross term's QS: d·L·(dv+1) multiply-adds
+    // instead of d·d·(dv+1). A given S_A need not be symmetric.
+    const bool S_symmetric = h.carry0.empty();
+    const BMat<S> CB = needs_C || !S_symmetric ? mm(Q, T, Ve1, N) : BMat<S>();
     if (h.masked) {
       scale(Fa, c.gs(2 * L));
-      // Without an initial state S_A is symmetric (a sum of k kᵀ), so S_A C_B =
-      // (Q S_A)ᵀ diag(e_1) V, from the cross term's QS: d·L·(dv+1) multiply-adds
-      // instead of d·d·(dv+1). A given S_A need not be symmetric.
-      BMat<S> SC = h.carry0.empty() ? mm(QS, T, Ve1, N) : mm(Sa, N, CB, N);
+      BMat<S> SC = S_symmetric ? mm(QS, T, Ve1, N) : mm(Sa, N, CB, N);
       scale(SC, c.gs(L));
       add(Fa, SC);
       mm_into(Fa, true, K, T, mm(Wd, T, Chunks<S>::times_rows(V, c.e(L, 2)), N), N);

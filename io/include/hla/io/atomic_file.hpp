@@ -13,6 +13,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <filesystem>
 #include <functional>
 #include <string>
@@ -39,6 +40,9 @@ std::string read_file_bytes(const std::filesystem::path& path);
 // directory, FIFO, device or socket is an InputError naming the path (opening
 // never blocks: a FIFO without a writer is refused, not waited for).
 int open_regular_file(const std::filesystem::path& path);
+// The size of an open file as fstat reports it (0 when it cannot tell): room
+// to reserve before reading it.
+std::uint64_t open_file_size(int fd);
 
 // Installs, for SIGTERM, SIGINT and SIGHUP where their action is still the
 // default, a handler that removes the files registered below (this process's
