@@ -52,57 +52,64 @@ void score_head(const BatchProblem& p, const Reference& ref, Mags mag, const Can
   // Storing a result in its output dtype may round it once more: that much
   // (relative u_t, or half the smallest subnormal) is not the kernel's
   // compute error and is taken off before scoring.
-  auto judge = [&](Element& e, DType t) {
+  auto judge = [&](Element& e, const DTypeLimits& lim) {
     if (!std::isfinite(e.reference)) e.skip = Skip::reference_nonfinite;
-    else if (std::fabs(e.reference) > info(t).largest_finite()) e.skip = Skip::out_of_range;
+    else if (std::fabs(e.reference) > lim.max_finite) e.skip = Skip::out_of_range;
     else if (u * e.magnitude < tiny && e.magnitude > 0) e.skip = Skip::underflow;
     if (e.skip != Skip::none) return;
     if (!std::isfinite(e.candidate)) {
       e.score = HUGE_VAL;
       return;
     }
-    const double err = std::max(0.0, std::fabs(e.candidate - e.reference) - info(t).rounding_error(e.reference));
+    const double err = std::max(0.0, std::fabs(e.candidate - e.reference) - lim.rounding_error(e.reference));
     e.score = err == 0 ? 0.0 : e.magnitude > 0 ? err / (u * e.magnitude) : HUGE_VAL;
     e.unit = e.magnitude > 0 ? std::fabs(e.reference) / e.magnitude : 0;
   };
-  auto judge_normalized = [&](Element& e, double num, double den, double magD) {
-    const DType t = cand.out_dtype;
-    const double D = normalizer(den, eps, o.eps_mode), MD = magD + eps;
-    // Within the bound of the pole the candidate's own D may be 0 or of either sign.
-    const bool near_pole = o.eps_mode == EpsMode::add ? std::fabs(D) <= K * u * MD : std::fabs(den) <= K * u * magD;
-    if (!std::isfinite(num) || !std::isfinite(den)) e.skip = Skip::reference_nonfinite;
-    else if (!near_pole && std::fabs(e.reference) > info(t).largest_finite()) e.skip = Skip::out_of_range;
+  // A normalized token's row: D = den ⊕ ε, its magnitude, and whether D is
+  // within the bound of the pole (then the candidate's own D may be 0 or of
+  // either sign).
+  struct Row {
+    double den, D, MD;
+    bool near_pole;
+  };
+  const DTypeLimits& out_lim = limits(cand.out_dtype);
+  auto judge_normalized = [&](Element& e, double num, const Row& row) {
+    if (!std::isfinite(num) || !std::isfinite(row.den)) e.skip = Skip::reference_nonfinite;
+    else if (!row.near_pole && std::fabs(e.reference) > out_lim.max_finite) e.skip = Skip::out_of_range;
     else if (u * e.magnitude < tiny && e.magnitude > 0) e.skip = Skip::underflow;
     if (e.skip != Skip::none) return;
     if (!std::isfinite(e.candidate)) {
-      if (near_pole) e.skip = Skip::at_pole;
+      if (row.near_pole) e.skip = Skip::at_pole;
       else e.score = HUGE_VAL;
       return;
     }
-    const double oc = e.candidate, tol = e.magnitude + std::fabs(oc) * MD;
-    auto residual = [&](double Dx) {
-      return std::max(0.0, std::fabs(oc * Dx - num) - info(t).rounding_error(oc) * std::fabs(Dx));
-    };
-    double r = residual(D);
-    if (o.eps_mode == EpsMode::clamp && near_pole) r = std::min(r, residual(-D));
+    const double oc = e.candidate, tol = e.magnitude + std::fabs(oc) * row.MD;
+    auto residual = [&](double Dx) { return std::max(0.0, std::fabs(oc * Dx - num) - out_lim.rounding_error(oc) * std::fabs(Dx)); };
+    double r = residual(row.D);
+    if (o.eps_mode == EpsMode::clamp && row.near_pole) r = std::min(r, residual(-row.D));
     e.magnitude = tol;
     e.score = r == 0 ? 0.0 : tol > 0 ? r / (u * tol) : HUGE_VAL;
     // One rounding each of num, den and ε as the kernel holds them.
-    e.unit = tol > 0 ? (std::fabs(num) + std::fabs(oc) * (std::fabs(den) + eps)) / tol : 0;
+    e.unit = tol > 0 ? (std::fabs(num) + std::fabs(oc) * (std::fabs(row.den) + eps)) / tol : 0;
   };
   for (Index t = 0; t < p.n; ++t) {
     const size_t di = p.den_index(b, h, t);
     const double den = ref.den[di], magD = mag.den[di];
+    Row row{den, 0, 0, false};
+    if (o.normalize) {
+      row.D = normalizer(den, eps, o.eps_mode), row.MD = magD + eps;
+      row.near_pole = o.eps_mode == EpsMode::add ? std::fabs(row.D) <= K * u * row.MD : std::fabs(den) <= K * u * magD;
+    }
     for (Index c = 0; c < p.dv; ++c) {
       const size_t i = p.out_index(b, h, t, c);
       Element e{b, h, t, c, cand.out[i], ref.out[i], mag.num[i]};
-      if (o.normalize) judge_normalized(e, ref.num[i], den, magD);
-      else judge(e, cand.out_dtype);
+      if (o.normalize) judge_normalized(e, ref.num[i], row);
+      else judge(e, out_lim);
       visit(e);
     }
     if (!cand.den.empty()) {
       Element e{b, h, t, -1, cand.den[di], den, magD};
-      judge(e, cand.den_dtype);
+      judge(e, limits(cand.den_dtype));
       visit(e);
     }
   }

@@ -1,8 +1,9 @@
-// What the check layer's units share: a parallel loop, the longest sequence, the worst elements, and whether a
+// What the check layer's units share: the longest sequence, the worst elements, and whether a
 // binary128 value with an error bound certifies its f64 rounding.
 #pragma once
 
 #include "hla/check/check.hpp"
+#include "hla/parallel.hpp"
 #include "hla/scalar.hpp"
 
 #include <cmath>
@@ -17,30 +18,6 @@
 #include <vector>
 
 namespace hla::check {
-
-// Runs fn(i) for i in [0, count) on `threads` workers (this one included);
-// after an exception no new item starts, and the first one is rethrown.
-template <class F> void parallel_for(size_t count, int threads, F&& fn) {
-  std::atomic<size_t> next{0};
-  std::mutex mu;
-  std::exception_ptr error;
-  auto worker = [&] {
-    for (size_t i; (i = next.fetch_add(1)) < count;) {
-      try {
-        fn(i);
-      } catch (...) {
-        std::lock_guard lock(mu);
-        if (!error) error = std::current_exception();
-        next = count;
-      }
-    }
-  };
-  std::vector<std::thread> pool;
-  for (int i = 1; i < std::min<int>(threads, static_cast<int>(count)); ++i) pool.emplace_back(worker);
-  worker();
-  for (auto& t : pool) t.join();
-  if (error) std::rethrow_exception(error);
-}
 
 // x with every digit a double needs to read back the same (for messages).
 inline std::string num(double x) {

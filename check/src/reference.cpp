@@ -218,15 +218,6 @@ bool exact_options_cheap(const Options& o) {
   return bits(o.gamma) <= 128 && bits(o.scale) <= 256 && bits(o.eps) <= 256 && bits(o.lambda) <= 256;
 }
 
-int worker_threads(int requested) {
-  if (requested > 0) return requested;
-  if (const char* e = std::getenv("HLA_THREADS"); e && *e) {
-    const long v = std::strtol(e, nullptr, 10);
-    if (v > 0 && v <= 1024) return static_cast<int>(v);
-  }
-  return static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-}
-
 Reference compute_reference(const BatchProblem& p, Index exact_max_n, double max_seconds) {
   ReferenceOptions o;
   o.exact_max_n = exact_max_n;

@@ -4,6 +4,7 @@
 #include "hla/io/sha256.hpp"
 #include "hla/io/state.hpp"
 
+#include <future>
 #include <set>
 
 namespace hla::io {
@@ -174,7 +175,10 @@ std::string fixture_digest(const SafetensorsFile& file) {
   }
   for (const auto& [name, t] : file.tensors) {
     std::string shape;
-    for (std::size_t i = 0; i < t.shape.size(); ++i) shape += (i ? "," : "") + std::to_string(t.shape[i]);
+    for (std::size_t i = 0; i < t.shape.size(); ++i) {
+      if (i) shape += ',';
+      shape += std::to_string(t.shape[i]);
+    }
     h.update("t ");
     field(name);
     h.update(" " + to_string(t.dtype) + " [" + shape + "] ");
@@ -271,154 +275,173 @@ Fixture fixture_from_safetensors(const SafetensorsFile& file, const std::string&
     if (has_control_bytes(value)) throw fail("metadata " + key + " = '" + printable(value, 60) + "' holds control bytes");
   }
   std::vector<std::string> warnings;
+  // The digest runs beside the decoding on a large file; its verdict comes
+  // first either way (a changed file says so, not what the change broke).
+  std::future<std::string> digest;
   if (digested) {
     if (!md.count(kDigestKey)) throw fail("metadata key 'digest' is missing (format_version " + version + " fixtures carry one)");
-    const std::string want = fixture_digest(file);
-    if (md.at(kDigestKey) != want)
-      throw fail("digest mismatch: the file's tensors or metadata changed after it was written (metadata digest " +
-                 printable(md.at(kDigestKey), 80) + ", content " + want + "); regenerate the fixture");
+    std::size_t bytes = 0;
+    for (const auto& [name, t] : file.tensors) bytes += t.bytes.size();
+    digest = std::async(bytes > (std::size_t{1} << 22) ? std::launch::async : std::launch::deferred, [&file] { return fixture_digest(file); });
   } else {
     warnings.push_back(source + ": format_version " + version + " fixture without a digest: file corruption is caught only by "
                        "the semantic checks; regenerate it with this hla for a self-verifying fixture");
   }
-
-  const Meta meta{md, source};
-  Fixture f;
-  f.format_version = version;
-  f.warnings = std::move(warnings);
-  BatchProblem& p = f.problem;
-  Options& o = p.opt;
-  try {
-    o.variant = parse_variant(md.at("variant"));
-    o.eps_mode = parse_eps_mode(md.at("eps_mode"));
-    p.dtype = parse_dtype(md.at("dtype"));
-  } catch (const InputError& e) {
-    throw fail(std::string("metadata: ") + e.what());
-  }
-  o.masked = meta.boolean("masked");
-  o.normalize = meta.boolean("normalize");
-  o.gamma = meta.rational("gamma");
-  o.eps = meta.rational("eps");
-  o.lambda = meta.rational("lambda");
-  o.scale = meta.rational("scale");
-  p.batch = meta.dim("batch");
-  p.heads = meta.dim("heads");
-  p.kv_heads = meta.dim("kv_heads");
-  p.n = meta.dim("n");
-  p.d = meta.dim("d");
-  p.dv = meta.dim("dv");
-  f.seed = meta.unsigned_int("seed");
-  const std::uint64_t bits = meta.unsigned_int("reference_bits");
-  if (bits > 1'000'000) throw meta.bad("reference_bits", "a plausible precision in bits");
-  f.reference_bits = static_cast<int>(bits);
-  f.exact_tier = meta.boolean("exact_tier");
-  f.generator_version = md.at("generator_version");
-  f.suite = md.at("suite");
-  f.case_name = md.at("case");
-
-  // Tensors: names, dtypes, shapes.
-  std::set<std::string> seen;
-  // Checks dtype and, when given, shape; records the name as expected.
-  auto take = [&](const std::string& name, StDType dtype,
-                  const std::optional<std::vector<std::int64_t>>& shape) -> const Tensor& {
-    const auto it = file.tensors.find(name);
-    if (it == file.tensors.end()) throw fail("tensor '" + name + "' is missing");
-    seen.insert(name);
-    const Tensor& t = it->second;
-    if (t.dtype != dtype)
-      throw fail("tensor '" + name + "' has dtype " + to_string(t.dtype) + ", expected " + to_string(dtype) +
-                 (name == "q" || name == "k" || name == "v" ? " (metadata dtype = " + md.at("dtype") + ")" : ""));
-    if (shape && t.shape != *shape)
-      throw fail("tensor '" + name + "' has shape " + shape_string(t.shape) + ", expected " + shape_string(*shape) +
-                 " from the metadata dims");
-    return t;
+  auto check_digest = [&] {
+    if (!digested) return;
+    const std::string want = digest.get();
+    if (md.at(kDigestKey) != want)
+      throw fail("digest mismatch: the file's tensors or metadata changed after it was written (metadata digest " +
+                 printable(md.at(kDigestKey), 80) + ", content " + want + "); regenerate the fixture");
   };
-  const StDType in = st_dtype(p.dtype);
-  auto values = [&](const std::string& name, StDType dtype, const std::vector<std::int64_t>& shape) {
-    return float_values(take(name, dtype, shape), source + ": tensor '" + name + "'");
-  };
-  p.q = values("q", in, {p.batch, p.heads, p.n, p.d});
-  p.k = values("k", in, {p.batch, p.kv_heads, p.n, p.d});
-  p.v = values("v", in, {p.batch, p.kv_heads, p.n, p.dv});
-  if (file.tensors.count("offsets")) {
-    const Tensor& t = take("offsets", StDType::I64, std::nullopt);
-    if (t.shape.size() != 1) throw fail("tensor 'offsets' has shape " + shape_string(t.shape) + ", expected 1-D");
-    p.offsets = i64_values(t, "offsets");
-  }
-  try {
-    read_state(file.tensors, p, source);  // initial_state.<part>: shapes and dtype checked there
-  } catch (const InputError& e) {
-    throw fail(e.what());
-  }
-  for (const auto& [name, t] : file.tensors)
-    if (is_initial_state_tensor(name)) seen.insert(name);
-  f.ref_out = values("ref_out", StDType::F64, out_shape(p));
-  f.ref_den = values("ref_den", StDType::F64, den_shape(p));
-  f.mag_num = values("mag_num", StDType::F64, out_shape(p));
-  f.mag_den = values("mag_den", StDType::F64, den_shape(p));
-  if (file.tensors.count("flags")) f.flags = u8_values(take("flags", StDType::U8, out_shape(p)), "flags");
-  if (file.tensors.count("den_flags")) f.den_flags = u8_values(take("den_flags", StDType::U8, den_shape(p)), "den_flags");
-  if (version != "1") {
-    if (file.tensors.count("ref_num")) f.ref_num = values("ref_num", StDType::F64, out_shape(p));
-    if (file.tensors.count("mag_num_unmasked") || file.tensors.count("mag_den_unmasked")) {
-      f.mag_num_unmasked = values("mag_num_unmasked", StDType::F64, out_shape(p));
-      f.mag_den_unmasked = values("mag_den_unmasked", StDType::F64, den_shape(p));
-    }
-  }
-  // Gradients: all or none (dden and the flags optional).
-  bool any_grad = file.tensors.count("do") || file.tensors.count("dden");
-  for (const GradTensor& g : kGradTensors) any_grad = any_grad || file.tensors.count(g.name);
-  for (const GradFlags& g : kGradFlags) any_grad = any_grad || file.tensors.count(g.name);
-  if (any_grad) {
-    if (version == "1" || version == "2") throw fail("gradient tensors in a format_version " + version + " fixture (they came with version 3)");
-    f.gradients = true;
-    f.dout = values("do", in, out_shape(p));
-    if (file.tensors.count("dden")) f.dden = values("dden", in, den_shape(p));
-    for (const GradTensor& g : kGradTensors) f.*g.values = values(g.name, StDType::F64, g.shape(p));
-    for (const GradFlags& g : kGradFlags)
-      if (file.tensors.count(g.name)) f.*g.flags = u8_values(take(g.name, StDType::U8, g.shape(p)), g.name);
-  }
-  // The state's gradient: with gradients from an initial state, ref_dstate and mag_dstate (every part), flags if any.
-  bool any_dstate = false;
-  for (const auto& [name, t] : file.tensors)
-    if (is_dstate_tensor(name)) any_dstate = true, seen.insert(name);
-  if (any_dstate && !(f.gradients && p.has_state()))
-    throw fail(std::string("ref_dstate/mag_dstate/dstate_flags tensors, but the fixture ") +
-               (f.gradients ? "has no initial state" : "carries no gradients"));
-  if (f.gradients && p.has_state()) {
+  auto body = [&]() -> Fixture {
+    const Meta meta{md, source};
+    Fixture f;
+    f.format_version = version;
+    f.warnings = std::move(warnings);
+    BatchProblem& p = f.problem;
+    Options& o = p.opt;
     try {
-      StateParts ref = read_state_parts(file.tensors, p, kRefDstate, source, true);
-      StateParts mag = read_state_parts(file.tensors, p, kMagDstate, source, true);
-      const StateParts flags = read_state_parts(file.tensors, p, kDstateFlags, source, true, PartKind::flags);
-      if (ref.given.empty() || mag.given.empty())
-        throw InputError("gradients from an initial state without the state's gradient (ref_dstate.<part> and mag_dstate.<part>)");
-      for (const StateParts* x : {&ref, &mag})
-        if (x->dtype != DType::f64) throw InputError("the ref_dstate/mag_dstate tensors must be F64");
-      f.ref_dstate = std::move(ref.values), f.mag_dstate = std::move(mag.values);
-      f.dstate_flags.assign(flags.values.begin(), flags.values.end());
+      o.variant = parse_variant(md.at("variant"));
+      o.eps_mode = parse_eps_mode(md.at("eps_mode"));
+      p.dtype = parse_dtype(md.at("dtype"));
+    } catch (const InputError& e) {
+      throw fail(std::string("metadata: ") + e.what());
+    }
+    o.masked = meta.boolean("masked");
+    o.normalize = meta.boolean("normalize");
+    o.gamma = meta.rational("gamma");
+    o.eps = meta.rational("eps");
+    o.lambda = meta.rational("lambda");
+    o.scale = meta.rational("scale");
+    p.batch = meta.dim("batch");
+    p.heads = meta.dim("heads");
+    p.kv_heads = meta.dim("kv_heads");
+    p.n = meta.dim("n");
+    p.d = meta.dim("d");
+    p.dv = meta.dim("dv");
+    f.seed = meta.unsigned_int("seed");
+    const std::uint64_t bits = meta.unsigned_int("reference_bits");
+    if (bits > 1'000'000) throw meta.bad("reference_bits", "a plausible precision in bits");
+    f.reference_bits = static_cast<int>(bits);
+    f.exact_tier = meta.boolean("exact_tier");
+    f.generator_version = md.at("generator_version");
+    f.suite = md.at("suite");
+    f.case_name = md.at("case");
+
+    // Tensors: names, dtypes, shapes.
+    std::set<std::string> seen;
+    // Checks dtype and, when given, shape; records the name as expected.
+    auto take = [&](const std::string& name, StDType dtype,
+                    const std::optional<std::vector<std::int64_t>>& shape) -> const Tensor& {
+      const auto it = file.tensors.find(name);
+      if (it == file.tensors.end()) throw fail("tensor '" + name + "' is missing");
+      seen.insert(name);
+      const Tensor& t = it->second;
+      if (t.dtype != dtype)
+        throw fail("tensor '" + name + "' has dtype " + to_string(t.dtype) + ", expected " + to_string(dtype) +
+                   (name == "q" || name == "k" || name == "v" ? " (metadata dtype = " + md.at("dtype") + ")" : ""));
+      if (shape && t.shape != *shape)
+        throw fail("tensor '" + name + "' has shape " + shape_string(t.shape) + ", expected " + shape_string(*shape) +
+                   " from the metadata dims");
+      return t;
+    };
+    const StDType in = st_dtype(p.dtype);
+    auto values = [&](const std::string& name, StDType dtype, const std::vector<std::int64_t>& shape) {
+      return float_values(take(name, dtype, shape), source + ": tensor '" + name + "'");
+    };
+    p.q = values("q", in, {p.batch, p.heads, p.n, p.d});
+    p.k = values("k", in, {p.batch, p.kv_heads, p.n, p.d});
+    p.v = values("v", in, {p.batch, p.kv_heads, p.n, p.dv});
+    if (file.tensors.count("offsets")) {
+      const Tensor& t = take("offsets", StDType::I64, std::nullopt);
+      if (t.shape.size() != 1) throw fail("tensor 'offsets' has shape " + shape_string(t.shape) + ", expected 1-D");
+      p.offsets = i64_values(t, "offsets");
+    }
+    try {
+      read_state(file.tensors, p, source);  // initial_state.<part>: shapes and dtype checked there
     } catch (const InputError& e) {
       throw fail(e.what());
     }
-  }
-  for (const auto& [name, t] : file.tensors) {
-    if (name.rfind(kStatePrefix, 0) != 0) continue;
-    const std::string s = name.substr(std::string(kStatePrefix).size());
-    if (s.empty()) throw fail("tensor 'state.' has no state name");
-    take(name, StDType::F64, std::nullopt);
-    f.state[s] = float_values(t, name);
-    f.state_shapes[s] = t.shape;
-  }
-  for (const auto& [name, t] : file.tensors)
-    if (!seen.count(name))
-      throw fail("unknown tensor '" + printable(name, 60) + "' (a fixture holds q, k, v, offsets, ref_out, ref_den, mag_num, mag_den, "
-                 "flags, den_flags, state.<name>, initial_state.<part>" + std::string(version == "1" ? "" : ", ref_num, mag_num_unmasked, mag_den_unmasked") +
-                 std::string(version == "1" || version == "2" ? "" : "; gradients: do, dden, ref_dq, ref_dk, ref_dv, mag_dq, mag_dk, mag_dv, "
-                                                                     "dq_flags, dk_flags, dv_flags, ref_dstate.<part>, mag_dstate.<part>, dstate_flags.<part>") + ")");
+    for (const auto& [name, t] : file.tensors)
+      if (is_initial_state_tensor(name)) seen.insert(name);
+    f.ref_out = values("ref_out", StDType::F64, out_shape(p));
+    f.ref_den = values("ref_den", StDType::F64, den_shape(p));
+    f.mag_num = values("mag_num", StDType::F64, out_shape(p));
+    f.mag_den = values("mag_den", StDType::F64, den_shape(p));
+    if (file.tensors.count("flags")) f.flags = u8_values(take("flags", StDType::U8, out_shape(p)), "flags");
+    if (file.tensors.count("den_flags")) f.den_flags = u8_values(take("den_flags", StDType::U8, den_shape(p)), "den_flags");
+    if (version != "1") {
+      if (file.tensors.count("ref_num")) f.ref_num = values("ref_num", StDType::F64, out_shape(p));
+      if (file.tensors.count("mag_num_unmasked") || file.tensors.count("mag_den_unmasked")) {
+        f.mag_num_unmasked = values("mag_num_unmasked", StDType::F64, out_shape(p));
+        f.mag_den_unmasked = values("mag_den_unmasked", StDType::F64, den_shape(p));
+      }
+    }
+    // Gradients: all or none (dden and the flags optional).
+    bool any_grad = file.tensors.count("do") || file.tensors.count("dden");
+    for (const GradTensor& g : kGradTensors) any_grad = any_grad || file.tensors.count(g.name);
+    for (const GradFlags& g : kGradFlags) any_grad = any_grad || file.tensors.count(g.name);
+    if (any_grad) {
+      if (version == "1" || version == "2") throw fail("gradient tensors in a format_version " + version + " fixture (they came with version 3)");
+      f.gradients = true;
+      f.dout = values("do", in, out_shape(p));
+      if (file.tensors.count("dden")) f.dden = values("dden", in, den_shape(p));
+      for (const GradTensor& g : kGradTensors) f.*g.values = values(g.name, StDType::F64, g.shape(p));
+      for (const GradFlags& g : kGradFlags)
+        if (file.tensors.count(g.name)) f.*g.flags = u8_values(take(g.name, StDType::U8, g.shape(p)), g.name);
+    }
+    // The state's gradient: with gradients from an initial state, ref_dstate and mag_dstate (every part), flags if any.
+    bool any_dstate = false;
+    for (const auto& [name, t] : file.tensors)
+      if (is_dstate_tensor(name)) any_dstate = true, seen.insert(name);
+    if (any_dstate && !(f.gradients && p.has_state()))
+      throw fail(std::string("ref_dstate/mag_dstate/dstate_flags tensors, but the fixture ") +
+                 (f.gradients ? "has no initial state" : "carries no gradients"));
+    if (f.gradients && p.has_state()) {
+      try {
+        StateParts ref = read_state_parts(file.tensors, p, kRefDstate, source, true);
+        StateParts mag = read_state_parts(file.tensors, p, kMagDstate, source, true);
+        const StateParts flags = read_state_parts(file.tensors, p, kDstateFlags, source, true, PartKind::flags);
+        if (ref.given.empty() || mag.given.empty())
+          throw InputError("gradients from an initial state without the state's gradient (ref_dstate.<part> and mag_dstate.<part>)");
+        for (const StateParts* x : {&ref, &mag})
+          if (x->dtype != DType::f64) throw InputError("the ref_dstate/mag_dstate tensors must be F64");
+        f.ref_dstate = std::move(ref.values), f.mag_dstate = std::move(mag.values);
+        f.dstate_flags.assign(flags.values.begin(), flags.values.end());
+      } catch (const InputError& e) {
+        throw fail(e.what());
+      }
+    }
+    for (const auto& [name, t] : file.tensors) {
+      if (name.rfind(kStatePrefix, 0) != 0) continue;
+      const std::string s = name.substr(std::string(kStatePrefix).size());
+      if (s.empty()) throw fail("tensor 'state.' has no state name");
+      take(name, StDType::F64, std::nullopt);
+      f.state[s] = float_values(t, name);
+      f.state_shapes[s] = t.shape;
+    }
+    for (const auto& [name, t] : file.tensors)
+      if (!seen.count(name))
+        throw fail("unknown tensor '" + printable(name, 60) + "' (a fixture holds q, k, v, offsets, ref_out, ref_den, mag_num, mag_den, "
+                   "flags, den_flags, state.<name>, initial_state.<part>" + std::string(version == "1" ? "" : ", ref_num, mag_num_unmasked, mag_den_unmasked") +
+                   std::string(version == "1" || version == "2" ? "" : "; gradients: do, dden, ref_dq, ref_dk, ref_dv, mag_dq, mag_dk, mag_dv, "
+                                                                       "dq_flags, dk_flags, dv_flags, ref_dstate.<part>, mag_dstate.<part>, dstate_flags.<part>") + ")");
+    try {
+      validate_fixture(f);
+    } catch (const InputError& e) {
+      throw fail(e.what());
+    }
+    return f;
+  };
+  Fixture f;
   try {
-    validate_fixture(f);
-  } catch (const InputError& e) {
-    throw fail(e.what());
+    f = body();
+  } catch (...) {
+    check_digest();
+    throw;
   }
+  check_digest();
   return f;
 }
 

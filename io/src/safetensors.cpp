@@ -3,6 +3,7 @@
 #include "hla/io/atomic_file.hpp"
 #include "hla/io/float_bits.hpp"
 #include "hla/io/printable.hpp"
+#include "hla/parallel.hpp"
 
 #include <nlohmann/json.hpp>
 
@@ -12,6 +13,7 @@
 #include <cstring>
 #include <cstdio>
 #include <limits>
+#include <mutex>
 #include <set>
 
 #include <fcntl.h>
@@ -231,7 +233,6 @@ SafetensorsFile parse_safetensors(std::string_view bytes, const std::string& sou
     if (want != e - b)
       throw bad("shape " + shape_string(t.shape) + " of " + to_string(t.dtype) + " needs " + std::to_string(want) +
                 " bytes but data_offsets " + jo.dump() + " give " + std::to_string(e - b));
-    t.bytes.assign(bytes.substr(8 + n + b, e - b));
     spans.push_back({b, e, name});
     out.tensors.emplace(name, std::move(t));
   }
@@ -253,6 +254,10 @@ SafetensorsFile parse_safetensors(std::string_view bytes, const std::string& sou
   if (at != buffer)
     throw fail("trailing bytes: the data buffer holds " + std::to_string(buffer) + " bytes but the tensors cover " +
                std::to_string(at) + " (file length must be exactly 8 + header + data)");
+  // The data, copied tensor by tensor on every core once the layout is known good.
+  parallel_for(spans.size(), spans.size() > 1 && buffer > (std::uint64_t{1} << 22) ? worker_threads() : 1, [&](std::size_t i) {
+    out.tensors.at(spans[i].name).bytes.assign(bytes.substr(8 + n + spans[i].begin, spans[i].end - spans[i].begin));
+  });
   return out;
 }
 
@@ -388,13 +393,26 @@ Tensor float_tensor(DType t, std::vector<std::int64_t> shape, const std::vector<
     out.bytes.assign(reinterpret_cast<const char*>(values.data()), values.size() * sizeof(double));
     return out;
   }
-  out.bytes.reserve(values.size() * size);
-  for (std::size_t i = 0; i < values.size(); ++i) {
-    const auto bits = encode_float(t, values[i]);  // none: not exactly representable (representable() agrees)
-    if (!bits)
-      throw InputError(what + ": element " + std::to_string(i) + " = " + number(values[i]) +
-                       " is not exactly representable in " + to_string(out.dtype));
-    store_le(out.bytes, *bits, size);
+  // Encoded in slices on every core; a value that is not exactly representable
+  // (encode_float: none; representable() agrees) is named, the first one.
+  out.bytes.resize(values.size() * size);
+  std::vector<std::size_t> bad;
+  std::mutex mu;
+  parallel_slices(values.size(), std::size_t{1} << 18, [&](std::size_t i0, std::size_t i1) {
+    for (std::size_t i = i0; i < i1; ++i) {
+      const auto bits = encode_float(t, values[i]);
+      if (!bits) {
+        std::lock_guard lock(mu);
+        bad.push_back(i);
+        return;
+      }
+      for (std::size_t b = 0; b < size; ++b) out.bytes[i * size + b] = static_cast<char>((*bits >> (8 * b)) & 0xff);
+    }
+  });
+  if (!bad.empty()) {
+    const std::size_t i = *std::min_element(bad.begin(), bad.end());
+    throw InputError(what + ": element " + std::to_string(i) + " = " + number(values[i]) + " is not exactly representable in " +
+                     to_string(out.dtype));
   }
   return out;
 }
@@ -428,7 +446,9 @@ std::vector<double> float_values(const Tensor& t, const std::string& what) {
     if (!out.empty()) std::memcpy(out.data(), t.bytes.data(), out.size() * sizeof(double));  // F64 bytes are the doubles
     return out;
   }
-  for (std::size_t i = 0; i < out.size(); ++i) out[i] = decode_float(*ft, load_le(t.bytes.data() + i * size, size));
+  parallel_slices(out.size(), std::size_t{1} << 18, [&](std::size_t i0, std::size_t i1) {
+    for (std::size_t i = i0; i < i1; ++i) out[i] = decode_float(*ft, load_le(t.bytes.data() + i * size, size));
+  });
   return out;
 }
 

@@ -1,4 +1,5 @@
 #include "hla/batch.hpp"
+#include "hla/parallel.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -79,13 +80,11 @@ void BatchProblem::validate(bool allow_nonfinite) const {
     if (static_cast<Index>(x.size()) != want)
       throw InputError(std::string(name) + " holds " + std::to_string(x.size()) + " values, expected " +
                        std::to_string(want));
-    for (size_t i = 0; i < x.size(); ++i) {
-      if (!allow_nonfinite && !std::isfinite(x[i]))
-        throw InputError(std::string(name) + "[" + std::to_string(i) + "] is not finite");
-      if (!representable(dtype, x[i]))
-        throw InputError(std::string(name) + "[" + std::to_string(i) + "] = " + std::to_string(x[i]) +
-                         " is not representable in " + to_string(dtype));
-    }
+    const size_t i = first_where(x.size(), [&](size_t j) { return (!allow_nonfinite && !std::isfinite(x[j])) || !representable(dtype, x[j]); });
+    if (i == x.size()) return;
+    if (!allow_nonfinite && !std::isfinite(x[i])) throw InputError(std::string(name) + "[" + std::to_string(i) + "] is not finite");
+    throw InputError(std::string(name) + "[" + std::to_string(i) + "] = " + std::to_string(x[i]) + " is not representable in " +
+                     to_string(dtype));
   };
   size("q", q, batch * heads * n * d);
   size("k", k, batch * kv_heads * n * d);

@@ -16,31 +16,11 @@ constexpr std::uint64_t kDoubleMantMask = (std::uint64_t{1} << 52) - 1;
 
 std::uint64_t exp_max(const DTypeInfo& f) { return (std::uint64_t{1} << f.exponent_bits) - 1; }
 
-// The limits of each dtype as numbers, computed once (the member functions
-// compute them by ldexp at run time; these functions run per element).
-struct Limits {
-  double unit, min_normal, max_finite, half_subnormal;
-};
-const Limits& limits(DType t) {
-  static const std::array<Limits, kDTypes.size()> table = [] {
-    std::array<Limits, kDTypes.size()> l{};
-    for (const DTypeInfo& f : kDTypes)
-      l[static_cast<std::size_t>(f.id)] = {f.unit_roundoff(), f.smallest_normal(), f.largest_finite(), f.smallest_subnormal() / 2};
-    return l;
-  }();
-  return table[static_cast<std::size_t>(t)];
-}
-
 }  // namespace
-
-double DTypeInfo::rounding_error(double x) const {
-  const Limits& l = limits(id);
-  return std::fabs(x) * l.unit + l.half_subnormal;  // the product by a power of 2 is ldexp's
-}
 
 double DTypeInfo::round(double x) const {
   if (!std::isfinite(x) || x == 0 || id == DType::f64) return x;
-  const Limits& l = limits(id);
+  const DTypeLimits& l = limits(id);
   if (const double a = std::fabs(x); a >= l.min_normal && a <= l.max_finite) {
     // Normal range: round the double's significand to mantissa_bits bits,
     // ties to even, on the bit pattern (a carry into the exponent is the next

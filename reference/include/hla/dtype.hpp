@@ -49,7 +49,7 @@ struct DTypeInfo {
   constexpr double largest_finite() const {
     return (2 - detail::pow2(-mantissa_bits)) * detail::pow2(bias());
   }
-  // Largest error of rounding x to this type: u·|x| plus half the smallest subnormal.
+  // Largest error of rounding x to this type (limits(id).rounding_error).
   double rounding_error(double x) const;
   // Rounds x to the nearest value of this type (ties to even; overflow to ±inf),
   // returned as a double. NaN and ±inf pass through.
@@ -83,6 +83,22 @@ static_assert(detail::dtypes_in_enum_order(), "kDTypes rows must follow enum DTy
 static_assert(info(DType::f32).largest_finite() == 3.4028234663852886e38 && info(DType::f16).largest_finite() == 65504 &&
                   info(DType::f32).smallest_normal() == 1.1754943508222875e-38 && info(DType::f16).size() == 2,
               "dtype table disagrees with IEEE 754");
+
+// The limits of each dtype as numbers, computed at compile time (the member
+// functions compute them by ldexp at run time): what per-element loops read.
+struct DTypeLimits {
+  double unit, min_normal, max_finite, half_subnormal;
+  // Largest error of rounding x to the type: u·|x| plus half the smallest subnormal.
+  constexpr double rounding_error(double x) const { return (x < 0 ? -x : x) * unit + half_subnormal; }
+};
+inline constexpr auto kDTypeLimits = [] {
+  std::array<DTypeLimits, kDTypes.size()> l{};
+  for (const DTypeInfo& f : kDTypes)
+    l[static_cast<std::size_t>(f.id)] = {f.unit_roundoff(), f.smallest_normal(), f.largest_finite(), f.smallest_subnormal() / 2};
+  return l;
+}();
+constexpr const DTypeLimits& limits(DType t) { return kDTypeLimits[static_cast<std::size_t>(t)]; }
+inline double DTypeInfo::rounding_error(double x) const { return limits(id).rounding_error(x); }
 
 std::string to_string(DType t);
 DType parse_dtype(std::string_view s);  // "f64" | "f32" | "bf16" | "f16" (also upper case); throws InputError

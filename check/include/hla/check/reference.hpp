@@ -5,6 +5,7 @@
 
 #include "hla/batch.hpp"
 #include "hla/evaluate.hpp"
+#include "hla/parallel.hpp"  // worker_threads: the engines and checker share it
 
 #include <cstdint>
 #include <functional>
@@ -99,8 +100,6 @@ double depth_bound(Variant v, Index n, Index d);
 // (checked between heads; every head's work is bounded by the shape limits).
 Reference compute_reference(const BatchProblem& p, Index exact_max_n = 48, double max_seconds = 0);
 Reference compute_reference(const BatchProblem& p, const ReferenceOptions& opt);
-// Worker threads to use: requested > 0, else HLA_THREADS, else every core.
-int worker_threads(int requested = 0);
 // Whether exact rational evaluation stays cheap: gamma of at most 128 bits
 // (numerator + denominator; it is raised to the power 3n), the other options 256.
 bool exact_options_cheap(const Options& o);
