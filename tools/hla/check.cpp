@@ -23,10 +23,10 @@ struct CheckArgs {
 int run_check(const CheckArgs& a) {
   Progress bar("hla check: reading", progress_wanted(a.quiet, a.progress));
   bar.update(0, 1);
-  const io::Fixture f = io::read_fixture(a.fixture);
+  io::Fixture f = io::read_fixture(a.fixture);
   for (const auto& w : f.warnings) std::cerr << "hla: warning: " << io::printable(w, 400) << "\n";
   if (a.verify_inputs) check::verify_inputs(f, a.budget);
-  const io::Candidate c = io::read_candidate(a.candidate, f);
+  io::Candidate c = io::read_candidate(a.candidate, f);
   check::CheckOptions opt;
   opt.precision = check::parse_precision_map(a.precision).of(f.problem.dtype);
   opt.form_class = check::parse_form_class(a.form_class);
@@ -36,7 +36,8 @@ int run_check(const CheckArgs& a) {
     bar.set_label(std::string("hla check: ") + stage);
     bar.update(done, total);
   };
-  const check::Report r = check::check_fixture(f, c, opt);
+  // The tensors move into the check; f's problem and metadata stay for the report.
+  const check::Report r = check::check_fixture(std::move(f), std::move(c), opt);
   bar.finish();
   if (a.json) {
     nlohmann::json j = r.json();

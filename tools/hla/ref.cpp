@@ -48,29 +48,31 @@ int run_ref(const RefArgs& a) {
   check_output_file("--out", a.out);
   std::error_code ec;
   if (fs::equivalent(a.input, a.out, ec)) throw InputError("--out '" + printable(a.out) + "' is the input file itself");
-  const BatchProblem p = read_inputs(a, opt);
+  BatchProblem p = read_inputs(a, opt);
   Progress bar("hla ref: reference", progress_wanted(a.quiet, a.progress));
   check::ReferenceOptions ro;
   ro.threads = a.threads;
   ro.progress = [&](double done, double total) { bar.update(done, total); };
-  const check::Reference ref = check::compute_reference(p, ro);
+  check::Reference ref = check::compute_reference(p, ro);
+  char shape[200];
+  std::snprintf(shape, sizeof shape, "B=%ld H=%ld Hkv=%ld n=%ld d=%ld dv=%ld %s", static_cast<long>(p.batch), static_cast<long>(p.heads),
+                static_cast<long>(p.kv_heads), static_cast<long>(p.n), static_cast<long>(p.d), static_cast<long>(p.dv),
+                to_string(p.dtype).c_str());
+  const std::string extra = std::string(p.offsets.empty() ? "" : ", " + std::to_string(p.offsets.size() - 1) + " packed sequences") +
+                            (p.has_state() ? ", from an initial state (" + to_string(p.state_dtype) + ")" : "");
+  const check::Reference::Stats s = ref.stats;
+  const int bits = ref.bits;
   bar.set_label("hla ref: writing");
   check::FixtureMeta meta;
   meta.suite = "user";
   meta.case_name = a.name.empty() ? fs::path(a.input).stem().string() : a.name;
-  io::write_fixture(a.out, check::make_fixture(p, ref, meta));
+  io::write_fixture(a.out, check::make_fixture(std::move(p), std::move(ref), meta));  // p, ref: moved, not read below
   bar.finish();
-  const auto& s = ref.stats;
   const double certified = s.elements ? 100.0 * static_cast<double>(s.elements - s.uncertified) / static_cast<double>(s.elements) : 100;
-  std::printf("hla ref: wrote %s: %s, B=%ld H=%ld Hkv=%ld n=%ld d=%ld dv=%ld %s%s\n", printable(a.out).c_str(),
-              opt.describe().c_str(), static_cast<long>(p.batch), static_cast<long>(p.heads), static_cast<long>(p.kv_heads),
-              static_cast<long>(p.n), static_cast<long>(p.d), static_cast<long>(p.dv), to_string(p.dtype).c_str(),
-              (std::string(p.offsets.empty() ? "" : ", " + std::to_string(p.offsets.size() - 1) + " packed sequences") +
-               (p.has_state() ? ", from an initial state (" + to_string(p.state_dtype) + ")" : ""))
-                  .c_str());
+  std::printf("hla ref: wrote %s: %s, %s%s\n", printable(a.out).c_str(), opt.describe().c_str(), shape, extra.c_str());
   std::printf("  reference: %zu of %zu elements certified correctly rounded (%.4f%%); heads×sequences: %zu double-double "
               "(%zu with a prefix recomputed in binary128), %zu binary128, %zu exact rationals; reference_bits %d; %.1f s\n",
-              s.elements - s.uncertified, s.elements, certified, s.fast, s.recomputed, s.binary128, s.exact, ref.bits,
+              s.elements - s.uncertified, s.elements, certified, s.fast, s.recomputed, s.binary128, s.exact, bits,
               std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
   return 0;
 }

@@ -22,8 +22,10 @@ struct FixtureMeta {
   bool exact_tier = false;
 };
 
-io::Fixture make_fixture(const BatchProblem& p, const Reference& ref, const FixtureMeta& meta);
+// p and ref are taken by value: a caller done with them moves them in.
+io::Fixture make_fixture(BatchProblem p, Reference ref, const FixtureMeta& meta);
 Reference reference_of(const io::Fixture& f);
+Reference reference_of(io::Fixture&& f);  // moves the reference tensors out (problem and metadata stay)
 CandidateOutputs outputs_of(const io::Candidate& c);
 io::Candidate candidate_of(const CandidateOutputs& c);
 
@@ -34,14 +36,18 @@ io::Candidate candidate_of(const CandidateOutputs& c);
 // InputError "this fixture does not match its inputs …" naming the tensors
 // and the first elements. Costs one streaming pass per head in float64.
 // Heads are verified in parallel; progress(done, total) is called per head.
-void verify_fixture(const io::Fixture& f, const std::function<void(double, double)>& progress = {});
+// with_unmasked = false leaves the unmasked-order magnitudes unproven: for a
+// caller that never reads them (check of the masked class without gradients).
+void verify_fixture(const io::Fixture& f, const std::function<void(double, double)>& progress = {}, bool with_unmasked = true);
 // Stronger and slower (hla check --verify-inputs): recomputes the reference as
 // `hla gen` does and demands the same doubles (uncertified elements: within
 // the bound); max_seconds > 0 bounds the work (InputError when exceeded).
 void verify_inputs(const io::Fixture& f, double max_seconds = 0);
 
-// check() on a fixture (its exact_tier flag applies), after verify_fixture.
+// check() on a fixture (its exact_tier flag applies), after verify_fixture of
+// what the verdict reads. The rvalue form moves the tensors out of f and c.
 Report check_fixture(const io::Fixture& f, const io::Candidate& c, CheckOptions opt = {});
+Report check_fixture(io::Fixture&& f, io::Candidate&& c, CheckOptions opt = {});
 
 // Writes <stem>.safetensors (the fixture) and <stem>.candidate.safetensors;
 // `hla check <stem>.safetensors <stem>.candidate.safetensors` reproduces the verdict.
