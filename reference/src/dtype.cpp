@@ -16,6 +16,15 @@ constexpr std::uint64_t kDoubleMantMask = (std::uint64_t{1} << 52) - 1;
 
 std::uint64_t exp_max(const DTypeInfo& f) { return (std::uint64_t{1} << f.exponent_bits) - 1; }
 
+// A type with f32's exponent range (f32; bf16, f32 with mantissa bits cut) is
+// handled per element by the hardware conversion: the bits below its mantissa
+// in the f32 pattern, which must be zero. Only for f32-normal magnitudes (and
+// infinities): a process with flush-to-zero or denormals-are-zero set (as some
+// numeric libraries do) would flush f32 subnormals; those take the bit paths.
+bool f32_range(const DTypeInfo& f) { return f.exponent_bits == 8; }
+bool f32_normal_or_inf(double x) { return std::fabs(x) >= 0x1p-126; }
+std::uint32_t f32_cut_mask(const DTypeInfo& f) { return (std::uint32_t{1} << (23 - f.mantissa_bits)) - 1; }
+
 }  // namespace
 
 double DTypeInfo::round(double x) const {
@@ -48,6 +57,8 @@ double DTypeInfo::decode(std::uint64_t bits) const {
   const bool neg = (bits >> (exponent_bits + mantissa_bits)) & 1;
   const std::uint64_t e = (bits >> mantissa_bits) & exp_max(*this);
   const std::uint64_t m = bits & mant_mask;
+  if (f32_range(*this) && e != 0 && (e != exp_max(*this) || m == 0))  // normal or inf (a NaN's payload the conversion may quiet)
+    return static_cast<double>(std::bit_cast<float>(static_cast<std::uint32_t>(bits << (23 - mantissa_bits))));
   if (e != 0 && e != exp_max(*this))  // normal: the double's fields straight from these
     return std::bit_cast<double>((std::uint64_t{neg} << 63) | ((e - static_cast<std::uint64_t>(bias()) + 1023) << 52) |
                                  (m << (52 - mantissa_bits)));
@@ -75,6 +86,12 @@ std::optional<std::uint64_t> DTypeInfo::encode(double x) const {
   }
   if (std::isinf(x)) return sign | inf;
   if (x == 0) return sign;
+  if (f32_range(*this) && f32_normal_or_inf(x)) {
+    const float y = static_cast<float>(x);
+    const std::uint32_t b = std::bit_cast<std::uint32_t>(y);
+    if (static_cast<double>(y) != x || (b & f32_cut_mask(*this)) != 0) return std::nullopt;  // more bits, or beyond the range
+    return b >> (23 - mantissa_bits);
+  }
   {
     // Normal range of this type: the fields come straight from the double's.
     const std::uint64_t u = std::bit_cast<std::uint64_t>(x);
@@ -121,6 +138,13 @@ DType parse_dtype(std::string_view s) {
 
 std::string dtype_csv() { return join(dtype_names(), ",", ","); }
 
-bool representable(DType t, double x) { return std::isnan(x) || round_to(t, x) == x; }
+bool representable(DType t, double x) {
+  if (std::isnan(x)) return true;
+  if (const DTypeInfo& f = info(t); f32_range(f) && f32_normal_or_inf(x)) {
+    const float y = static_cast<float>(x);
+    return static_cast<double>(y) == x && (std::bit_cast<std::uint32_t>(y) & f32_cut_mask(f)) == 0;
+  }
+  return round_to(t, x) == x;
+}
 
 }  // namespace hla

@@ -368,6 +368,29 @@ TEST_CASE("trust: --verify-inputs demands the recomputed reference", "[check][tr
   require_input_error([&] { (void)compute_reference(long_one, 48, 1e-3); }, {"exceeded its budget"});
 }
 
+TEST_CASE("trust: the unmasked-order magnitudes are proven where the verdict reads them", "[check][trust]") {
+  const BatchProblem p = problem(Variant::hla2, true, 11, 40, 4);
+  const io::Fixture good = roundtrip(honest(p));
+  REQUIRE_FALSE(good.mag_num_unmasked.empty());
+  io::Fixture bad = good;
+  for (double& x : bad.mag_num_unmasked) x *= 1e10;
+  require_input_error([&] { verify_fixture(bad); }, {"does not match its inputs", "mag_num_unmasked"});
+  CHECK_NOTHROW(verify_fixture(bad, {}, false));
+  // An honest candidate (our streaming form in f32): refused on the forged
+  // fixture where the state-difference class reads the forged tensor ...
+  const io::Candidate c = candidate_of(ours(p, Precision::f32, Form::streaming, 1, DType::f32));
+  CheckOptions sd;
+  sd.form_class = FormClass::state_difference;
+  require_input_error([&] { (void)check_fixture(bad, c, sd); }, {"mag_num_unmasked"});
+  // ... and judged exactly as on the honest one by the masked class, which never reads it (also by the moving overload).
+  const Report a = check_fixture(good, c);
+  CHECK(a.pass);
+  CHECK(check_fixture(bad, c).text() == a.text());
+  io::Fixture moved = bad;
+  io::Candidate cm = c;
+  CHECK(check_fixture(std::move(moved), std::move(cm)).text() == a.text());
+}
+
 TEST_CASE("trust: every committed golden fixture verifies", "[check][trust][committed]") {
   const std::filesystem::path dir = std::filesystem::path(HLA_SOURCE_DIR) / "fixtures";
   size_t n = 0;
