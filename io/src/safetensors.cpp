@@ -146,6 +146,21 @@ std::string shape_string(const std::vector<std::int64_t>& shape) {
   return s + "]";
 }
 
+namespace {
+// A file's header parsed and checked against a data buffer of `buffer` bytes:
+// the metadata, the tensors (their bytes not yet filled) and where each
+// tensor's bytes lie, in order.
+struct Span {
+  std::uint64_t begin, end;
+  std::string name;
+};
+struct Layout {
+  SafetensorsFile file;
+  std::vector<Span> spans;
+};
+Layout parse_layout(std::string_view header, std::uint64_t buffer, const std::string& source);
+}  // namespace
+
 SafetensorsFile parse_safetensors(std::string_view bytes, const std::string& source) {
   auto fail = [&](const std::string& what) { return InputError(source + ": " + what); };
   if (bytes.size() < 8)
@@ -160,6 +175,18 @@ SafetensorsFile parse_safetensors(std::string_view bytes, const std::string& sou
                " bytes that follow it");
   const std::string_view header = bytes.substr(8, n);
   const std::uint64_t buffer = bytes.size() - 8 - n;
+  Layout l = parse_layout(header, buffer, source);
+  // The data, copied tensor by tensor on every core once the layout is known good.
+  parallel_for(l.spans.size(), l.spans.size() > 1 && buffer > (std::uint64_t{1} << 22) ? worker_threads() : 1, [&](std::size_t i) {
+    const Span& s = l.spans[i];
+    l.file.tensors.at(s.name).bytes.assign(bytes.substr(8 + n + s.begin, s.end - s.begin));
+  });
+  return std::move(l.file);
+}
+
+namespace {
+Layout parse_layout(std::string_view header, std::uint64_t buffer, const std::string& source) {
+  auto fail = [&](const std::string& what) { return InputError(source + ": " + what); };
   check_header_text(header, fail);
 
   DuplicateKeyCheck dup;
@@ -172,12 +199,9 @@ SafetensorsFile parse_safetensors(std::string_view bytes, const std::string& sou
   if (!dup.duplicate.empty()) throw fail("header has the key '" + printable(dup.duplicate) + "' twice (duplicate names)");
   if (!h.is_object()) throw fail(std::string("header must be a JSON object, got ") + h.type_name());
 
-  SafetensorsFile out;
-  struct Span {
-    std::uint64_t begin, end;
-    std::string name;
-  };
-  std::vector<Span> spans;
+  Layout layout;
+  SafetensorsFile& out = layout.file;
+  std::vector<Span>& spans = layout.spans;
   for (const auto& [name, entry] : h.items()) {
     if (name == "__metadata__") {
       if (!entry.is_object())
@@ -254,12 +278,9 @@ SafetensorsFile parse_safetensors(std::string_view bytes, const std::string& sou
   if (at != buffer)
     throw fail("trailing bytes: the data buffer holds " + std::to_string(buffer) + " bytes but the tensors cover " +
                std::to_string(at) + " (file length must be exactly 8 + header + data)");
-  // The data, copied tensor by tensor on every core once the layout is known good.
-  parallel_for(spans.size(), spans.size() > 1 && buffer > (std::uint64_t{1} << 22) ? worker_threads() : 1, [&](std::size_t i) {
-    out.tensors.at(spans[i].name).bytes.assign(bytes.substr(8 + n + spans[i].begin, spans[i].end - spans[i].begin));
-  });
-  return out;
+  return layout;
 }
+}  // namespace
 
 // Reads no more than the file declares: the 8-byte length, a header of at most
 // kMaxHeaderBytes, then exactly the data buffer its tensors span, in pieces
@@ -316,6 +337,30 @@ SafetensorsFile read_safetensors(const std::filesystem::path& path) {
   }
   if (end > kMaxDataBytes)
     throw fail("tensors span " + std::to_string(end) + " bytes of data, more than the limit of " + std::to_string(kMaxDataBytes));
+  if (const std::uint64_t size = open_file_size(fd); size >= 8 + n + end) {
+    // The file holds what the header declares: every check on the header and
+    // a buffer of what the whole read below would see (end, or one byte more
+    // showing trailing bytes), then each tensor's bytes read straight into it,
+    // tensors in parallel (no copy of the file in memory).
+    Layout l = parse_layout(std::string_view(bytes).substr(8, n), std::min(size - 8 - n, end + 1), source);
+    parallel_for(l.spans.size(), l.spans.size() > 1 && end > (std::uint64_t{1} << 22) ? worker_threads() : 1, [&](std::size_t i) {
+      const Span& s = l.spans[i];
+      std::string& out = l.file.tensors.at(s.name).bytes;
+      out.resize(s.end - s.begin);
+      for (std::uint64_t got = 0; got < out.size();) {
+        const ssize_t r = ::pread(fd, out.data() + got, std::min<std::uint64_t>(out.size() - got, std::uint64_t{1} << 24),
+                                  static_cast<off_t>(8 + n + s.begin + got));
+        if (r < 0 && errno == EINTR) continue;
+        if (r < 0) throw InputError("cannot read '" + source + "': " + std::strerror(errno));
+        if (r == 0) throw fail("the file shrank while it was read (tensor '" + printable(s.name) + "')");
+        got += static_cast<std::uint64_t>(r);
+      }
+    });
+    char extra;
+    if (::pread(fd, &extra, 1, static_cast<off_t>(8 + n + end)) > 0)
+      throw fail("the file grew while it was read (trailing bytes after the " + std::to_string(end) + " bytes its tensors cover)");
+    return std::move(l.file);
+  }
   // Room for what the header declares, grown only as bytes arrive: a file
   // claiming more than it holds costs what it holds (the reserve is capped).
   bytes.reserve(static_cast<std::size_t>(8 + n + 1 + std::min<std::uint64_t>(end, open_file_size(fd))));
