@@ -13,7 +13,6 @@
 #include <cstring>
 #include <cstdio>
 #include <limits>
-#include <mutex>
 #include <set>
 
 #include <fcntl.h>
@@ -159,6 +158,16 @@ struct Layout {
   std::vector<Span> spans;
 };
 Layout parse_layout(std::string_view header, std::uint64_t buffer, const std::string& source);
+
+// fill(span, its tensor's bytes) for every tensor of the layout, tensors in
+// parallel once the data is large (a good layout: no two spans share a tensor).
+template <class Fill> SafetensorsFile filled(Layout l, Fill&& fill) {
+  std::uint64_t data = 0;
+  for (const Span& s : l.spans) data += s.end - s.begin;
+  parallel_for(l.spans.size(), data > (std::uint64_t{1} << 22) ? worker_threads() : 1,
+               [&](std::size_t i) { fill(l.spans[i], l.file.tensors.at(l.spans[i].name).bytes); });
+  return std::move(l.file);
+}
 }  // namespace
 
 SafetensorsFile parse_safetensors(std::string_view bytes, const std::string& source) {
@@ -175,13 +184,9 @@ SafetensorsFile parse_safetensors(std::string_view bytes, const std::string& sou
                " bytes that follow it");
   const std::string_view header = bytes.substr(8, n);
   const std::uint64_t buffer = bytes.size() - 8 - n;
-  Layout l = parse_layout(header, buffer, source);
-  // The data, copied tensor by tensor on every core once the layout is known good.
-  parallel_for(l.spans.size(), l.spans.size() > 1 && buffer > (std::uint64_t{1} << 22) ? worker_threads() : 1, [&](std::size_t i) {
-    const Span& s = l.spans[i];
-    l.file.tensors.at(s.name).bytes.assign(bytes.substr(8 + n + s.begin, s.end - s.begin));
-  });
-  return std::move(l.file);
+  // The data, copied tensor by tensor once the layout is known good.
+  return filled(parse_layout(header, buffer, source),
+                [&](const Span& s, std::string& out) { out.assign(bytes.substr(8 + n + s.begin, s.end - s.begin)); });
 }
 
 namespace {
@@ -342,10 +347,8 @@ SafetensorsFile read_safetensors(const std::filesystem::path& path) {
     // a buffer of what the whole read below would see (end, or one byte more
     // showing trailing bytes), then each tensor's bytes read straight into it,
     // tensors in parallel (no copy of the file in memory).
-    Layout l = parse_layout(std::string_view(bytes).substr(8, n), std::min(size - 8 - n, end + 1), source);
-    parallel_for(l.spans.size(), l.spans.size() > 1 && end > (std::uint64_t{1} << 22) ? worker_threads() : 1, [&](std::size_t i) {
-      const Span& s = l.spans[i];
-      std::string& out = l.file.tensors.at(s.name).bytes;
+    SafetensorsFile file = filled(parse_layout(std::string_view(bytes).substr(8, n), std::min(size - 8 - n, end + 1), source),
+                                  [&](const Span& s, std::string& out) {
       out.resize(s.end - s.begin);
       for (std::uint64_t got = 0; got < out.size();) {
         const ssize_t r = ::pread(fd, out.data() + got, std::min<std::uint64_t>(out.size() - got, std::uint64_t{1} << 24),
@@ -359,7 +362,7 @@ SafetensorsFile read_safetensors(const std::filesystem::path& path) {
     char extra;
     if (::pread(fd, &extra, 1, static_cast<off_t>(8 + n + end)) > 0)
       throw fail("the file grew while it was read (trailing bytes after the " + std::to_string(end) + " bytes its tensors cover)");
-    return std::move(l.file);
+    return file;
   }
   // Room for what the header declares, grown only as bytes arrive: a file
   // claiming more than it holds costs what it holds (the reserve is capped).
@@ -438,27 +441,18 @@ Tensor float_tensor(DType t, std::vector<std::int64_t> shape, const std::vector<
     out.bytes.assign(reinterpret_cast<const char*>(values.data()), values.size() * sizeof(double));
     return out;
   }
-  // Encoded in slices on every core; a value that is not exactly representable
-  // (encode_float: none; representable() agrees) is named, the first one.
+  // Encoded as first_where scans, on every core; the first value that is not
+  // exactly representable (encode_float: none; representable() agrees) is named.
   out.bytes.resize(values.size() * size);
-  std::vector<std::size_t> bad;
-  std::mutex mu;
-  parallel_slices(values.size(), std::size_t{1} << 18, [&](std::size_t i0, std::size_t i1) {
-    for (std::size_t i = i0; i < i1; ++i) {
-      const auto bits = encode_float(t, values[i]);
-      if (!bits) {
-        std::lock_guard lock(mu);
-        bad.push_back(i);
-        return;
-      }
-      for (std::size_t b = 0; b < size; ++b) out.bytes[i * size + b] = static_cast<char>((*bits >> (8 * b)) & 0xff);
-    }
+  const std::size_t i = first_where(values.size(), [&](std::size_t j) {
+    const auto bits = encode_float(t, values[j]);
+    if (bits)
+      for (std::size_t b = 0; b < size; ++b) out.bytes[j * size + b] = static_cast<char>((*bits >> (8 * b)) & 0xff);
+    return !bits;
   });
-  if (!bad.empty()) {
-    const std::size_t i = *std::min_element(bad.begin(), bad.end());
+  if (i < values.size())
     throw InputError(what + ": element " + std::to_string(i) + " = " + number(values[i]) + " is not exactly representable in " +
                      to_string(out.dtype));
-  }
   return out;
 }
 
