@@ -6,8 +6,8 @@
 // (the ones column of v). Outputs from X0 are readout(X0 ⊕ T_0 ⊕ … ⊕ T_t)
 // (SPEC §4), which the streaming recurrence started at X0 computes.
 //
-// Light header: the evaluation is instantiated in reference/src/backward_*.cpp
-// (rationals, binary128) and state.cpp (double).
+// Light header: the evaluation is instantiated with the backward forms, in
+// reference/src/backward_<scalar>.cpp.
 #pragma once
 
 #include "hla/backward.hpp"

@@ -1,5 +1,5 @@
 // Definitions behind state.hpp; included by the units that instantiate them
-// (reference/src/backward_*.cpp, state.cpp): the variants' State types and
+// (reference/src/backward_*.cpp): the variants' State types and
 // recurrences live with their backward (backward/<variant>.hpp).
 #pragma once
 
