@@ -12,7 +12,8 @@ named members only; --correct-cases N runs each correct member for N cases
 instead of the default budgets (the closing note's measurement: N = 2000).
 Exec members are declared to the fuzzer from their zoo.json entry: `args`
 (after {in} {out}), `variants`, `dtypes` (default all four), `features` (default all), `precision`
-(default f64) and `form_class` (default masked). Exit 1 on any miss.
+(default f64), `form_class` (default masked) and `timeout` (seconds per problem, default 5:
+python's start-up on a loaded machine). Exit 1 on any miss.
 Deterministic for given seeds.
 """
 import argparse
@@ -47,7 +48,7 @@ def campaign(hla, member, paths, root, work, seed, budget, stop_after, worker="p
         cmd += ["--variants", ",".join(member["variants"]),
                 "--dtypes", ",".join(member.get("dtypes", ["f64", "f32", "bf16", "f16"])), "--features", member.get("features", "all"),
                 "--precision", member.get("precision", "f64"), "--form-class", member.get("form_class", "masked"),
-                "--timeout", "5", "--max-n", "300"]
+                "--timeout", str(member.get("timeout", 5)), "--max-n", "300"]
     proc = subprocess.run(cmd, capture_output=True, text=True)
     if proc.returncode not in (0, 1):
         raise RuntimeError(f"{' '.join(cmd)} exited {proc.returncode}: {proc.stderr}")
