@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""ctest: `hla check` judges gradients (SPEC §9, issue #15).
+"""ctest: `hla check` judges gradients (SPEC §9).
 
 A fixture with gradients (`hla gen --case ...,grad=true`: hla2 masked, γ = 7/8,
 4 query heads on 2 K/V heads, raw and normalized with dden) is checked against

@@ -7,9 +7,9 @@ correct member passes a campaign with zero findings.
                    [--only NAME[,NAME...]] [--correct-cases N] [--worker persistent|fork]
 
 --seeds N runs each buggy member with seeds 1..N and --table prints the median
-cases and seconds to detection (the closing note's zoo table). --only runs the
+cases and seconds to detection (README quotes the medians). --only runs the
 named members only; --correct-cases N runs each correct member for N cases
-instead of the default budgets (the closing note's measurement: N = 2000).
+instead of the default budgets (e.g. N = 2000, to measure false alarms).
 Exec members are declared to the fuzzer from their zoo.json entry: `args`
 (after {in} {out}), `variants`, `dtypes` (default all four), `features` (default all), `precision`
 (default f64), `form_class` (default masked) and `timeout` (seconds per problem, default 5:

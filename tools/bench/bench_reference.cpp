@@ -1,4 +1,4 @@
-// hla_bench_reference: the production-scale reference (issue targets), every
+// hla_bench_reference: the production-scale reference at the shapes users run, every
 // number a ratio or a measurement of this one run; nothing is asserted.
 //   1. the double-double chunked engine vs the same chunked form in double
 //      (one head, one thread): cost ratio per variant;
