@@ -5,7 +5,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-packages=(cmake ninja-build g++ make python3 python3-venv libboost-dev libgmp-dev libmpfr-dev libeigen3-dev catch2
+packages=(cmake g++ make python3 python3-venv libboost-dev libgmp-dev libmpfr-dev libeigen3-dev catch2
           librapidcheck-dev nlohmann-json3-dev libcli11-dev)
 bash scripts/apt_install.sh setup "${packages[@]}"
 
@@ -22,13 +22,10 @@ if ! .venv/bin/python -c "import torch" 2>/dev/null; then
     .venv/bin/pip install -q --disable-pip-version-check torch
 fi
 
-# Ninja for a new build directory (unless CMAKE_GENERATOR says otherwise): it
-# compiles a target's units while the libraries they link are still building,
-# where make waits for each library, so both cores stay busy to the end.
-generator=()
-[ -f build/CMakeCache.txt ] || [ -n "${CMAKE_GENERATOR:-}" ] || generator=(-G Ninja)
-cmake -S . -B build "${generator[@]}" -DCMAKE_BUILD_TYPE=Release >/dev/null
+cmake -S . -B build -DCMAKE_BUILD_TYPE=Release >/dev/null
+build_start=$(date +%s)
 cmake --build build -j"$(nproc)"
+echo "setup: build took $(( $(date +%s) - build_start )) s"
 
 # hla_oracle in .venv: the build's package (build/python: the module and a copy
 # of python/hla_oracle, refreshed by every build) through a .pth file, with its

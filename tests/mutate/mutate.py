@@ -305,6 +305,9 @@ class Build:
             if "link.txt" in filenames and dirpath.endswith(".dir") and os.path.basename(os.path.dirname(dirpath)) == "CMakeFiles":
                 self._add_artifact(dirpath)
             dirnames[:] = [d for d in dirnames if not d.startswith("_deps")]
+        if not self.artifacts:  # the link commands are read from the Makefile generator's link.txt files
+            sys.exit(f"mutate: no link commands (CMakeFiles/*.dir/link.txt) under {self.bdir}: the base build must use "
+                     "CMake's Unix Makefiles generator (scripts/setup.sh's default)")
 
     @staticmethod
     def _output_of(e):
