@@ -179,7 +179,8 @@ void verify_fixture(const io::Fixture& f, const std::function<void(double, doubl
   // Heads in parallel, each with its own findings, merged in order (the same report as one pass).
   std::vector<Findings> found(tasks.size());
   auto one = [&](size_t task) {
-    const auto [b, h, t0, t1] = tasks[task];
+    const Task& tk = tasks[task];
+    const Index b = tk.b, h = tk.h, t0 = tk.t0, t1 = tk.t1;  // not a structured binding: the lambdas below capture them
     Findings& bad = found[task];
     const bool finite_inputs = p.head_finite(b, h, t0, t1);
     // The fast engine (GEMM-shaped, with its own running bound) where it

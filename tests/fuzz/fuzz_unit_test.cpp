@@ -382,8 +382,10 @@ TEST_CASE("shrinker: the reductions of a case, each of them", "[fuzz][shrink]") 
     has("a prefix", [&](const BatchProblem& r) { return r.heads == 2 && r.n == n && same_tokens(r, 0); });
   for (Index t0 : {4, 2, 1})
     has("without a leading part", [&](const BatchProblem& r) { return r.heads == 2 && r.n == 8 - t0 && same_tokens(r, t0); });
-  for (auto [d, dv] : {std::pair<Index, Index>{2, 4}, {4, 2}, {3, 4}, {4, 3}})
+  for (const auto& shape : {std::pair<Index, Index>{2, 4}, {4, 2}, {3, 4}, {4, 3}}) {
+    const Index d = shape.first, dv = shape.second;  // not a structured binding: the lambda captures them
     has("narrower", [&](const BatchProblem& r) { return r.n == 8 && r.d == d && r.dv == dv && r.q[r.q_index(1, 1, 7, 0)] == p.q[p.q_index(1, 1, 7, 0)]; });
+  }
   has("no ridge", [&](const BatchProblem& r) { return r.opt.lambda == 0 && r.opt.gamma == p.opt.gamma; });
   has("not normalized", [&](const BatchProblem& r) { return !r.opt.normalize && r.opt.lambda != 0; });
   has("no decay", [&](const BatchProblem& r) { return r.opt.gamma == 1 && r.opt.normalize; });

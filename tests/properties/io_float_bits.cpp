@@ -102,7 +102,9 @@ TEST_CASE("values a dtype cannot hold exactly are refused, as hla::representable
       {DType::bf16, std::ldexp(1.0, -134)},         // below bf16's smallest subnormal
       {DType::bf16, std::ldexp(3.0, -134)},
   };
-  for (const auto& [t, x] : refused) {
+  for (const auto& refusal : refused) {
+    const auto t = refusal.first;  // not a structured binding: the lambda below captures it
+    const double x = refusal.second;
     INFO(to_string(t) << " " << x);
     CHECK_FALSE(representable(t, x));
     CHECK_FALSE(encode_float(t, x).has_value());

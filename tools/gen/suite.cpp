@@ -11,7 +11,7 @@ namespace {
 
 struct Shape {
   Index batch = 1, heads = 2, kv_heads = 1, n = 37, d = 8, dv = 4;
-  std::vector<int64_t> offsets;
+  std::vector<int64_t> offsets = {};
 };
 
 // The operator configurations every suite sweeps.

@@ -45,10 +45,10 @@ template <class F> decltype(auto) with_operator(Variant v, F&& f) {
   return [&]<std::size_t... I>(std::index_sequence<I...>) -> decltype(auto) {
     using R = decltype(f(std::tuple_element_t<0, Operators>{}));
     if constexpr (std::is_void_v<R>) {
-      ((static_cast<std::size_t>(v) == I ? (f(std::tuple_element_t<I, Operators>{}), true) : false) || ...);
+      (void)((static_cast<std::size_t>(v) == I ? (f(std::tuple_element_t<I, Operators>{}), true) : false) || ...);
     } else {
       R r{};
-      ((static_cast<std::size_t>(v) == I ? (r = f(std::tuple_element_t<I, Operators>{}), true) : false) || ...);
+      (void)((static_cast<std::size_t>(v) == I ? (r = f(std::tuple_element_t<I, Operators>{}), true) : false) || ...);
       return r;
     }
   }(std::make_index_sequence<std::tuple_size_v<Operators>>{});

@@ -178,7 +178,7 @@ void axpy(float s, const float* x, float* y, int64_t n) {
 
 // ---------------------------------------------------------------------------
 // Streaming recurrences (SPEC §3). num is L x dv' (last column: den).
-void stream(const Op& o, const Head& h, float* st, const Layout& l, float* num) {
+[[maybe_unused]] void stream(const Op& o, const Head& h, float* st, const Layout& l, float* num) {
   const int64_t d = h.d, w = h.w;
   const auto g = static_cast<float>(o.gamma), g2 = static_cast<float>(o.gamma * o.gamma),
              g3 = static_cast<float>(o.gamma * o.gamma * o.gamma);
@@ -285,7 +285,7 @@ constexpr bool sees(int64_t t, int64_t j) {
 constexpr bool visit(int64_t t, int64_t j) { return bug("future_leak") || sees(t, j); }
 constexpr float mask(int64_t t, int64_t j) { return sees(t, j) ? 1.0f : 0.0f; }
 
-void chunked(const Op& o, const Head& h, float* st, const Layout& l, float* num) {
+[[maybe_unused]] void chunked(const Op& o, const Head& h, float* st, const Layout& l, float* num) {
   const int64_t d = h.d, w = h.w, L = h.L;
   // γ^e for e in [0, 2kW + 2]. Negative e occurs only in terms future_leak evaluates beyond the
   // mask, whose weight is then multiplied by 0: 1 there keeps finite inputs exact for any γ.

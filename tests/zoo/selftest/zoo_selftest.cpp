@@ -47,6 +47,16 @@
 
 namespace {
 
+// The independent IEEE half: the compiler's _Float16 where it has one (GCC 12,
+// clang 15 and later on x86-64), else Eigen's (clang 14).
+#ifdef __FLT16_MANT_DIG__
+using ref_half = _Float16;
+constexpr const char* ref_half_name = "_Float16";
+#else
+using ref_half = Eigen::half;
+constexpr const char* ref_half_name = "Eigen::half";
+#endif
+
 using hla::Index;
 using hla::Rational;
 
@@ -313,7 +323,7 @@ AlignedVector<unsigned char> encode(const hla::BatchProblem& bp, const std::vect
           const auto bits = static_cast<uint16_t>(zoo::float_bits(static_cast<float>(e)) >> 16);  // exact
           std::memcpy(&bytes[at], &bits, 2);
         } else {
-          const auto h = static_cast<_Float16>(e);  // exact: e is an f16 value
+          const auto h = static_cast<ref_half>(e);  // exact: e is an f16 value
           std::memcpy(&bytes[at], &h, 2);
         }
       }
@@ -325,7 +335,7 @@ double decode(hla::DType t, const unsigned char* p) {
     case hla::DType::f64: { double x; std::memcpy(&x, p, 8); return x; }
     case hla::DType::f32: { float x; std::memcpy(&x, p, 4); return x; }
     case hla::DType::bf16: { uint16_t b; std::memcpy(&b, p, 2); return zoo::bits_float(static_cast<uint32_t>(b) << 16); }
-    case hla::DType::f16: { _Float16 h; std::memcpy(&h, p, 2); return static_cast<double>(h); }
+    case hla::DType::f16: { ref_half h; std::memcpy(&h, p, 2); return static_cast<double>(h); }
   }
   return NAN;
 }
@@ -578,12 +588,12 @@ Outcome outcome_of_finding(const std::string& f) {
 }
 
 // ---------------------------------------------------------------------------
-// The zoo's bit conversions against the compiler's _Float16 and Eigen's bfloat16.
+// The zoo's bit conversions against the compiler's _Float16 (or Eigen's half) and Eigen's bfloat16.
 int check_bits() {
   int bad = 0;
   auto same = [](float a, float b) { return (std::isnan(a) && std::isnan(b)) || zoo::float_bits(a) == zoo::float_bits(b); };
   for (uint32_t hb = 0; hb < 0x10000u; ++hb) {
-    _Float16 h;
+    ref_half h;
     const auto b16 = static_cast<uint16_t>(hb);
     std::memcpy(&h, &b16, 2);
     if (!same(zoo::f16_to_float(b16), static_cast<float>(h)) && bad++ < 5)
@@ -594,7 +604,7 @@ int check_bits() {
     // Every 2147th float pattern, plus random ones near the f16 range edges.
     const uint32_t u = i < 2000000 ? static_cast<uint32_t>(i * 2147u) : (rng() & 0x80000000u) | (0x33000000u + rng() % 0x14ffffffu);
     const float x = zoo::bits_float(u);
-    const auto h = static_cast<_Float16>(x);
+    const auto h = static_cast<ref_half>(x);
     uint16_t want;
     std::memcpy(&want, &h, 2);
     const uint16_t got = zoo::float_to_f16(x);
@@ -630,7 +640,7 @@ int main(int argc, char** argv) {
   };
 
   if (int bad = check_bits(); bad) fail("zoo_bits.hpp conversions disagree in " + std::to_string(bad) + " cases");
-  else std::cout << "ok   zoo_bits.hpp F16/BF16 conversions agree with _Float16 and Eigen::bfloat16\n";
+  else std::cout << "ok   zoo_bits.hpp F16/BF16 conversions agree with " << ref_half_name << " and Eigen::bfloat16\n";
 
   const auto expect = expectations();
   std::set<std::string> in_manifest;

@@ -403,7 +403,7 @@ FastHead<S> make_fast_head(const Options& o, Idx n, Idx d, Idx dv, QAt&& q_at, K
   for (Idx t = 0; t < n; ++t) {
     for (Idx c = 0; c < d; ++c) put(q, t, c, q_at(t, c)), put(k, t, c, k_at(t, c));
     for (Idx c = 0; c < dv; ++c) put(v, t, c, v_at(t, c));
-    put(v, t, dv, S(1));
+    put(v, t, dv, S{1});
   }
   h.q = exact_input(std::move(q), magnitudes);
   h.k = exact_input(std::move(k), magnitudes);
@@ -424,7 +424,8 @@ FastHead<S> make_fast_head(const Options& o, Idx n, Idx d, Idx dv, QAt&& q_at, K
       b = exact_input(std::move(m), magnitudes);
       b.phi = 1, b.alpha = 0x1p-1074;
     } else {
-      m.at(0, 0) = emu_from_rational<S>(x);  // emulated precision: one rounding, no bound
+      (void)magnitudes;  // emulated precision: one rounding, no bound
+      m.at(0, 0) = emu_from_rational<S>(x);
       b = exact_input(std::move(m));
     }
     b.refresh();
