@@ -13,7 +13,8 @@ instead of the default budgets (e.g. N = 2000, to measure false alarms).
 Exec members are declared to the fuzzer from their zoo.json entry: `args`
 (after {in} {out}), `variants`, `dtypes` (default all four), `features` (default all), `precision`
 (default f64), `form_class` (default masked) and `timeout` (seconds per problem, default 5:
-python's start-up on a loaded machine). Exit 1 on any miss.
+python's start-up on a loaded machine). C ABI members run with a 10 s timeout if correct, else
+2 s or their entry's `timeout`. Exit 1 on any miss.
 Deterministic for given seeds.
 """
 import argparse
@@ -36,8 +37,10 @@ def campaign(hla, member, paths, root, work, seed, budget, stop_after, worker="p
         cmd += ["--stop-after", str(stop_after)]
     if member["adapter"] == "cabi":
         # Generous for correct members (a loaded CI machine must not turn a slow case into a
-        # "timeout" finding); short for the buggy ones, where the hang member waits it out.
-        cmd += ["--lib", paths[member["name"]], "--timeout", "10" if member["correct"] else "2", "--worker", worker]
+        # "timeout" finding); short for the buggy ones, shorter where the member's entry says
+        # (hang: the finding and each shrink attempt that still hangs wait it out).
+        timeout = member.get("timeout", 10 if member["correct"] else 2)
+        cmd += ["--lib", paths[member["name"]], "--timeout", str(timeout), "--worker", worker]
     else:
         runner = os.path.join(root, ".venv", "bin", "python") if member["runner"] == "python" else "sh"
         script = os.path.join(root, member["target"])
