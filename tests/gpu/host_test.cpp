@@ -13,6 +13,7 @@
 //      the emulator).
 // Usage: host_test EMU_LIB [CUDA_LIB]
 #include "hla_impl.h"
+#include "ref_half.hpp"
 #include "sim.hpp"
 
 #include <dlfcn.h>
@@ -24,17 +25,6 @@
 #include <random>
 #include <string>
 #include <vector>
-
-// The independent IEEE half: the compiler's _Float16 where it has one (GCC 12,
-// clang 15 and later on x86-64), else Eigen's (clang 14).
-#ifdef __FLT16_MANT_DIG__
-using ref_half = _Float16;
-#define REF_HALF_NAME "_Float16"
-#else
-#include <Eigen/Core>
-using ref_half = Eigen::half;
-#define REF_HALF_NAME "Eigen::half"
-#endif
 
 namespace {
 
@@ -101,7 +91,7 @@ void test_conversions() {
     const float got = dt::bf16_round(x);
     if (!(got == want || (std::isinf(got) && std::isinf(want) && (got > 0) == (want > 0)))) ++bad_bf16;
   }
-  CHECK(bad == 0, "%d f32 -> f16 roundings differ from " REF_HALF_NAME, bad);
+  CHECK(bad == 0, "%d f32 -> f16 roundings differ from %s", bad, ref_half_name);
   CHECK(bad_bf16 == 0, "%d f32 -> bf16 roundings wrong", bad_bf16);
   // The split: 3 bf16 parts hold an f32 exactly, 2 an f16, 1 a bf16.
   bad = 0;

@@ -21,6 +21,7 @@
 #include "hla/batch.hpp"
 #include "hla/evaluate.hpp"
 #include "hla_impl.h"
+#include "ref_half.hpp"
 #include "zoo_bits.hpp"
 
 #include <nlohmann/json.hpp>
@@ -46,16 +47,6 @@
 #include <vector>
 
 namespace {
-
-// The independent IEEE half: the compiler's _Float16 where it has one (GCC 12,
-// clang 15 and later on x86-64), else Eigen's (clang 14).
-#ifdef __FLT16_MANT_DIG__
-using ref_half = _Float16;
-constexpr const char* ref_half_name = "_Float16";
-#else
-using ref_half = Eigen::half;
-constexpr const char* ref_half_name = "Eigen::half";
-#endif
 
 using hla::Index;
 using hla::Rational;
