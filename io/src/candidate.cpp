@@ -7,8 +7,6 @@
 namespace hla::io {
 namespace {
 
-constexpr const char* kStatePrefix = "state.";
-
 constexpr std::string_view kDstatePrefix = "dstate.";
 
 std::string expected_names(const Fixture& fx) {
@@ -59,8 +57,8 @@ Candidate candidate_from_safetensors(const SafetensorsFile& file, const Fixture&
                    (fx.gradients ? "no initial state" : "no gradients") + ": leave dstate.<part> out of the candidate");
       continue;  // all parts at once, below
     }
-    if (name.rfind(kStatePrefix, 0) == 0) {
-      const std::string s = name.substr(std::string(kStatePrefix).size());
+    if (has_prefix(name, kStatePrefix)) {
+      const std::string s = name.substr(kStatePrefix.size());
       const auto it = fx.state_shapes.find(s);
       if (it == fx.state_shapes.end())
         throw fail("unknown tensor '" + name + "': the fixture has no state '" + s + "' (expected " +
@@ -105,7 +103,7 @@ SafetensorsFile candidate_to_safetensors(const Candidate& c, const Fixture& fx) 
     const auto it = fx.state_shapes.find(name);
     if (it == fx.state_shapes.end()) throw InputError("candidate state '" + name + "' is not a state of the fixture");
     const auto dt = c.state_dtypes.find(name);
-    st.tensors[kStatePrefix + name] =
+    st.tensors[std::string(kStatePrefix) + name] =
         float_tensor(dt == c.state_dtypes.end() ? DType::f64 : dt->second, it->second, values, "candidate state." + name);
   }
   return st;

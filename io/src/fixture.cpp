@@ -10,8 +10,6 @@
 namespace hla::io {
 namespace {
 
-constexpr const char* kStatePrefix = "state.";
-
 const std::vector<std::string>& metadata_keys() {
   static const std::vector<std::string> keys{
       "format", "format_version", "variant", "masked", "normalize", "eps_mode", "gamma", "eps",
@@ -22,12 +20,6 @@ const std::vector<std::string>& metadata_keys() {
 constexpr const char* kDigestKey = "digest";  // format version 3 on
 
 std::string bool_string(bool b) { return b ? "true" : "false"; }
-
-std::uint64_t product(const std::vector<std::int64_t>& shape) {
-  std::uint64_t p = 1;
-  for (auto s : shape) p *= static_cast<std::uint64_t>(s);
-  return p;
-}
 
 // Metadata reader: every accessor names the key and the text it could not use.
 struct Meta {
@@ -104,9 +96,10 @@ void validate_fixture(const Fixture& f) {
   const BatchProblem& p = f.problem;
   p.validate(/*allow_nonfinite=*/true);
   auto size = [](const char* name, std::size_t got, const std::vector<std::int64_t>& shape) {
-    if (got != product(shape))
+    const std::uint64_t want = shape_elements(shape).value_or(0);
+    if (got != want)
       throw InputError(std::string(name) + " holds " + std::to_string(got) + " values, expected " +
-                       std::to_string(product(shape)) + " for shape " + shape_string(shape));
+                       std::to_string(want) + " for shape " + shape_string(shape));
   };
   size("ref_out", f.ref_out.size(), out_shape(p));
   size("ref_den", f.ref_den.size(), den_shape(p));
@@ -210,7 +203,8 @@ SafetensorsFile fixture_to_safetensors(const Fixture& f) {
     st.tensors["mag_den_unmasked"] = float_tensor(DType::f64, den_shape(p), f.mag_den_unmasked, "mag_den_unmasked");
   }
   for (const auto& [name, values] : f.state)
-    st.tensors[kStatePrefix + name] = float_tensor(DType::f64, f.state_shapes.at(name), values, kStatePrefix + name);
+    st.tensors[std::string(kStatePrefix) + name] =
+        float_tensor(DType::f64, f.state_shapes.at(name), values, std::string(kStatePrefix) + name);
   if (f.gradients) {
     st.tensors["do"] = float_tensor(p.dtype, out_shape(p), f.dout, "do");
     if (!f.dden.empty()) st.tensors["dden"] = float_tensor(p.dtype, den_shape(p), f.dden, "dden");
@@ -414,8 +408,8 @@ Fixture fixture_from_safetensors(const SafetensorsFile& file, const std::string&
       }
     }
     for (const auto& [name, t] : file.tensors) {
-      if (name.rfind(kStatePrefix, 0) != 0) continue;
-      const std::string s = name.substr(std::string(kStatePrefix).size());
+      if (!has_prefix(name, kStatePrefix)) continue;
+      const std::string s = name.substr(kStatePrefix.size());
       if (s.empty()) throw fail("tensor 'state.' has no state name");
       take(name, StDType::F64, std::nullopt);
       f.state[s] = float_values(t, name);

@@ -63,15 +63,6 @@ std::string number(double x) {
   return buf;
 }
 
-// Elements of a shape, or nothing on overflow of 64 bits.
-std::optional<std::uint64_t> product(const std::vector<std::int64_t>& shape) {
-  std::uint64_t p = 1;
-  for (std::int64_t s : shape) {
-    if (s < 0 || __builtin_mul_overflow(p, static_cast<std::uint64_t>(s), &p)) return std::nullopt;
-  }
-  return p;
-}
-
 // Rejects duplicate keys in any object of the header (nlohmann keeps the last).
 struct DuplicateKeyCheck {
   std::vector<std::set<std::string>> open;
@@ -137,7 +128,15 @@ std::optional<DType> float_dtype(StDType t) {
   return std::nullopt;
 }
 
-std::uint64_t Tensor::elements() const { return product(shape).value_or(0); }
+std::optional<std::uint64_t> shape_elements(const std::vector<std::int64_t>& shape) {
+  std::uint64_t p = 1;
+  for (std::int64_t s : shape) {
+    if (s < 0 || __builtin_mul_overflow(p, static_cast<std::uint64_t>(s), &p)) return std::nullopt;
+  }
+  return p;
+}
+
+std::uint64_t Tensor::elements() const { return shape_elements(shape).value_or(0); }
 
 std::string shape_string(const std::vector<std::int64_t>& shape) {
   std::string s = "[";
@@ -153,15 +152,15 @@ struct Span {
   std::uint64_t begin, end;
   std::string name;
 };
-struct Layout {
+struct FileLayout {
   SafetensorsFile file;
   std::vector<Span> spans;
 };
-Layout parse_layout(std::string_view header, std::uint64_t buffer, const std::string& source);
+FileLayout parse_file_layout(std::string_view header, std::uint64_t buffer, const std::string& source);
 
 // fill(span, its tensor's bytes) for every tensor of the layout, tensors in
 // parallel once the data is large (a good layout: no two spans share a tensor).
-template <class Fill> SafetensorsFile filled(Layout l, Fill&& fill) {
+template <class Fill> SafetensorsFile filled(FileLayout l, Fill&& fill) {
   std::uint64_t data = 0;
   for (const Span& s : l.spans) data += s.end - s.begin;
   parallel_for(l.spans.size(), data > (std::uint64_t{1} << 22) ? worker_threads() : 1,
@@ -185,12 +184,12 @@ SafetensorsFile parse_safetensors(std::string_view bytes, const std::string& sou
   const std::string_view header = bytes.substr(8, n);
   const std::uint64_t buffer = bytes.size() - 8 - n;
   // The data, copied tensor by tensor once the layout is known good.
-  return filled(parse_layout(header, buffer, source),
+  return filled(parse_file_layout(header, buffer, source),
                 [&](const Span& s, std::string& out) { out.assign(bytes.substr(8 + n + s.begin, s.end - s.begin)); });
 }
 
 namespace {
-Layout parse_layout(std::string_view header, std::uint64_t buffer, const std::string& source) {
+FileLayout parse_file_layout(std::string_view header, std::uint64_t buffer, const std::string& source) {
   auto fail = [&](const std::string& what) { return InputError(source + ": " + what); };
   check_header_text(header, fail);
 
@@ -204,7 +203,7 @@ Layout parse_layout(std::string_view header, std::uint64_t buffer, const std::st
   if (!dup.duplicate.empty()) throw fail("header has the key '" + printable(dup.duplicate) + "' twice (duplicate names)");
   if (!h.is_object()) throw fail(std::string("header must be a JSON object, got ") + h.type_name());
 
-  Layout layout;
+  FileLayout layout;
   SafetensorsFile& out = layout.file;
   std::vector<Span>& spans = layout.spans;
   for (const auto& [name, entry] : h.items()) {
@@ -255,7 +254,7 @@ Layout parse_layout(std::string_view header, std::uint64_t buffer, const std::st
     if (b > e) throw bad("data_offsets " + jo.dump() + " end before they begin");
     if (e > buffer)
       throw bad("data_offsets " + jo.dump() + " lie outside the data buffer of " + std::to_string(buffer) + " bytes");
-    const auto elems = product(t.shape);
+    const auto elems = shape_elements(t.shape);
     std::uint64_t want = 0;
     if (!elems || __builtin_mul_overflow(*elems, std::uint64_t{st_dtype_size(t.dtype)}, &want))
       throw bad("shape " + shape_string(t.shape) + " overflows 64 bits");
@@ -347,7 +346,7 @@ SafetensorsFile read_safetensors(const std::filesystem::path& path) {
     // a buffer of what the whole read below would see (end, or one byte more
     // showing trailing bytes), then each tensor's bytes read straight into it,
     // tensors in parallel (no copy of the file in memory).
-    SafetensorsFile file = filled(parse_layout(std::string_view(bytes).substr(8, n), std::min(size - 8 - n, end + 1), source),
+    SafetensorsFile file = filled(parse_file_layout(std::string_view(bytes).substr(8, n), std::min(size - 8 - n, end + 1), source),
                                   [&](const Span& s, std::string& out) {
       out.resize(s.end - s.begin);
       for (std::uint64_t got = 0; got < out.size();) {
@@ -381,7 +380,7 @@ void serialize_to(const SafetensorsFile& file, const ByteSink& sink) {
   std::vector<std::pair<const std::string*, const Tensor*>> order;
   for (const auto& [name, t] : file.tensors) {
     if (name == "__metadata__") throw InputError("a tensor may not be called __metadata__");
-    const auto elems = product(t.shape);
+    const auto elems = shape_elements(t.shape);
     std::uint64_t want = 0;
     if (!elems || __builtin_mul_overflow(*elems, std::uint64_t{st_dtype_size(t.dtype)}, &want) ||
         want != t.bytes.size())
@@ -432,7 +431,7 @@ Tensor float_tensor(DType t, std::vector<std::int64_t> shape, const std::vector<
   Tensor out;
   out.dtype = st_dtype(t);
   out.shape = std::move(shape);
-  if (product(out.shape) != values.size())
+  if (shape_elements(out.shape) != values.size())
     throw InputError(what + ": " + std::to_string(values.size()) + " values do not fill shape " +
                      shape_string(out.shape));
   const std::size_t size = dtype_size(t);
@@ -460,7 +459,7 @@ Tensor i64_tensor(std::vector<std::int64_t> shape, const std::vector<std::int64_
   Tensor out;
   out.dtype = StDType::I64;
   out.shape = std::move(shape);
-  if (product(out.shape) != values.size())
+  if (shape_elements(out.shape) != values.size())
     throw InputError(std::to_string(values.size()) + " values do not fill shape " + shape_string(out.shape));
   for (std::int64_t v : values) store_le(out.bytes, static_cast<std::uint64_t>(v), 8);
   return out;
@@ -470,7 +469,7 @@ Tensor u8_tensor(std::vector<std::int64_t> shape, const std::vector<std::uint8_t
   Tensor out;
   out.dtype = StDType::U8;
   out.shape = std::move(shape);
-  if (product(out.shape) != values.size())
+  if (shape_elements(out.shape) != values.size())
     throw InputError(std::to_string(values.size()) + " values do not fill shape " + shape_string(out.shape));
   out.bytes.assign(values.begin(), values.end());
   return out;

@@ -79,7 +79,7 @@ template <class V> struct AdjointIdentity {
   }
 };
 
-[[maybe_unused]] const bool registered = per_backward<AdjointIdentity>("adjoint identity through dual numbers");
+[[maybe_unused]] const bool dual_registered = per_backward<AdjointIdentity>("adjoint identity through dual numbers");
 
 }  // namespace
 

@@ -156,10 +156,10 @@ template <class V> struct MagnitudeOnNonnegative {
   }
 };
 
-[[maybe_unused]] const bool registered = per_backward<MagnitudeOnNonnegative>("magnitude of nonnegative inputs") &&
-                                         per_backward<FormsEqualNaive>("backward forms == naive backward") &&
-                                         per_backward<Causal>("gradients are causal") &&
-                                         per_backward<F113WithinBound>("binary128 gradients within the magnitude bound");
+[[maybe_unused]] const bool forms_registered = per_backward<MagnitudeOnNonnegative>("magnitude of nonnegative inputs") &&
+                                               per_backward<FormsEqualNaive>("backward forms == naive backward") &&
+                                               per_backward<Causal>("gradients are causal") &&
+                                               per_backward<F113WithinBound>("binary128 gradients within the magnitude bound");
 
 }  // namespace
 

@@ -28,6 +28,10 @@ std::size_t st_dtype_size(StDType t);
 StDType st_dtype(DType t);                     // f64 -> F64, ...
 std::optional<DType> float_dtype(StDType t);   // F64, F32, BF16, F16 -> DType; others: nothing
 
+// Elements of a shape (1 for a scalar), or nothing when a dimension is
+// negative or the product overflows 64 bits.
+std::optional<std::uint64_t> shape_elements(const std::vector<std::int64_t>& shape);
+
 struct Tensor {
   StDType dtype = StDType::F64;
   std::vector<std::int64_t> shape;  // row-major; [] is a scalar

@@ -19,6 +19,8 @@
 namespace hla::io {
 
 inline constexpr std::string_view kInitialStatePrefix = "initial_state.";
+// Fixture-defined state tensors that a candidate file echoes ("state.<name>").
+inline constexpr std::string_view kStatePrefix = "state.";
 inline bool is_initial_state_tensor(std::string_view name) { return name.substr(0, kInitialStatePrefix.size()) == kInitialStatePrefix; }
 inline bool has_prefix(std::string_view name, std::string_view prefix) { return name.substr(0, prefix.size()) == prefix; }
 
