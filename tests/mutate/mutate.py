@@ -374,6 +374,14 @@ class Build:
                 skip = 1
                 continue
             res.append(self.redirect.sub(self.scratch + "/", a) if self.redirect else a)
+        # A unity source (HLA_UNITY_BUILD) lies in the build folder and includes the base's
+        # sources by absolute path: compile a copy that includes the scratch copy's.
+        src = os.path.realpath(os.path.join(e["directory"], e["file"]))
+        if self.redirect and src.startswith(self.bdir + "/") and "/Unity/" in src:
+            copy = out + ".unity" + os.path.splitext(src)[1]
+            with open(copy, "w") as f:
+                f.write(self.redirect.sub(self.scratch + "/", open(src).read()))
+            res = [copy if a == e["file"] or os.path.realpath(os.path.join(e["directory"], a)) == src else a for a in res]
         return res, e["directory"]
 
 
