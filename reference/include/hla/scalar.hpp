@@ -17,29 +17,79 @@ namespace mp = boost::multiprecision;
 
 // Exact rationals (GMP). Expression templates off: generic code may use `auto`.
 using Rational = mp::number<mp::gmp_rational, mp::et_off>;
-}  // namespace hla
-
-// Eigen evaluates every product of exact rationals coefficient by coefficient
-// (as a lazy product), never through its blocked GEMM and GEMV kernels: for an
-// exact scalar the order of a sum cannot change its value, the kernels' packing
-// copies every rational (an allocation each), and leaving them uninstantiated
-// halves the compile time of the rational instantiation units (27 -> 13.5 s of
-// CPU for evaluate, measured). Rounded scalars keep Eigen's choice: there the
-// kernels' order and scalar factoring decide the bits.
-namespace Eigen::internal {
-template <typename Lhs, typename Rhs>
-  requires std::is_same_v<typename remove_all<Lhs>::type::Scalar, hla::Rational>
-struct product_type<Lhs, Rhs> {
-  enum { value = CoeffBasedProductMode, ret = CoeffBasedProductMode };
-};
-}  // namespace Eigen::internal
-
-namespace hla {
-
 // IEEE binary128: 113-bit significand, the ">= 113-bit" reference precision.
 using f113 = mp::float128;
 using bf16 = Eigen::bfloat16;
 using f16 = Eigen::half;
+
+// Scalars whose matrix products Eigen evaluates coefficient by coefficient, at
+// every size, as it does small products (see below): the exact rationals and
+// the emulated precisions. Not double and float, whose blocked, vectorized
+// GEMM/GEMV kernels are the reference's fast path at production shapes.
+template <class S>
+concept coefficient_products = std::is_same_v<S, Rational> || std::is_same_v<S, f113> || std::is_same_v<S, bf16> ||
+                               std::is_same_v<S, f16>;
+}  // namespace hla
+
+// Products of the coefficient_products scalars: every dense product, whatever
+// its shape and size, is evaluated like Eigen's own small-product path
+// (lazyproduct::eval_dynamic in ProductEvaluators.h): the scalar factors of
+// both operands are taken out, each coefficient is the left-to-right sum of
+// its products, then scaled. Eigen otherwise picks per shape and at run time
+// among that path, its blocked GEMM and GEMV kernels and an inner-product
+// shortcut; for these scalars (no SIMD packets, each operation a library call)
+// the kernels buy no speed, their packing copies every rational (an allocation
+// each), and instantiating all of them for every product expression was half
+// of these scalars' compile time (an instantiation unit: 27 -> 13.5 s of CPU,
+// measured). For rationals no order can change a value. For the rounded ones
+// the order is now one rule; Eigen's kernels summed some coefficients in other
+// orders (the ragged edge panels of its GEMM, column blocks of its GEMV at
+// depth >= 128), so bf16 and f16 results of the naive and chunked forms may
+// differ in their last bits from earlier versions; the binary128 references of
+// the golden and default fixture suites are byte for byte the same.
+namespace Eigen::internal {
+template <typename Lhs, typename Rhs>
+  requires hla::coefficient_products<typename remove_all<Lhs>::type::Scalar>
+struct product_type<Lhs, Rhs> {
+  enum { value = CoeffBasedProductMode, ret = CoeffBasedProductMode };
+};
+
+template <typename Lhs, typename Rhs>
+  requires hla::coefficient_products<typename Product<Lhs, Rhs>::Scalar>
+struct generic_product_impl<Lhs, Rhs, DenseShape, DenseShape, CoeffBasedProductMode> {
+  using Scalar = typename Product<Lhs, Rhs>::Scalar;
+  // Rounded scalars as Eigen's kernels: zero, then add (an exact zero comes
+  // out +0, whatever the signs of the zero products it sums); a rational zero has no sign.
+  template <typename Dst> static void evalTo(Dst& dst, const Lhs& lhs, const Rhs& rhs) {
+    if constexpr (std::is_same_v<Scalar, hla::Rational>) {
+      if (rhs.rows() == 0) dst.setZero();  // an empty sum
+      else run(dst, lhs, rhs, assign_op<typename Dst::Scalar, Scalar>());
+    } else {
+      dst.setZero();
+      addTo(dst, lhs, rhs);
+    }
+  }
+  template <typename Dst> static void addTo(Dst& dst, const Lhs& lhs, const Rhs& rhs) {
+    if (rhs.rows() > 0) run(dst, lhs, rhs, add_assign_op<typename Dst::Scalar, Scalar>());
+  }
+  template <typename Dst> static void subTo(Dst& dst, const Lhs& lhs, const Rhs& rhs) {
+    if (rhs.rows() > 0) run(dst, lhs, rhs, sub_assign_op<typename Dst::Scalar, Scalar>());
+  }
+
+ private:
+  template <typename Dst, typename Func> static void run(Dst& dst, const Lhs& lhs, const Rhs& rhs, const Func& func) {
+    using L = blas_traits<Lhs>;
+    using R = blas_traits<Rhs>;
+    if constexpr (L::HasScalarFactor || R::HasScalarFactor)
+      call_restricted_packet_assignment_no_alias(
+          dst, combine_scalar_factors<Scalar>(lhs, rhs) * L::extract(lhs).lazyProduct(R::extract(rhs)), func);
+    else
+      call_restricted_packet_assignment_no_alias(dst, L::extract(lhs).lazyProduct(R::extract(rhs)), func);
+  }
+};
+}  // namespace Eigen::internal
+
+namespace hla {
 
 using Index = Eigen::Index;
 template <class S> using Mat = Eigen::Matrix<S, Eigen::Dynamic, Eigen::Dynamic>;
