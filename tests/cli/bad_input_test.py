@@ -545,7 +545,7 @@ def signal_checks():
 
     # Two concurrent runs into one folder: the second is refused, naming the first's pid.
     out = WORK / "twice"
-    p = slow_gen(out)
+    p = slow_gen(out, 1500)  # the second gen runs in ~50 ms; the first is waited for to the end
     mid = wait_for_temp(out, p)
     r = subprocess.run([HLA, "gen", "--suite", "golden", "--filter", GOLDEN_CASE, "--quiet", "--out", str(out)], capture_output=True,
                        timeout=60)

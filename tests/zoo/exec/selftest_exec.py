@@ -124,8 +124,8 @@ def main():
         m = members[member]
         out_path = work / f"{member}-{fixture.stem}.safetensors"
         out_path.unlink(missing_ok=True)
-        # A server member runs here as a plain IN OUT command (its args start the server).
-        p = run(root, m["target"], m["runner"], fixture, out_path, args=m.get("args", []) if m["adapter"] == "exec" else [])
+        # A server member runs here as a plain IN OUT command, with its args but --serve.
+        p = run(root, m["target"], m["runner"], fixture, out_path, args=[a for a in m.get("args", []) if a != "--serve"])
         return p, out_path
 
     def ratio(member, fixture, rel=REL, unmasked=False, dtype="F64"):

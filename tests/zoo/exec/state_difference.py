@@ -2,6 +2,7 @@
 state-difference form (correct), in numpy.
 
     python state_difference.py IN OUT [--compute float32|float64]
+    python state_difference.py --serve [--compute float32|float64]   (hla fuzz --exec-server)
 
 What a user who follows the paper writes (Alg. 1, decay of the masked
 correction as SPEC §3 corrects erratum E1), per head and token t:
@@ -21,10 +22,9 @@ from fractions import Fraction
 from pathlib import Path
 
 import numpy as np
-from safetensors.numpy import save_file
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-import correct  # noqa: E402  (fixture reading only)
+import correct  # noqa: E402  (fixture reading, writing, the server loop)
 
 
 def hla2_state_difference(q, k, v1, gamma, masked, lam):
@@ -79,16 +79,19 @@ def compute(path, dtype=np.float64):
     return out, den
 
 
+def run(in_path, out_path, dtype):
+    with np.errstate(all="ignore"):  # NaN/Inf inputs propagate as they should
+        out, den = compute(in_path, dtype)
+    correct.write(out_path, out, den)
+
+
 def main(argv):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("inp")
-    ap.add_argument("out")
     ap.add_argument("--compute", choices=("float32", "float64"), default="float64", help="compute (and output) dtype")
-    a = ap.parse_args(argv[1:])
-    with np.errstate(all="ignore"):  # NaN/Inf inputs propagate as they should
-        out, den = compute(a.inp, np.dtype(a.compute).type)
-    save_file({"out": np.ascontiguousarray(out), "den": np.ascontiguousarray(den)}, a.out)
-    return 0
+    a, rest = ap.parse_known_args(argv[1:])
+    dtype = np.dtype(a.compute).type
+    return correct.main([argv[0], *rest], run_case=lambda i, o, _: run(i, o, dtype),
+                        usage="IN OUT [--compute float32|float64] | --serve [--compute float32|float64]")
 
 
 if __name__ == "__main__":

@@ -35,12 +35,15 @@ template <class B, class T> Mat<T> forward_from(const Head<T>& h, StateOf<B, T> 
 // adjoint back through chunk [c0, c0 + L) from its starting state X, taking in
 // r.dX0 the adjoint of the chunk's final state and leaving the adjoint of X.
 // After the first chunk r.dX0 is ∂L/∂X0, the gradient of the initial state.
+// The forward pass stops at the last chunk's start (no step needs the final
+// state): the streaming form (one chunk) runs no forward pass here at all.
 template <class B, class T, class Step>
 ReverseResult<T, StateOf<B, T>> reverse_over_chunks(const Head<T>& h, Index w, StateOf<B, T> X, Step&& step) {
   std::vector<StateOf<B, T>> starts;
   for_each_chunk(h.n(), w, [&](Index c0, Index L) {
     starts.push_back(X);
-    for (Index t = c0; t < c0 + L; ++t) B::advance(h, X, t);
+    if (c0 + L < h.n())
+      for (Index t = c0; t < c0 + L; ++t) B::advance(h, X, t);
   });
   ReverseResult<T, StateOf<B, T>> r{zero_grad(h), B::zero_state(h)};
   for (Index c = static_cast<Index>(starts.size()) - 1; c >= 0; --c)
