@@ -137,7 +137,7 @@ template <class V> struct StateGradient {
       const auto X0 = random_state<B>(h), H = random_state<B>(h);
       const Index w = *rc::gen::inRange<Index>(1, p.n() + 2);
       const Rational eps = p.opt.eps;
-      const auto r = reverse_chunked<B>(h, output_adjoint(p.opt, forward_from<B>(h, X0), up.dout, up.dden, eps), w, X0);
+      const auto r = reverse_chunked<B>(h, output_adjoint(p.opt, [&] { return forward_from<B>(h, X0); }, up.dout, up.dden, eps), w, X0);
       Rational want = pairing(problem_gradient(p.opt, r.grad), dir);
       zip_members([&](const Mat<Rational>& g, const Mat<Rational>& d) { want += inner(g, d); }, r.dX0, H);
       RC_ASSERT(dual_derivative_from<B>(p, up, dir, X0, H) == want);

@@ -79,17 +79,17 @@ template <class S> void check_backward_args(const Problem<S>& p, const Mat<S>& d
 template <class S>
 Gradient<S> backward(const Problem<S>& p, const Mat<S>& dout, const Vec<S>& dden, BackwardForm f, Index chunk) {
   check_backward_args(p, dout, dden, chunk);
-  // The outputs that normalization divides by, from the matching forward form
-  // (output_adjoint reads Y only with normalize).
-  Mat<S> Y = Mat<S>::Zero(p.n(), p.dv() + 1);
-  if (p.opt.normalize) {
+  // The outputs that normalization divides by, from the matching forward form.
+  const auto outputs = [&] {
     const Output<S> o = evaluate(p, f == BackwardForm::naive ? Form::naive : Form::streaming);
+    Mat<S> Y(p.n(), p.dv() + 1);
     Y.leftCols(p.dv()) = o.num;
     Y.col(p.dv()) = o.den;
-  }
+    return Y;
+  };
   const Head<S> h = make_head(p);
   return problem_gradient(
-      p.opt, head_backward(p.opt.variant, h, output_adjoint(p.opt, Y, dout, dden, from_rational<S>(p.opt.eps)), f, chunk));
+      p.opt, head_backward(p.opt.variant, h, output_adjoint(p.opt, outputs, dout, dden, from_rational<S>(p.opt.eps)), f, chunk));
 }
 
 // The problem on absolute values (|q|, |k|, |v|, |scale|): its forms add the

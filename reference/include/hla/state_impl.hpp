@@ -73,9 +73,9 @@ GradientFrom<S> backward_from(const Problem<S>& p, const StateMats<S>& X0, const
   check_backward_args(p, dout, dden, chunk);
   const Head<S> h = make_head(p);
   GradientFrom<S> g = with_backward(p.opt.variant, [&]<class B>(B) {
-    // [num | den], which normalization divides by (output_adjoint reads Y only with normalize)
-    const Mat<S> Y = p.opt.normalize ? forward_from<B>(h, state_from<B>(h, X0)) : Mat<S>::Zero(h.n(), h.dv1());
-    return gradient_from<B>(p.opt, h, X0, output_adjoint(p.opt, Y, dout, dden, from_rational<S>(p.opt.eps)), f, chunk);
+    // [num | den] from the state, which normalization divides by
+    const auto outputs = [&] { return forward_from<B>(h, state_from<B>(h, X0)); };
+    return gradient_from<B>(p.opt, h, X0, output_adjoint(p.opt, outputs, dout, dden, from_rational<S>(p.opt.eps)), f, chunk);
   });
   symmetrize_gradient(state_layout(p.opt, p.d(), p.dv()), g.dstate);
   return g;

@@ -45,17 +45,18 @@ template <class T> bool normalizer_flat(const T& den, const T& eps, EpsMode mode
 //   ∂L/∂num_t = do_t / D,   ∂L/∂den_t = dden_t − D'(den_t)·⟨do_t, o_t⟩ / D,
 // D' = 1 (add); clamp: D = sign(den)·max(|den|, ε) is den itself where |den| ≥ ε
 // (D' = 1, the branch the forward takes at |den| = ε) and constant where |den| < ε (D' = 0).
-template <class T>
-Mat<T> output_adjoint(const Options& opt, const Mat<T>& Y, const Mat<T>& dout, const Vec<T>& dden, const T& eps) {
-  const Index dv = Y.cols() - 1;
-  Mat<T> dY(Y.rows(), dv + 1);
+// Without normalize ∂L/∂Y is the upstream [do | dden] itself, so `outputs()`, which
+// gives the forward's rows Y = [num | den], runs only with normalize.
+template <class T, class Outputs>
+Mat<T> output_adjoint(const Options& opt, Outputs&& outputs, const Mat<T>& dout, const Vec<T>& dden, const T& eps) {
+  const Index dv = dout.cols();
+  Mat<T> dY(dout.rows(), dv + 1);
+  dY.leftCols(dv) = dout;
+  dY.col(dv) = dden;
+  if (!opt.normalize) return dY;
+  const Mat<T>& Y = outputs();
   for (Index t = 0; t < Y.rows(); ++t) {
     const T& den = Y(t, dv);
-    dY(t, dv) = dden(t);
-    if (!opt.normalize) {
-      dY.row(t).head(dv) = dout.row(t);
-      continue;
-    }
     const T D = normalizer(den, eps, opt.eps_mode);
     dY.row(t).head(dv) = dout.row(t) / D;
     if (!normalizer_flat(den, eps, opt.eps_mode)) dY(t, dv) -= dout.row(t).dot(Y.row(t).head(dv)) / (D * D);  // ⟨do, o⟩/D with o = num/D
