@@ -23,41 +23,6 @@ using fast::DD;
 
 namespace {
 
-Rational abs_r(const Rational& x) { return x < 0 ? Rational(-x) : x; }
-Rational rat(const DD& x) { return to_rational(x.hi) + to_rational(x.lo); }
-Rational rat(double x) { return to_rational(x); }
-
-template <class S> S get(const fast::Dense<S>& m, Index i, Index j) {
-  if constexpr (std::is_same_v<S, DD>) return m.at(i, j);
-  else return m.at(i, j);
-}
-
-// The engine's head for a problem of doubles (q, k, v as Rational holding doubles).
-template <class S> fast::FastHead<S> head_of(const Problem<Rational>& p, Index w) {
-  auto conv = [](const Rational& x) {
-    if constexpr (std::is_same_v<S, Rational>) return x;
-    else if constexpr (std::is_same_v<S, DD>) return DD{to_double(x), 0};
-    else return to_double(x);
-  };
-  return fast::make_fast_head<S>(
-      p.opt, p.n(), p.d(), p.dv(), [&](Index t, Index c) { return conv(p.q(t, c)); },
-      [&](Index t, Index c) { return conv(p.k(t, c)); }, [&](Index t, Index c) { return conv(p.v(t, c)); }, w);
-}
-
-// A problem whose inputs are doubles: Gaussian values rounded to f32, from a seed.
-Problem<Rational> gaussian_problem(Options o, Index n, Index d, Index dv, uint64_t seed) {
-  std::mt19937_64 rng(seed);
-  std::normal_distribution<double> N;
-  auto m = [&](Index r, Index c) {
-    Mat<Rational> x(r, c);
-    for (Index i = 0; i < r; ++i)
-      for (Index j = 0; j < c; ++j) x(i, j) = to_rational(static_cast<double>(static_cast<float>(N(rng))));
-    return x;
-  };
-  Mat<Rational> q = m(n, d), k = m(n, d), v = m(n, dv);
-  return {o, q, k, v};
-}
-
 rc::Gen<Problem<Rational>> double_problem_gen(Variant v) {
   return rc::gen::apply(
       [](Options o, Index n, Index d, Index dv, uint64_t seed) {
