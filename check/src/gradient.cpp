@@ -6,6 +6,7 @@
 #include "hla/backward.hpp"
 #include "hla/bounds.hpp"
 #include "hla/evaluate.hpp"
+#include "gradient_internal.hpp"
 #include "internal.hpp"
 
 #include <algorithm>
@@ -45,15 +46,6 @@ double token_kappa(const Options& o, double den, double mden_err, const double* 
   return rho + (flat ? 0.0 : (2 - delta) / ((1 - delta) * (1 - delta)) * mden_err / std::fabs(D));
 }
 
-// One (batch, K/V head, sequence): the gradients of the group's query heads
-// [h0, h0 + group) in scalar S, dk and dv summed over the group, and their
-// magnitudes. dq of head h0 + i is dq[i]; from an initial state, the gradient
-// of head h0 + i's state is dstate[i] (each query head has its own state).
-template <class S> struct GroupGradient {
-  std::vector<Mat<S>> dq, mdq;
-  Mat<S> dk, dv, mdk, mdv;
-  std::vector<StateMats<S>> dstate, mdstate;
-};
 template <class S>
 GroupGradient<S> group_gradient(const BatchProblem& p, const std::vector<double>& dout, const std::vector<double>& dden, Index b,
                                 Index kvh, Index t0, Index t1, BackwardForm form = BackwardForm::streaming, Index chunk = 16,
@@ -256,7 +248,7 @@ std::vector<std::pair<std::string, CandidateOutputs>> gradient_baselines(const B
 }
 
 GradientReference compute_gradient_reference(const BatchProblem& p, const Reference& forward, std::vector<double> dout,
-                                             std::vector<double> dden) {
+                                             std::vector<double> dden, const GradientOptions& opt) {
   p.validate();  // finite inputs: a gradient fixture's reference is finite
   if (!has_backward(p.opt.variant))
     throw InputError("variant " + to_string(p.opt.variant) + " has no backward form (SPEC §9): no gradients for it");
@@ -308,6 +300,19 @@ GradientReference compute_gradient_reference(const BatchProblem& p, const Refere
       else if (!certifies(v, f113(0x1p-112) * f113(Kg * scale) * m)) (*flags[w])[at] = kUncertified;
     });
   };
+  // The double-double engine's values, magnitudes and flags of a task; whether any element is uncertified.
+  auto store_fast = [&](const GroupGradient<double>& x, const GroupGradient<double>& fl, const Task& k) {
+    std::vector<uint8_t> bits;
+    for_each_element(p, k, fl, [&](int, size_t, double f, double, size_t) { bits.push_back(static_cast<uint8_t>(f)); });
+    size_t i = 0;
+    bool any = false;
+    for_each_element(p, k, x, [&](int w, size_t at, double v, double m, size_t) {
+      const uint8_t f = bits[i++];
+      (*values[w])[at] = v, (*mags[w])[at] = m, (*flags[w])[at] = f;
+      any = any || f != 0;
+    });
+    return any;
+  };
   // Exact rationals stay single-threaded (small heads), like the forward's.
   parallel_for(tasks.size(), exact ? 1 : worker_threads(), [&](size_t i) {
     const Task& k = tasks[i];
@@ -318,6 +323,14 @@ GradientReference compute_gradient_reference(const BatchProblem& p, const Refere
       } catch (const std::domain_error&) {  // den + ε = 0 exactly: binary128 flags it
         std::lock_guard lock(mu);
         g.bits = 113;
+      }
+    } else if (opt.fast) {
+      GroupGradient<double> x, fl;
+      if (fast_group_gradient(p, g.dout, g.dden, k.b, k.kvh, k.t0, k.t1, opt.chunk, x, fl)) {
+        const bool uncertified = store_fast(x, fl, k);
+        // Uncertified elements: the whole task again in binary128 where that is cheap (tokens·d·(d + dv) per head, as the forward's).
+        const double work = static_cast<double>(k.t1 - k.t0) * p.d * (p.d + p.dv) * static_cast<double>(p.heads / p.kv_heads);
+        if (!uncertified || work > opt.recompute_work) return;
       }
     }
     store_f113(group_gradient<f113>(p, g.dout, g.dden, k.b, k.kvh, k.t0, k.t1), k);

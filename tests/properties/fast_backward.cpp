@@ -3,14 +3,21 @@
 // state's gradient; its magnitudes are the SPEC §9 magnitudes; its running
 // error bound holds in double-double and in double (exact comparison with the
 // rational gradient); and the bound is not vacuous (a double-precision
-// gradient violates the double-double bound).
+// gradient violates the double-double bound); the certified gradient
+// reference built on it equals the correctly rounded exact gradient wherever
+// it certifies, on random instances (GQA, packed sequences, initial states,
+// normalize add and clamp) and on every golden gradient fixture.
 #include "hla/backward.hpp"
+#include "hla/check/gradient.hpp"
 #include "hla/fast/backward.hpp"
+#include "hla/io/fixture.hpp"
 #include "hla/state.hpp"
 
 #include "backward_gen.hpp"
 #include "engine_exact.hpp"
 #include "harness.hpp"
+
+#include <filesystem>
 
 using namespace hla;
 using namespace hla::test;
@@ -227,4 +234,147 @@ TEST_CASE("fast backward: the double-double bound rejects a double-precision gra
     for (const auto* x : {&dd.dq, &dd.dk, &dd.dv})
       for (double phi : x->phi) CHECK(phi < 0x1p16);
   }
+}
+
+namespace {
+
+// A batch problem of f32 Gaussian inputs: B, H query heads over Hkv K/V heads,
+// packed sequences sometimes, an f32 initial state sometimes.
+struct BatchCase {
+  BatchProblem p;
+  std::vector<double> dout, dden;
+};
+rc::Gen<BatchCase> batch_case(Variant v) {
+  return rc::gen::apply(
+      [v](Options o, Index B, Index Hkv, Index group, Index n, Index d, Index dv, uint64_t seed, int shape, bool with_dden) {
+        std::mt19937_64 rng(seed);
+        std::normal_distribution<double> N;
+        auto f32 = [&] { return static_cast<double>(static_cast<float>(N(rng))); };
+        BatchCase c;
+        BatchProblem& p = c.p;
+        p.opt = o, p.dtype = DType::f32;
+        const bool packed = shape == 1 && n >= 2;
+        p.batch = packed ? 1 : B, p.kv_heads = Hkv, p.heads = Hkv * group, p.n = n, p.d = d, p.dv = dv;
+        p.resize_buffers();
+        for (auto* x : {&p.q, &p.k, &p.v})
+          for (double& e : *x) e = f32();
+        if (packed) p.offsets = {0, n / 2, n};
+        if (shape == 2) {  // an initial state per sequence and query head
+          p.state_dtype = DType::f32;
+          const auto layout = state_layout(o, d, dv);
+          p.state.resize(static_cast<size_t>(p.sequence_count() * p.heads * state_size(layout)));
+          size_t at = 0;
+          while (at < p.state.size())
+            for (const StatePart& m : layout)
+              for (Index i = 0; i < m.size(); ++i) p.state[at++] = m.role == StatePart::Role::unused ? 0.0 : f32() / 4;
+        }
+        c.dout.resize(static_cast<size_t>(p.batch * p.heads * p.n * p.dv));
+        for (double& e : c.dout) e = f32();
+        if (o.normalize || with_dden) {
+          c.dden.resize(static_cast<size_t>(p.batch * p.heads * p.n));
+          for (double& e : c.dden) e = f32();
+        }
+        (void)v;
+        return c;
+      },
+      options_gen({.variant = v, .random_scale = true}), rc::gen::inRange<Index>(1, 3), rc::gen::inRange<Index>(1, 3),
+      rc::gen::inRange<Index>(1, 3), rc::gen::inRange<Index>(1, 40), rc::gen::inRange<Index>(1, 9), rc::gen::inRange<Index>(1, 6),
+      rc::gen::arbitrary<uint64_t>(), rc::gen::element(0, 1, 2), rc::gen::arbitrary<bool>());
+}
+
+std::string hexf(double x) {
+  char b[40];
+  std::snprintf(b, sizeof b, "%a", x);
+  return b;
+}
+
+check::GradientOptions engine_gradients_only() {
+  check::GradientOptions g;
+  g.recompute_work = 0;  // never binary128: every certified element is the engine's
+  return g;
+}
+
+// Counts the certified elements of g (values, dstate) that differ from want; names the first.
+struct GradTally {
+  size_t compared = 0, certified = 0, mismatched = 0;
+  std::string first;
+  void add(const char* name, const std::vector<double>& got, const std::vector<uint8_t>& flags, const std::vector<double>& want) {
+    for (size_t i = 0; i < got.size(); ++i) {
+      ++compared;
+      if (flags[i] & check::kUncertified) continue;
+      ++certified;
+      if (!(got[i] == want[i]) && mismatched++ == 0)
+        first = std::string(name) + "[" + std::to_string(i) + "]: " + hexf(got[i]) + ", exact " + hexf(want[i]);
+    }
+  }
+};
+
+}  // namespace
+
+TEST_CASE("fast gradient reference: certified elements are the correctly rounded exact gradient (random instances)", "[fast][backward]") {
+  size_t certified = 0, compared = 0;
+  for (Variant v : kEngineVariants)
+    prop(to_string(v) + ": certified == RN(exact gradient)", [v, &certified, &compared] {
+      const BatchCase c = *batch_case(v);
+      const BatchProblem& p = c.p;
+      check::ReferenceOptions exact, engine;
+      exact.threads = engine.threads = 1;
+      engine.exact_max_n = 0;
+      check::GradientReference e;
+      try {
+        e = check::compute_gradient_reference(p, check::compute_reference(p, exact), c.dout, c.dden);
+      } catch (const std::domain_error&) {
+        RC_DISCARD("den + eps = 0 exactly");
+      }
+      RC_ASSERT(e.bits == 0);
+      const check::GradientReference g =
+          check::compute_gradient_reference(p, check::compute_reference(p, engine), c.dout, c.dden, engine_gradients_only());
+      GradTally t;
+      t.add("dq", g.dq, g.dq_flags, e.dq);
+      t.add("dk", g.dk, g.dk_flags, e.dk);
+      t.add("dv", g.dv, g.dv_flags, e.dv);
+      t.add("dstate", g.dstate, g.dstate_flags, e.dstate);
+      if (t.mismatched)
+        RC_FAIL(std::to_string(t.mismatched) + " certified gradient elements differ from RN(exact), first " + t.first + "; " +
+                p.opt.describe() + " B=" + std::to_string(p.batch) + " H=" + std::to_string(p.heads) + " Hkv=" + std::to_string(p.kv_heads) +
+                " n=" + std::to_string(p.n) + " d=" + std::to_string(p.d) + " dv=" + std::to_string(p.dv) + (p.has_state() ? " state" : "") +
+                (p.offsets.empty() ? "" : " packed"));
+      // Stored magnitudes bound the exact gradients.
+      for (auto [x, m] : {std::pair{&e.dq, &g.mag_dq}, {&e.dk, &g.mag_dk}, {&e.dv, &g.mag_dv}, {&e.dstate, &g.mag_dstate}})
+        for (size_t i = 0; i < x->size(); ++i) RC_ASSERT(std::fabs((*x)[i]) <= (*m)[i] * (1 + 0x1p-52));
+      RC_CLASSIFY(p.has_state(), "from a state");
+      RC_CLASSIFY(p.opt.normalize, "normalized");
+      RC_CLASSIFY(t.certified < t.compared, "some elements not certified");
+      certified += t.certified, compared += t.compared;
+    });
+  std::cout << "fast gradient reference: certified " << certified << " of " << compared << " elements\n";
+  CHECK(certified >= compared * 99 / 100);  // control: certification is not vacuous
+}
+
+TEST_CASE("fast gradient reference: certified elements equal every golden gradient fixture's exact gradients", "[fast][backward][golden]") {
+  size_t files = 0, compared = 0;
+  for (const auto& entry : std::filesystem::directory_iterator(std::string(HLA_SOURCE_DIR) + "/fixtures")) {
+    if (entry.path().extension() != ".safetensors") continue;
+    const io::Fixture f = io::read_fixture(entry.path());
+    if (!f.gradients || !fast::supports(f.problem.opt.variant)) continue;
+    const BatchProblem& p = f.problem;
+    INFO(entry.path().filename().string());
+    REQUIRE(f.reference_bits == 0);  // the golden gradients are exact rationals, rounded once
+    check::ReferenceOptions engine;
+    engine.exact_max_n = 0;
+    const check::GradientReference g =
+        check::compute_gradient_reference(p, check::compute_reference(p, engine), f.dout, f.dden, engine_gradients_only());
+    GradTally t;
+    t.add("dq", g.dq, g.dq_flags, f.ref_dq);
+    t.add("dk", g.dk, g.dk_flags, f.ref_dk);
+    t.add("dv", g.dv, g.dv_flags, f.ref_dv);
+    if (p.has_state()) t.add("dstate", g.dstate, g.dstate_flags, f.ref_dstate);
+    CHECK(t.mismatched == 0);
+    if (t.mismatched) FAIL_CHECK(t.first);
+    CHECK(t.certified * 100 >= t.compared * 99);
+    compared += t.certified;
+    ++files;
+  }
+  std::cout << "fast gradient reference vs golden: " << files << " fixtures, " << compared << " certified elements compared bit for bit\n";
+  CHECK(files >= 20);
 }

@@ -57,14 +57,26 @@ GradientScale gradient_scale(const BatchProblem& p, const std::vector<double>& d
 
 // The reference gradients for upstream dout [B,H,n,dv] and dden [B,H,n] (or
 // empty: zero), given the problem's forward reference: exact rationals when
-// the forward was exact (every head small), else binary128 by the streaming
-// backward, an element certified when every value within
-// 2·2^-113·(K_b + K_q·κ_x)·M_g rounds to the same double (flagged otherwise;
-// 2: slack for the bound's own rounding, as the forward's). Throws InputError
+// the forward was exact (every head small), else the double-double engine
+// (below), or binary128 by the streaming backward where the engine cannot
+// (a pole it cannot exclude, overflow), an element certified when every value
+// within 2·2^-113·(K_b + K_q·κ_x)·M_g rounds to the same double (flagged
+// otherwise; 2: slack for the bound's own rounding, as the forward's). Throws InputError
 // for a variant without a backward, non-finite inputs or upstream, or
 // upstream values not representable in the problem's dtype.
+// Heads that exact rationals do not take go through the double-double
+// engine's backward (fast/backward.hpp; heads × sequences in parallel), each
+// element certified from the engine's running bound and the bound of the
+// normalized upstream; a task (batch entry, K/V head, sequence) with an
+// uncertified element is recomputed in binary128 when that costs at most
+// recompute_work (tokens · d · (d + dv) · group), else the elements stay flagged.
+struct GradientOptions {
+  bool fast = true;
+  Index chunk = 64;
+  double recompute_work = 0x1p22;
+};
 GradientReference compute_gradient_reference(const BatchProblem& p, const Reference& forward, std::vector<double> dout,
-                                             std::vector<double> dden);
+                                             std::vector<double> dden, const GradientOptions& opt = {});
 
 // Scores the candidate's gradients into r (rows, reasons, note); called by check().
 void check_gradients(const BatchProblem& p, const Reference& ref, const CandidateOutputs& cand, const CheckOptions& opt,
