@@ -5,11 +5,10 @@
 // — a plain output (num), a den, a normalized quotient — and four instances
 // each, all with the exact value midpoint(1, 1 + 2^-52) + tiny (so RN = 1 + 2^-52):
 //   b128:   tiny = 2^-105 relative (2^-104 for the quotient): the engine holds
-//           the value exactly, its bound (≈ 100·2^-106) cannot decide; binary128 can;
+//           the value exactly, its bound (≈ 200·2^-106 here) cannot decide; binary128 can;
 //   none:   tiny = 2^-120: binary128 cannot either: flagged whatever runs;
 //   window: tiny = 0.75 × the screen's own error term (2^-99 to 2^-98 here):
-//           flagged by the engine
-//           (it must not certify), certified by binary128; dropping or
+//           the engine must not certify it, binary128 does; dropping or
 //           halving the error term certifies it from double-double;
 //   wrong:  tiny = 2^-110, and a cancellation (±2^60) makes double-double lose
 //           2^-53 + tiny, so its value rounds to the wrong double: only the
@@ -99,8 +98,8 @@ double error_term(const Engine& e, const Exact& x, Subject s) {
   return e.phi * kU2 * (to_double(x.mag_num) + to_double(x.mag_den));
 }
 
-// The tokens of an instance. `tiny_units`: the window instance's distance from
-// the midpoint, in units of 2^-106 (num, den) or of 2^-106 in num (quotient: 2^-107 in out).
+// The tokens of an instance. `tiny_units`: the window's tiny term of num or den,
+// in units of 2^-106 (the quotient's out moves by half of it).
 std::vector<Token> tokens(Subject s, Kind k, double tiny_units) {
   const double p60 = std::ldexp(1.0, 60), u53 = kU;
   // num and den: the values 1, 2^-53, tiny (or the cancelling sequence) carried
