@@ -18,6 +18,11 @@ FUZZ_UNIT = r"^fuzz_(unit|exact_tier):"
 IO = r"^props_io:"
 NORMALIZE = r"^props_check:pinned|^golden_fixtures_up_to_date$"
 FUZZ = r"^fuzz_(unit|exact_tier|gradient):|^hla_fuzz_cli$|^hla_fuzz_zoo"
+# The soundness edges of issue 29, each pinned by one test (ctest writes the
+# suite prefix without a space: "props_check:pole region: …").
+POLE = r"^props_check:pole region"
+CERTIFY = r"^props_fast:fast reference: values within 2\^-100 of a rounding midpoint"
+SHRINK_HINT = r"^fuzz_unit:shrinker: keeps the class hint"
 
 MUTANTS = [
     # ------------------------------------------------------------ reference operators
@@ -274,6 +279,19 @@ MUTANTS = [
          original="row.near_pole = o.eps_mode == EpsMode::add ? std::fabs(row.D) <= K * u * row.MD : std::fabs(den) <= K * u * magD;",
          replacement="row.near_pole = o.eps_mode == EpsMode::add ? std::fabs(row.D) <= u * row.MD : std::fabs(den) <= u * magD;",
          tests=CHECK, description="the pole's neighbourhood is u·M_den wide instead of K·u·M_den"),
+    # The pole region's width (issue 29): pinned 2^-50 either side of its edge by POLE.
+    dict(id="pole_add_wider", area="check", file="check/src/check.cpp",
+         original="std::fabs(row.D) <= K * u * row.MD",
+         replacement="std::fabs(row.D) <= K * u * row.MD * (1 + 0x1p-40)",
+         tests=POLE, description="add mode: the pole region is 1 + 2^-40 times wider"),
+    dict(id="pole_clamp_with_eps", area="check", file="check/src/check.cpp",
+         original="std::fabs(den) <= K * u * magD",
+         replacement="std::fabs(den) <= K * u * row.MD",
+         tests=POLE, description="clamp mode: the pole region is K·u·(M_den + ε) wide instead of K·u·M_den"),
+    dict(id="pole_clamp_narrower", area="check", file="check/src/check.cpp",
+         original="std::fabs(den) <= K * u * magD",
+         replacement="std::fabs(den) <= K * u * magD * (1 - 0x1p-40)",
+         tests=POLE, description="clamp mode: the pole region is 1 - 2^-40 times as wide (an honest kernel fails)"),
     dict(id="inconclusive_fraction_ge", area="check", file="check/src/check.cpp",
          original="static_cast<double>(unscored) > kMaxUnscoredFraction * static_cast<double>(considered)",
          replacement="static_cast<double>(unscored) >= kMaxUnscoredFraction * static_cast<double>(considered)",
@@ -326,6 +344,23 @@ MUTANTS = [
          original="return x - e > lo && x + e < hi;",
          replacement="return x > lo && x < hi;",
          tests=CHECK + "|^golden_fixtures_up_to_date$", description="certification ignores the reference's error bound"),
+    # The double-double screens' error terms (issue 29): pinned by CERTIFY.
+    dict(id="screen_error_dropped", area="check", file="check/src/fast/engine.cpp",
+         original="return (std::fabs(v.x.lo) + v.e) * (1 + 0x1p-50) < g;",
+         replacement="return std::fabs(v.x.lo) * (1 + 0x1p-50) < g;",
+         tests=CERTIFY, description="the double-double screen certifies without the value's error bound"),
+    dict(id="screen_error_halved", area="check", file="check/src/fast/engine.cpp",
+         original="return (std::fabs(v.x.lo) + v.e) * (1 + 0x1p-50) < g;",
+         replacement="return (std::fabs(v.x.lo) + v.e / 2) * (1 + 0x1p-50) < g;",
+         tests=CERTIFY, description="the double-double screen counts half the value's error bound"),
+    dict(id="quotient_screen_input_dropped", area="check", file="check/src/fast/engine.cpp",
+         original="const double margin = (comp + input) * (1 + 0x1p-40);",
+         replacement="const double margin = comp * (1 + 0x1p-40);",
+         tests=CERTIFY, description="the quotient screen ignores the error bounds of num and den"),
+    dict(id="quotient_screen_input_halved", area="check", file="check/src/fast/engine.cpp",
+         original="const double margin = (comp + input) * (1 + 0x1p-40);",
+         replacement="const double margin = (comp + input / 2) * (1 + 0x1p-40);",
+         tests=CERTIFY, description="the quotient screen counts half the error bounds of num and den"),
     # Gradients (SPEC §9, check/src/gradient.cpp).
     dict(id="gradient_bound_without_quotient", area="check", file="check/src/gradient.cpp",
          original="return backward_depth_bound(o.variant, n, d, dv) + (o.normalize ? quotient_depth_bound(o.variant, n, d, dv) : 0.0);",
@@ -521,6 +556,10 @@ MUTANTS = [
          original="if (w.kind == v.kind && w.rules == v.rules && w.other_class_passes == v.other_class_passes) {",
          replacement="if (w.kind == v.kind) {",
          tests=FUZZ, description="the shrinker accepts a reduction that fails by other rules"),
+    dict(id="shrinker_ignores_class_hint", area="fuzz", file="tools/fuzz/campaign.cpp",
+         original="if (w.kind == v.kind && w.rules == v.rules && w.other_class_passes == v.other_class_passes) {",
+         replacement="if (w.kind == v.kind && w.rules == v.rules) {",
+         tests=SHRINK_HINT, description="the shrinker accepts a reduction that gains or loses the state_difference hint"),
     dict(id="failed_rules_no_bound", area="fuzz", file="tools/fuzz/campaign.cpp",
          original='add(r.over_bound > 0, "bound");',
          replacement="",
