@@ -13,7 +13,8 @@ instead of the default budgets (e.g. N = 2000, to measure false alarms).
 Exec members are declared to the fuzzer from their zoo.json entry: `args`
 (after {in} {out}), `variants`, `dtypes` (default all four), `features` (default all), `precision`
 (default f64), `form_class` (default masked) and `timeout` (seconds per problem, default 5:
-python's start-up on a loaded machine). C ABI members run with a 10 s timeout if correct, else
+python's start-up on a loaded machine). A buggy member's `shrunk_has` (optional) lists strings its
+shrunk finding ("minimal case; needs") must contain: what its bug needs to show (packed sequences, bf16, ...). C ABI members run with a 10 s timeout if correct, else
 2 s or their entry's `timeout`. Exit 1 on any miss.
 Deterministic for given seeds.
 """
@@ -116,6 +117,10 @@ def main():
             ok = f is not None and f["kind"] == m["expected_finding"]
             if ok and f["kind"].startswith("gradient"):
                 ok = reproduces_gradient_failure(hla, f)
+            missing = [x for x in m.get("shrunk_has", []) if f and x not in f"{f['shrunk']}; needs: {f['needs']}"]
+            if ok and missing:
+                print(f"     the shrunk finding lacks {missing}: caught, but not by what its bug needs")
+                ok = False
             print(f"{'ok ' if ok else 'MISS'} {m['name']} seed {seed}: " +
                   (f"[{f['kind']}] after {f['cases_run']} cases, {f['seconds']:.2f} s; shrunk to {f['shrunk']}" if f else
                    f"no finding in {r['cases']} cases") + (f" (expected {m['expected_finding']})" if not ok else ""), flush=True)

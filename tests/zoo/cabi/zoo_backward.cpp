@@ -27,6 +27,13 @@
 // state written as zeros, as a kernel that forgets to hand it back). From a
 // state X0 and the upstream X̄_end of the final state, the adjoints of the
 // last token add F̄_end (P̄_end) and S̄_end undecayed, and ∂L/∂F0 = ρR_0, ∂L/∂S0 = γM_0.
+// The gradient bug classes linear-attention kernel trackers report (each
+// commented where it is switched on; the forward is right in all of them):
+// backward_varlen_leak (the adjoints not reset at a packed-sequence boundary),
+// backward_pad_nan (a padded last chunk's 0/0 upstream reaches real rows),
+// backward_dstate_next_seq (sequence i's dstate from sequence i + 1),
+// backward_dq_chunk_carry (dq's carry from the wrong chunk at chunk starts),
+// backward_bf16_accum (adjoints kept in bf16 while declaring f32 for bf16).
 
 #include "hla_impl.h"
 #include "zoo_abi.hpp"
@@ -42,17 +49,23 @@ namespace {
 constexpr std::string_view kMember = ZOO_STR(ZOO_BUG);
 static_assert(kMember == "correct_backward" || kMember == "backward_dk_no_cross" || kMember == "backward_decay_power" ||
                   kMember == "backward_gqa_unsummed" || kMember == "backward_nan_leak" || kMember == "correct_backward_state" ||
-                  kMember == "backward_state_dropped",
+                  kMember == "backward_state_dropped" || kMember == "backward_varlen_leak" || kMember == "backward_pad_nan" ||
+                  kMember == "backward_dstate_next_seq" || kMember == "backward_dq_chunk_carry" ||
+                  kMember == "backward_bf16_accum",
               "ZOO_BUG names no member built from zoo_backward.cpp");
 constexpr bool bug(std::string_view b) { return kMember == b; }
 
-constexpr bool kState = bug("correct_backward_state") || bug("backward_state_dropped");
+constexpr bool kState = bug("correct_backward_state") || bug("backward_state_dropped") || bug("backward_dstate_next_seq");
+// backward_bf16_accum also takes bf16 inputs and declares f32 for them (its bug: it accumulates in bf16).
+constexpr bool kBf16 = bug("backward_bf16_accum");
 constexpr uint32_t kFeatures = HLA_FEAT_NORMALIZE | HLA_FEAT_CLAMP | HLA_FEAT_DECAY | HLA_FEAT_SCALE | HLA_FEAT_GQA | HLA_FEAT_VARLEN |
                                HLA_FEAT_DEN | HLA_FEAT_BACKWARD | (kState ? HLA_FEAT_STATE | HLA_FEAT_BACKWARD_STATE : 0u);
 const hla_impl_info kInfo = {
-    HLA_IMPL_ABI_VERSION, "zoo_" ZOO_STR(ZOO_BUG), (1u << HLA_LA1) | (1u << HLA_HLA2), (1u << HLA_F64) | (1u << HLA_F32),
-    kFeatures, 4096, 64, 64, "f64", HLA_CLASS_MASKED, nullptr,
+    HLA_IMPL_ABI_VERSION, "zoo_" ZOO_STR(ZOO_BUG), (1u << HLA_LA1) | (1u << HLA_HLA2),
+    (1u << HLA_F64) | (1u << HLA_F32) | (kBf16 ? 1u << HLA_BF16 : 0u), kFeatures, 4096, 64, 64, "f64", HLA_CLASS_MASKED,
+    kBf16 ? "bf16=f32" : nullptr,
 };
+constexpr int64_t kChunk = 16;  // the chunk width of backward_nan_leak, _pad_nan, _dq_chunk_carry
 
 using Vec = std::vector<double>;
 size_t at(int64_t i) { return static_cast<size_t>(i); }
@@ -82,7 +95,15 @@ struct Head {
   int64_t L, d, w;
   const Vec &q, &k, &v;
   const double *S0 = nullptr, *F0 = nullptr;  // the initial state (null: zero); la1's P is F
+  bool bf16_adjoints = false;                   // backward_bf16_accum on bf16 inputs
 };
+
+// backward_bf16_accum: the adjoint states R and M live in a buffer of the input dtype (bf16), so every update is
+// rounded to bf16 (8 bits), while the library declares f32 compute for bf16 inputs.
+void keep_adjoint(const Head& h, Vec& x) {
+  if (h.bf16_adjoints)
+    for (double& e : x) e = zoo::bf16_to_float(zoo::float_to_bf16(static_cast<float>(e)));
+}
 
 // The state of one (batch, head, sequence): hla2's S (d x d), then F (P for la1; d x w).
 int64_t state_size(const hla_problem* p) { return (p->variant == HLA_HLA2 ? p->d * p->d : 0) + p->d * (p->dv + 1); }
@@ -112,20 +133,23 @@ void forward(const Head& h, Vec& num, Vec* Fs, Vec* Ss, Vec* bs, double* S_end =
 }
 
 // R_j for every j (L x d x w): R_j = ρR_{j+1} + q̃_jȲ_jᵀ, R_{L−1} = R_end + q̃Ȳᵀ (R_end: the final state's upstream; null: zero).
+// Y has L rows, or more for backward_pad_nan (its last chunk padded, run()): rows past L have q̃ = 0.
 Vec adjoint(const Head& h, const Vec& Y, double rho, const double* R_end) {
-  const int64_t d = h.d, w = h.w, dw = d * w;
+  const int64_t d = h.d, w = h.w, dw = d * w, rows = static_cast<int64_t>(Y.size()) / w;
   Vec R(at(h.L * dw));
   if (!bug("backward_nan_leak")) {
-    Vec cur(at(dw));
+    Vec cur(at(dw)), zero(at(d));
     if (R_end) std::copy(R_end, R_end + dw, cur.begin());
-    for (int64_t j = h.L - 1; j >= 0; --j) {
-      decay_add_outer(cur.data(), j == h.L - 1 ? 1.0 : rho, &h.q[at(j * d)], &Y[at(j * w)], d, w);  // R_{L−1} = R_end + …
-      std::copy(cur.begin(), cur.end(), R.begin() + j * dw);
+    for (int64_t j = rows - 1; j >= 0; --j) {
+      const double* qj = j < h.L ? &h.q[at(j * d)] : zero.data();
+      decay_add_outer(cur.data(), j == rows - 1 ? 1.0 : rho, qj, &Y[at(j * w)], d, w);  // R_{L−1} = R_end + …
+      keep_adjoint(h, cur);
+      if (j < h.L) std::copy(cur.begin(), cur.end(), R.begin() + j * dw);
     }
     return R;
   }
   // The leak: per chunk, R_j = ρ^(c1−j)R_{c1} + Σ_{t in chunk} [t ≥ j]·ρ^(t−j)·q̃_tȲ_tᵀ, masked by multiplying.
-  constexpr int64_t C = 16;
+  constexpr int64_t C = kChunk;
   Vec carry(at(dw));
   for (int64_t c0 = (h.L - 1) / C * C; c0 >= 0; c0 -= C) {
     const int64_t c1 = std::min(h.L, c0 + C);
@@ -143,6 +167,34 @@ Vec adjoint(const Head& h, const Vec& Y, double rho, const double* R_end) {
   return R;
 }
 
+// backward_dq_chunk_carry: dq̃_t's term F_tȲ_t by chunks [c0, c0 + C), as a chunked kernel forms it from the
+// carry F_{c0−1} into the chunk (F0, or zero, for the first) and the chunk's own tokens (b_i = S_iq̃_i; la1: k_i):
+//   F_tȲ_t = ρ^(t−c0+1)·F_{c0−1}Ȳ_t + Σ_{i=c0..t} ρ^(t−i)·b_i⟨v'_i, Ȳ_t⟩,  ρ = γ² (la1: γ).
+// The bug: the carry's chunk is computed from t − 1, so the first row of every chunk but the first reads the
+// carry into the chunk before it (every other row is right; exact with the index t / C).
+void dq_by_chunks(const Head& h, const Vec& Y, const Vec& Fs, const Vec& bs, Vec& dq) {
+  const int64_t d = h.d, w = h.w;
+  const double rho = h.hla2 ? h.g * h.g : h.g;
+  const Vec zero(at(d * w));
+  Vec Fy(at(d));
+  for (int64_t t = 0; t < h.L; ++t) {
+    const int64_t c0 = t / kChunk * kChunk, c = std::max<int64_t>(t - 1, 0) / kChunk;  // the bug: c = t / kChunk
+    const double* carry = c == 0 ? (h.F0 ? h.F0 : zero.data()) : &Fs[at((c * kChunk - 1) * d * w)];
+    const double* y = &Y[at(t * w)];
+    Fy.assign(at(d), 0);
+    add_matvec(carry, y, d, w, Fy.data());
+    const double a = std::pow(rho, static_cast<double>(t - c0 + 1));
+    for (int64_t r = 0; r < d; ++r) dq[at(t * d + r)] += a * Fy[at(r)];
+    for (int64_t i = c0; i <= t; ++i) {
+      double vy = 0;
+      for (int64_t x = 0; x < w; ++x) vy += h.v[at(i * w + x)] * y[x];
+      const double* b = h.hla2 ? &bs[at(i * d)] : &h.k[at(i * d)];
+      const double f = std::pow(rho, static_cast<double>(t - i)) * vy;
+      for (int64_t r = 0; r < d; ++r) dq[at(t * d + r)] += f * b[r];
+    }
+  }
+}
+
 // dX_end: the upstream of the final state (null: zero); dX0: ∂L/∂(the initial state) (null: not wanted),
 // both in the state layout (state_size).
 void backward(const Head& h, const Vec& Y, Vec& dq, Vec& dk, Vec& dv, const double* dX_end = nullptr, double* dX0 = nullptr) {
@@ -150,7 +202,9 @@ void backward(const Head& h, const Vec& Y, Vec& dq, Vec& dk, Vec& dv, const doub
   Vec num, Fs(at(L * d * w)), Ss, bs;
   if (h.hla2) Ss.resize(at(L * d * d)), bs.resize(at(L * d));
   forward(h, num, &Fs, h.hla2 ? &Ss : nullptr, &bs);
-  for (int64_t t = 0; t < L; ++t) add_matvec(&Fs[at(t * d * w)], &Y[at(t * w)], d, w, &dq[at(t * d)]);
+  if (bug("backward_dq_chunk_carry")) dq_by_chunks(h, Y, Fs, bs, dq);
+  else
+    for (int64_t t = 0; t < L; ++t) add_matvec(&Fs[at(t * d * w)], &Y[at(t * w)], d, w, &dq[at(t * d)]);
   const double rho = h.hla2 && !bug("backward_decay_power") ? h.g * h.g : h.g;
   const Vec R = adjoint(h, Y, rho, dX_end ? dX_end + dS : nullptr);
   // ∂L/∂X0 of a state member with adjoint A_0 (A_L = its upstream when L = 0), decayed by c.
@@ -174,6 +228,7 @@ void backward(const Head& h, const Vec& Y, Vec& dq, Vec& dk, Vec& dv, const doub
     add_matvec(Rj, &h.v[at(j * w)], d, w, gj.data());
     add_matvec(&Ss[at(j * d * d)], gj.data(), d, d, &dq[at(j * d)]);
     decay_add_outer(M.data(), j == L - 1 ? 1.0 : h.g, gj.data(), &h.q[at(j * d)], d, d);
+    keep_adjoint(h, M);
     add_matvec(M.data(), &h.k[at(j * d)], d, d, &dk[at(j * d)]);
     if (!bug("backward_dk_no_cross")) add_matTvec(M.data(), &h.k[at(j * d)], d, d, &dk[at(j * d)]);
   }
@@ -195,12 +250,17 @@ bool refuse(const hla_problem* p, char* err, size_t err_len, bool backward) {
 int run(const hla_problem* p, const void* dout, const double* dden, void* dq_out, void* dk_out, void* dv_out,
         const double* dX_end = nullptr, double* dX0 = nullptr) {
   const int64_t n = p->n, d = p->d, dv = p->dv, w = dv + 1, group = p->heads / p->kv_heads;
-  const int64_t nseq = p->offsets ? p->num_offsets - 1 : 1;
+  const int64_t nseq = p->offsets ? p->num_offsets - 1 : 1, X = state_size(p);
   Vec q, k, v, num, Y, dq, dk, dv_, gk(at(p->batch * p->kv_heads * n * d)), gv(at(p->batch * p->kv_heads * n * dv));
+  // backward_dstate_next_seq: each sequence's ∂L/∂X0 into `own` first; the bug hands them out below.
+  Vec own, leak;  // leak: backward_varlen_leak's adjoint of the sequence after this one
+  double* dX0_own = dX0;
+  if (bug("backward_dstate_next_seq") && dX0) own.assign(at(p->batch * p->heads * nseq * X), 0), dX0_own = own.data();
   for (int64_t b = 0; b < p->batch; ++b)
     for (int64_t h = 0; h < p->heads; ++h) {
       const int64_t hk = h / group;
-      for (int64_t s = 0; s < nseq; ++s) {
+      leak.clear();
+      for (int64_t s = nseq - 1; s >= 0; --s) {  // last to first, as one reverse pass over the packed row would go
         const int64_t t0 = p->offsets ? p->offsets[s] : 0, L = (p->offsets ? p->offsets[s + 1] : n) - t0;
         q.assign(at(L * d), 0), k.assign(at(L * d), 0), v.assign(at(L * w), 0);
         for (int64_t t = 0; t < L; ++t) {
@@ -213,9 +273,10 @@ int run(const hla_problem* p, const void* dout, const double* dden, void* dq_out
           v[at(t * w + dv)] = 1;
         }
         // This (batch, head, sequence)'s state, la1: P; hla2: S then F.
-        const size_t st = at(((b * p->heads + h) * nseq + s) * state_size(p)), dS = at(p->variant == HLA_HLA2 ? d * d : 0);
+        const size_t st = at(((b * p->heads + h) * nseq + s) * X), dS = at(p->variant == HLA_HLA2 ? d * d : 0);
         const double* X0 = p->state_in ? p->state_in + st : nullptr;
-        const Head hd{p->variant == HLA_HLA2, p->gamma, L, d, w, q, k, v, X0, X0 ? X0 + dS : nullptr};
+        const Head hd{p->variant == HLA_HLA2, p->gamma, L, d, w, q, k, v, X0, X0 ? X0 + dS : nullptr,
+                      bug("backward_bf16_accum") && p->dtype == HLA_BF16};
         double* X_end = p->state_out ? p->state_out + st : nullptr;
         forward(hd, num, nullptr, nullptr, nullptr, X_end, X_end ? X_end + dS : nullptr);
         const size_t row0 = at((b * p->heads + h) * n + t0);
@@ -228,22 +289,40 @@ int run(const hla_problem* p, const void* dout, const double* dden, void* dq_out
           }
           continue;
         }
-        Y.assign(at(L * w), 0);
-        for (int64_t t = 0; t < L; ++t) {
+        // backward_pad_nan: Ȳ of the sequence padded to a multiple of the chunk, as its chunked reverse pass reads
+        // it. A padded row's do, dden and num load as 0 (masked loads) and so does the normalizer D the forward
+        // saved per real row, so with normalize its Ȳ = 0/0 = NaN; the pass counts on q̃ = 0 to cancel padded
+        // rows (adjoint()), but 0·NaN = NaN, and the NaN runs back through the adjoint to every token.
+        const int64_t rows = bug("backward_pad_nan") ? (L + kChunk - 1) / kChunk * kChunk : L;
+        Y.assign(at(rows * w), 0);
+        for (int64_t t = 0; t < rows; ++t) {
+          const bool pad = t >= L;
           double* y = &Y[at(t * w)];
-          const double den = num[at(t * w + dv)];
+          const double den = pad ? 0 : num[at(t * w + dv)];
           const bool clamp = p->eps_mode == HLA_EPS_CLAMP, held = clamp && std::abs(den) < p->eps;
-          const double D = clamp ? (den < 0 ? -1.0 : 1.0) * std::max(std::abs(den), p->eps) : den + p->eps;
+          const double D = pad ? 0 : clamp ? (den < 0 ? -1.0 : 1.0) * std::max(std::abs(den), p->eps) : den + p->eps;
           double dot = 0;
-          for (int64_t c = 0; c < dv; ++c) {
+          for (int64_t c = 0; c < dv && !pad; ++c) {
             const double o = zoo::load<double>(dout, p->dtype, (row0 + at(t)) * at(dv) + at(c));
             y[c] = p->normalize ? o / D : o;
             dot += o * num[at(t * w + c)];
           }
-          y[dv] = (dden ? dden[row0 + at(t)] : 0) - (p->normalize && !held ? dot / (D * D) : 0);
+          for (int64_t c = 0; c < dv && pad; ++c) y[c] = p->normalize ? 0 / D : 0;  // do = 0
+          y[dv] = (dden && !pad ? dden[row0 + at(t)] : 0) - (p->normalize && !held ? dot / (D * D) : 0);
         }
         dq.assign(at(L * d), 0), dk.assign(at(L * d), 0), dv_.assign(at(L * w), 0);
-        backward(hd, Y, dq, dk, dv_, dX_end ? dX_end + st : nullptr, dX0 ? dX0 + st : nullptr);
+        const double* up = dX_end ? dX_end + st : nullptr;
+        double* d0 = dX0_own ? dX0_own + st : nullptr;
+        // backward_varlen_leak: the reverse pass runs over the packed row as one sequence: the adjoints are not
+        // reset at the sequence's end, they start from those the sequence after it ends with (∂L/∂X0 of that
+        // one: ρR, γM; the forward resets its state right).
+        Vec next;
+        if (bug("backward_varlen_leak")) {
+          if (!leak.empty()) up = leak.data();
+          next.assign(at(X), 0), d0 = next.data();
+        }
+        backward(hd, Y, dq, dk, dv_, up, d0);
+        if (bug("backward_varlen_leak")) leak = std::move(next);
         const size_t kv0 = at((b * p->kv_heads + hk) * n + t0);
         const bool overwrite = bug("backward_gqa_unsummed");  // the bug: the group's last query head wins
         for (int64_t t = 0; t < L; ++t) {
@@ -258,6 +337,16 @@ int run(const hla_problem* p, const void* dout, const double* dden, void* dq_out
           }
         }
       }
+    }
+  // backward_dstate_next_seq: sequence i (over batch entries and packed sequences, per head) gets the ∂L/∂X0 of
+  // sequence i + 1, the last its own: an off-by-one in the sequence index of the dstate store.
+  const int64_t N = p->batch * nseq;
+  for (int64_t i = 0; i < N && !own.empty(); ++i)
+    for (int64_t h = 0; h < p->heads; ++h) {
+      const int64_t j = std::min(i + 1, N - 1);
+      auto slot = [&](int64_t seq) { return at(((seq / nseq * p->heads + h) * nseq + seq % nseq) * X); };
+      std::copy(own.begin() + static_cast<std::ptrdiff_t>(slot(j)), own.begin() + static_cast<std::ptrdiff_t>(slot(j) + at(X)),
+                dX0 + slot(i));
     }
   if (dout) {
     for (size_t i = 0; i < gk.size(); ++i) zoo::store(dk_out, p->dtype, i, gk[i]);

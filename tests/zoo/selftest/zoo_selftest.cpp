@@ -568,6 +568,12 @@ std::map<std::string, Expect> expectations() {
       // With a state (ABI 1.4): the forward continues from it; dropping the state's gradient shows in `hla fuzz` only.
       {"correct_backward_state", {true, {}, Outcome::match, {}, with_state}},
       {"backward_state_dropped", {false, {}, Outcome::differ, {n37, "hla2_state_n37", "la1_state_n37"}, {}}},
+      // The tracker-reported gradient bugs: each member's forward is right where its backward bug lives.
+      {"backward_varlen_leak", {false, {}, Outcome::differ, {n37, "hla2_varlen_n37"}, {}}},
+      {"backward_pad_nan", {false, {}, Outcome::differ, {n37, "la1_clamp_n37"}, {}}},
+      {"backward_dstate_next_seq", {false, {}, Outcome::differ, {n37, "hla2_state_n37", "la1_state_n37"}, {}}},
+      {"backward_dq_chunk_carry", {false, {}, Outcome::differ, {n37, "la1_n37"}, {}}},
+      {"backward_bf16_accum", {false, {}, Outcome::differ, {n37, "hla2_add_bf16_n37"}, {}}},
       {"crash_long", {false, {"la1_n45", "la1_n42"}, Outcome::crash, {n37}, {}}},
       {"hang", {false, {"la1_n42"}, Outcome::timeout, {n37, "la1_n45"}, {}}},
   };
