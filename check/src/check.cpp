@@ -220,30 +220,32 @@ BatchProblem with_finite_inputs(BatchProblem p) {
       if (!std::isfinite(e)) e = 0;
   return p;
 }
+}  // namespace
 
 BatchProblem with_reversed_features(BatchProblem p) {
   for (auto* x : {&p.q, &p.k})
     for (size_t row = 0; row < x->size(); row += static_cast<size_t>(p.d))
       std::reverse(x->begin() + static_cast<std::ptrdiff_t>(row), x->begin() + static_cast<std::ptrdiff_t>(row) + p.d);
-  if (p.has_state()) {
-    // The same permutation of the feature index in the state: every member's
-    // rows, and the columns of the d × d ones (S, SQ).
-    const std::vector<StatePart> layout = state_layout(p.opt, p.d, p.dv);
-    const std::vector<double> x = p.state;
-    size_t at = 0;
-    while (at < x.size())
-      for (const StatePart& m : layout) {
-        const bool square = m.ones.empty();
-        for (Index r = 0; r < m.rows; ++r)
-          for (Index c = 0; c < m.width(); ++c)
-            p.state[at + static_cast<size_t>(r * m.width() + c)] =
-                x[at + static_cast<size_t>((m.rows - 1 - r) * m.width() + (square ? m.width() - 1 - c : c))];
-        at += static_cast<size_t>(m.size());
-      }
-  }
+  if (p.has_state()) reverse_state_features(p, p.state);
   return p;
 }
-}  // namespace
+
+void reverse_state_features(const BatchProblem& p, std::vector<double>& state) {
+  // The same permutation of the feature index in the state: every member's
+  // rows, and the columns of the d × d ones (S, SQ). It is its own inverse.
+  const std::vector<StatePart> layout = state_layout(p.opt, p.d, p.dv);
+  const std::vector<double> x = state;
+  size_t at = 0;
+  while (at < x.size())
+    for (const StatePart& m : layout) {
+      const bool square = m.ones.empty();
+      for (Index r = 0; r < m.rows; ++r)
+        for (Index c = 0; c < m.width(); ++c)
+          state[at + static_cast<size_t>(r * m.width() + c)] =
+              x[at + static_cast<size_t>((m.rows - 1 - r) * m.width() + (square ? m.width() - 1 - c : c))];
+      at += static_cast<size_t>(m.size());
+    }
+}
 
 bool fast_baseline_wanted(const BatchProblem& p) {
   double work = 0;
@@ -495,7 +497,7 @@ std::string Report::text() const {
   for (const GradientRow& g : gradients) any_checked = any_checked || g.checked;
   if (any_checked) {
     os << "  gradients (SPEC §9): scores are |candidate - reference| / (u * M), M the gradient's magnitude"
-       << " (times the conditioning of den + eps where normalized); bound K_g+1 = " << fmt(gradient_bound) << "\n";
+       << " (where normalized: M* = (K_b M + K_q M_kappa)/K_g, each token's upstream weighed by the conditioning of its den + eps); bound K_g+1 = " << fmt(gradient_bound) << "\n";
     for (const GradientRow& g : gradients) {
       if (!g.checked) {
         os << "    " << g.name << ": not checked (the candidate has no " << g.name << ")\n";
@@ -512,7 +514,7 @@ std::string Report::text() const {
         os << "; ours worst " << fmt(g.baseline_max_score) << (g.baseline_worst_form.empty() ? "" : " (" + g.baseline_worst_form + ")")
            << ", ratio " << fmt(g.baseline_ratio) << " (limit " << fmt(g.ratio_limit) << ")";
       else
-        os << "; rule 3 not applied (it needs an unnormalized problem without a state and a compute precision of f32 or f64)";
+        os << "; rule 3 not applied (this variant has no backward form of ours in the engine)";
       os << "\n";
       if (g.worst.empty() || g.max_score == 0) continue;
       const bool st = g.name.rfind("dstate.", 0) == 0;  // b: the sequence, t: the row
@@ -528,6 +530,7 @@ std::string Report::text() const {
     }
   }
   if (!gradients_note.empty()) os << "  " << gradients_note << "\n";
+  if (!gradients_ill_tokens.empty()) os << "  " << gradients_ill_tokens << "\n";
   return os.str();
 }
 
@@ -555,7 +558,7 @@ nlohmann::json Report::json() const {
                      {"ratio_limit", g.ratio_limit}, {"over_ratio", g.over_ratio}, {"exact_tier", g.exact_tier},
                      {"exact_mismatches", g.exact_mismatches}});
   }
-  return {{"gradients", grads}, {"gradient_bound", gradient_bound}, {"gradients_note", gradients_note},{"pass", pass}, {"verdict", verdict()}, {"inconclusive", inconclusive}, {"reasons", reasons}, {"precision", to_string(precision)}, {"u", u}, {"bound", bound},
+  return {{"gradients", grads}, {"gradient_bound", gradient_bound}, {"gradients_note", gradients_note}, {"gradients_ill_tokens", gradients_ill_tokens}, {"pass", pass}, {"verdict", verdict()}, {"inconclusive", inconclusive}, {"reasons", reasons}, {"precision", to_string(precision)}, {"u", u}, {"bound", bound},
           {"noise_floor", noise_floor}, {"max_score", num(max_score)}, {"baseline_max_score", num(baseline_max_score)},
           {"baseline_ratio", num(baseline_ratio)}, {"ratio_limit", ratio_limit}, {"elements", elements}, {"scored", scored},
           {"at_pole", at_pole}, {"form_class", to_string(form_class)}, {"baseline_worst_form", baseline_worst_form},

@@ -7,6 +7,7 @@
 #include "hla/bounds.hpp"
 #include "hla/evaluate.hpp"
 #include "gradient_internal.hpp"
+#include "hla/fast/engine.hpp"
 #include "internal.hpp"
 
 #include <algorithm>
@@ -24,27 +25,6 @@ double gradient_depth_bound(const Options& o, Index n, Index d, Index dv) {
 }
 
 namespace {
-
-// κ_t of one normalized output token (gradient.hpp), +inf where ill-conditioned.
-// Ku: the forward's error bound per unit of magnitude (K_f·u). With den's
-// relative error δ = Ku·M̃_den/|D| < 1/2: |1/D̂ − 1/D| ≤ (1/(1−δ) − 1)/|D| and
-// |1/D̂² − 1/D²| ≤ (1/(1−δ)² − 1)/D² = Ku·(2−δ)/(1−δ)²·(M̃_den/|D|)/D², so
-// ∂L/∂Y errs by at most Ku·(ρ_t + (2−δ)/(1−δ)²·M̃_den/|D|) of its magnitude.
-double token_kappa(const Options& o, double den, double mden_err, const double* mnum, const double* mnum_err, Index dv, double Ku) {
-  const double eps = to_double(o.eps), E = Ku * mden_err;
-  if (!std::isfinite(den) || !std::isfinite(E)) return INFINITY;
-  const bool clamp = o.eps_mode == EpsMode::clamp;
-  // Clamped: the sign of D (den near 0) and its branch (|den| near ε) must be the exact one's.
-  if (clamp && (std::fabs(den) <= E || std::fabs(std::fabs(den) - eps) <= E)) return INFINITY;
-  const double D = normalizer(den, eps, o.eps_mode);
-  const bool flat = clamp && std::fabs(den) < eps;  // D = ±ε: no error from den
-  const double delta = flat ? 0.0 : E / std::fabs(D);
-  if (!(delta < 0.5)) return INFINITY;
-  double rho = 1;
-  for (Index c = 0; c < dv; ++c)
-    if (mnum_err[c] > mnum[c]) rho = std::max(rho, mnum[c] > 0 ? mnum_err[c] / mnum[c] : INFINITY);
-  return rho + (flat ? 0.0 : (2 - delta) / ((1 - delta) * (1 - delta)) * mden_err / std::fabs(D));
-}
 
 template <class S>
 GroupGradient<S> group_gradient(const BatchProblem& p, const std::vector<double>& dout, const std::vector<double>& dden, Index b,
@@ -80,57 +60,6 @@ GroupGradient<S> group_gradient(const BatchProblem& p, const std::vector<double>
     g.mdstate.push_back(std::move(m.dstate));
   }
   return g;
-}
-
-size_t q_at(const BatchProblem& p, Index b, Index h, Index t, Index c) { return p.q_index(b, h, t, c); }
-size_t kv_at(const BatchProblem& p, Index b, Index kvh, Index t, Index c, Index cols) {
-  return static_cast<size_t>(((b * p.kv_heads + kvh) * p.n + t) * cols + c);
-}
-size_t kv_row(const BatchProblem& p, Index b, Index kvh, Index t) { return static_cast<size_t>((b * p.kv_heads + kvh) * p.n + t); }
-
-struct Task {
-  Index b, kvh, t0, t1;
-};
-std::vector<Task> group_tasks(const BatchProblem& p) {
-  std::vector<Task> tasks;
-  const auto seqs = p.sequences();
-  for (Index b = 0; b < p.batch; ++b)
-    for (Index kvh = 0; kvh < p.kv_heads; ++kvh)
-      for (const auto& [t0, t1] : seqs) tasks.push_back({b, kvh, t0, t1});
-  return tasks;
-}
-
-// Calls f(tensor, at, value, magnitude, scale_row) for every element of a
-// group's gradients x: tensor 0 = dq, 1 = dk, 2 = dv, 3 = dstate; `at` its
-// index in the problem's tensor (dstate: laid out as BatchProblem::state); the
-// magnitude (0 when x has none); scale_row its row in scale_of(tensor).
-template <class S, class F> void for_each_element(const BatchProblem& p, const Task& k, const GroupGradient<S>& x, F&& f) {
-  const Index group = p.heads / p.kv_heads;
-  const bool mags = !x.mdq.empty();
-  for (Index t = k.t0; t < k.t1; ++t) {
-    const Index lt = t - k.t0;
-    for (Index i = 0; i < group; ++i) {
-      const Index h = k.kvh * group + i;
-      const auto& v = x.dq[static_cast<size_t>(i)];
-      for (Index c = 0; c < p.d; ++c)
-        f(0, q_at(p, k.b, h, t, c), v(lt, c), mags ? x.mdq[static_cast<size_t>(i)](lt, c) : S(0), p.den_index(k.b, h, t));
-    }
-    const size_t row = kv_row(p, k.b, k.kvh, t);
-    for (Index c = 0; c < p.d; ++c) f(1, kv_at(p, k.b, k.kvh, t, c, p.d), x.dk(lt, c), mags ? x.mdk(lt, c) : S(0), row);
-    for (Index c = 0; c < p.dv; ++c) f(2, kv_at(p, k.b, k.kvh, t, c, p.dv), x.dv(lt, c), mags ? x.mdv(lt, c) : S(0), row);
-  }
-  if (!p.has_state()) return;
-  for (Index i = 0; i < group; ++i) {
-    const Index h = k.kvh * group + i;
-    const Index seq = p.sequence_of(k.b, k.t0);
-    const BatchProblem::StateView X = p.state_view(seq, h);
-    const StateMats<S>& v = x.dstate[static_cast<size_t>(i)];
-    for (size_t m = 0; m < v.size(); ++m)
-      for (Index r = 0; r < v[m].rows(); ++r)
-        for (Index c = 0; c < v[m].cols(); ++c)
-          f(3, X.start[m] + static_cast<size_t>(r * v[m].cols() + c), v[m](r, c), mags ? x.mdstate[static_cast<size_t>(i)][m](r, c) : S(0),
-            static_cast<size_t>(seq * p.heads + h));
-  }
 }
 
 const std::vector<double>& scale_of(const GradientScale& s, int tensor) { return tensor == 0 ? s.q : tensor == 3 ? s.state : s.kv; }
@@ -227,23 +156,34 @@ void gradients_in(const BatchProblem& p, const std::vector<double>& dout, const 
 }
 
 // Rule 3's yardsticks (SPEC §9): our own backward forms in the candidate's
-// compute precision (float for f32, double for f64), with their names. None
-// with normalize: the upstream through the quotient (⟨do, num⟩/D² or ⟨do, o⟩/D,
-// each with its own cancellation) makes honest orders differ by more than
-// rule 3 allows (321× measured on a correct 2-token la1 backward); none in
-// other precisions or from an initial state.
-std::vector<std::pair<std::string, CandidateOutputs>> gradient_baselines(const BatchProblem& p, const GradientReference& g,
-                                                                         Precision prec) {
+// precision and class, named. On small problems in f32 or f64 the reference
+// library's streaming, chunked/16 and chunked_matmul/64 backwards (in float,
+// double); at every size and precision the fast engine's chunked backward
+// at widths 16 and 64 and at 64 with reversed features (every dot product
+// summed in the opposite order). Each forms a normalized upstream from its own
+// forward, in that precision.
+std::vector<std::pair<std::string, CandidateOutputs>> gradient_baselines(const BatchProblem& p, const GradientReference& g, Precision prec,
+                                                                         FormClass cls) {
+  (void)cls;
   std::vector<std::pair<std::string, CandidateOutputs>> out;
-  if ((prec != Precision::f32 && prec != Precision::f64) || p.has_state() || p.opt.normalize) return out;
-  for (const auto& [form, chunk] : {std::pair{BackwardForm::streaming, Index(16)}, {BackwardForm::chunked, Index(16)},
-                                    {BackwardForm::chunked_matmul, Index(64)}}) {
-    if (!has_backward_form(p.opt.variant, form)) continue;
-    CandidateOutputs c;
-    if (prec == Precision::f32) gradients_in<float>(p, g.dout, g.dden, form, chunk, DType::f64, c);
-    else gradients_in<double>(p, g.dout, g.dden, form, chunk, DType::f64, c);
-    out.emplace_back(to_string(form) + (form == BackwardForm::streaming ? "" : "/" + std::to_string(chunk)), std::move(c));
-  }
+  if ((prec == Precision::f32 || prec == Precision::f64) && !fast_baseline_wanted(p))
+    for (const auto& [form, chunk] : {std::pair{BackwardForm::streaming, Index(16)}, {BackwardForm::chunked, Index(16)},
+                                      {BackwardForm::chunked_matmul, Index(64)}}) {
+      if (!has_backward_form(p.opt.variant, form)) continue;
+      CandidateOutputs c;
+      if (prec == Precision::f32) gradients_in<float>(p, g.dout, g.dden, form, chunk, DType::f64, c);
+      else gradients_in<double>(p, g.dout, g.dden, form, chunk, DType::f64, c);
+      out.emplace_back(to_string(form) + (form == BackwardForm::streaming ? "" : "/" + std::to_string(chunk)), std::move(c));
+    }
+  if (!fast::supports(p.opt.variant)) return out;
+  for (const Index w : {Index(16), Index(64)})
+    out.emplace_back("engine chunked/" + std::to_string(w), fast_ours_gradients(p, prec, g.dout, g.dden, w));
+  CandidateOutputs rev = fast_ours_gradients(with_reversed_features(p), prec, g.dout, g.dden, 64);
+  for (auto* x : {&rev.dq, &rev.dk})
+    for (size_t row = 0; row < x->size(); row += static_cast<size_t>(p.d))
+      std::reverse(x->begin() + static_cast<std::ptrdiff_t>(row), x->begin() + static_cast<std::ptrdiff_t>(row) + p.d);
+  if (p.has_state()) reverse_state_features(p, rev.dstate);
+  out.emplace_back("engine chunked/64 reversed features", std::move(rev));
   return out;
 }
 
@@ -371,209 +311,6 @@ bool gradient_exact_tier(const BatchProblem& p, const GradientReference& g) {
                                  gm.dv.size() ? gm.dv.maxCoeff() : 0.0}) *
                        static_cast<double>(p.heads / p.kv_heads);  // dk, dv sum over the group
   return worst < limit;
-}
-
-void check_gradients(const BatchProblem& p, const Reference& ref, const CandidateOutputs& cand, const CheckOptions& opt, Report& r) {
-  const bool has_any = !cand.dq.empty() || !cand.dk.empty() || !cand.dv.empty() || !cand.dstate_parts.empty();
-  if (!ref.grad) {
-    if (has_any)
-      throw InputError("the candidate holds gradients (dq, dk, dv), but the fixture carries none (no upstream do to differentiate "
-                       "against): use a fixture written with gradients (hla gen --case ...,grad=true, or the golden *-grad fixtures)");
-    if (opt.require_gradients)
-      throw InputError("gradients are required (--require-grad), but the fixture carries none (no upstream do): use a fixture "
-                       "written with gradients");
-    return;
-  }
-  const GradientReference& g = *ref.grad;
-  if (!cand.dstate_parts.empty() && (!p.has_state() || g.dstate.size() != p.state.size()))
-    throw InputError("the candidate holds the gradient of an initial state (dstate), but the fixture " +
-                     std::string(p.has_state() ? "carries no reference for it" : "has no initial state"));
-  // The forward's error scales with the magnitudes of the candidate's class (SPEC §7).
-  const bool sd = opt.form_class == FormClass::state_difference;
-  const GradientScale sc = gradient_scale(p, ref.den, ref.mag_num, sd ? ref.mag_num_sd : ref.mag_num,
-                                          sd ? ref.mag_den_sd : ref.mag_den, r.u);
-  const double K = gradient_depth_bound(p.opt, longest_sequence(p), p.d, p.dv);
-  r.gradient_bound = K + 1;
-  const double tiny = info(r.precision).smallest_normal();
-  // Exact tier (SPEC §9): bit equality for dq, dk, dv stored in f32 or f64.
-  const bool exact_tier = opt.exact_tier && (!cand.dq.empty() || !cand.dk.empty() || !cand.dv.empty()) && gradient_exact_tier(p, g);
-  // Rule 3's yardsticks: our own backward forms, scored alike (dq, dk, dv).
-  const bool any_checked = !cand.dq.empty() || !cand.dk.empty() || !cand.dv.empty();
-  const auto bases = any_checked ? gradient_baselines(p, g, r.precision) : decltype(gradient_baselines(p, g, r.precision)){};
-  // Scores element e (magnitude already scaled by s) into row and all; `base`:
-  // which of our forms' tensors holds its values (dq 0, dk 1, dv 2; -1: none), at i.
-  auto score = [&](GradientRow& row, std::vector<Element>& all, Element e, double s, DType dtype, int base = -1, size_t i = 0) {
-    ++row.elements;
-    if (!std::isfinite(s) || !std::isfinite(e.reference)) {
-      ++row.ill_conditioned;
-      return;
-    }
-    if (std::fabs(e.reference) > info(dtype).largest_finite()) {
-      ++row.out_of_range;
-      return;
-    }
-    if (r.u * e.magnitude < tiny && e.magnitude > 0) {
-      ++row.underflow;
-      return;
-    }
-    ++row.scored;
-    if (!std::isfinite(e.candidate)) {
-      e.score = HUGE_VAL;
-      ++row.nonfinite;
-    } else {
-      const double err = std::max(0.0, std::fabs(e.candidate - e.reference) - info(dtype).rounding_error(e.reference));
-      e.score = err == 0 ? 0.0 : e.magnitude > 0 ? err / (r.u * e.magnitude) : HUGE_VAL;
-    }
-    e.unit = e.magnitude > 0 ? std::fabs(e.reference) / e.magnitude : 0;
-    if (base >= 0)
-      for (const auto& [form, b] : bases) {
-        const double ours = (base == 0 ? b.dq : base == 1 ? b.dk : b.dv)[i], err = std::fabs(ours - e.reference);
-        const double sb = err == 0 ? 0.0 : e.magnitude > 0 ? err / (r.u * e.magnitude) : HUGE_VAL;
-        if (sb > row.baseline_max_score) row.baseline_max_score = sb, row.baseline_worst_form = form;
-      }
-    if (e.score > r.gradient_bound) ++row.over_bound;
-    if (exact_tier && base >= 0 && (dtype == DType::f32 || dtype == DType::f64) && !(e.candidate == e.reference)) ++row.exact_mismatches;
-    row.max_score = std::max(row.max_score, e.score);
-    all.push_back(e);
-  };
-  // The row's worst elements and reasons; `at` says where its worst element is.
-  auto finish = [&](GradientRow& row, std::vector<Element> all, const std::function<std::string(const Element&)>& at) {
-    // Rule 3 per element, as for outputs: its score against the worst of our
-    // orders, or against kFloorRoundings roundings of its own value if larger.
-    if (row.baseline_applied) {
-      row.ratio_limit = ratio_limit(row.scored);
-      for (const Element& e : all) {
-        if (!std::isfinite(e.score)) continue;  // non-finite: failed by its own rule
-        const double ratio = e.score == 0 ? 0 : e.score / std::max(row.baseline_max_score, kFloorRoundings * e.unit);
-        if (ratio > row.baseline_ratio) row.baseline_ratio = ratio, row.ratio_element = e;
-      }
-      row.over_ratio = row.baseline_ratio > row.ratio_limit;
-    }
-    row.worst = worst_of(std::move(all), opt.worst);
-    if (row.nonfinite) r.reasons.push_back(row.name + ": " + std::to_string(row.nonfinite) + " non-finite values where the reference is finite");
-    if (row.over_bound) {
-      const Element& w = row.worst.front();
-      char buf[120];
-      std::snprintf(buf, sizeof buf, " elements exceed the a priori gradient bound %.4g u·magnitude (worst score %.4g at ", r.gradient_bound, w.score);
-      r.reasons.push_back(row.name + ": " + std::to_string(row.over_bound) + buf + at(w) + ")");
-    }
-    if (row.exact_mismatches)
-      r.reasons.push_back(row.name + ": " + std::to_string(row.exact_mismatches) +
-                          " elements differ from the exact reference (exact tier demands bit equality)");
-    if (row.over_ratio) {
-      const Element& w = row.ratio_element;
-      char buf[300];
-      std::snprintf(buf, sizeof buf,
-                    " is %.4g times the worst of our own backward forms in %s (%.4g by %s) and the element's floor (%.4g); "
-                    "limit %.4gx for %zu scored elements",
-                    row.baseline_ratio, to_string(r.precision).c_str(), row.baseline_max_score, row.baseline_worst_form.c_str(),
-                    kFloorRoundings * w.unit, row.ratio_limit, row.scored);
-      char score_text[40];
-      std::snprintf(score_text, sizeof score_text, "%.4g", w.score);
-      r.reasons.push_back(row.name + ": score " + score_text + " at " + at(w) + buf);
-    }
-    r.gradients.push_back(std::move(row));
-  };
-  struct Tensor {
-    const char* name;
-    const std::vector<double>& cand;
-    DType dtype;
-    const std::vector<double>& ref;
-    const std::vector<double>& mag;
-    Index heads, cols;
-    const std::vector<double>& scale;
-  };
-  const Tensor tensors[] = {{"dq", cand.dq, cand.dq_dtype, g.dq, g.mag_dq, p.heads, p.d, sc.q},
-                            {"dk", cand.dk, cand.dk_dtype, g.dk, g.mag_dk, p.kv_heads, p.d, sc.kv},
-                            {"dv", cand.dv, cand.dv_dtype, g.dv, g.mag_dv, p.kv_heads, p.dv, sc.kv}};
-  std::vector<std::string> missing;
-  int which = -1;
-  for (const Tensor& x : tensors) {
-    ++which;
-    GradientRow row;
-    row.name = x.name;
-    row.baseline_applied = !bases.empty();
-    row.exact_tier = exact_tier && (x.dtype == DType::f32 || x.dtype == DType::f64);
-    row.checked = !x.cand.empty();
-    const size_t size = static_cast<size_t>(p.batch * x.heads * p.n * x.cols);
-    if (!row.checked) {
-      missing.push_back(x.name);
-      r.gradients.push_back(row);
-      continue;
-    }
-    if (x.cand.size() != size)
-      throw InputError(std::string("candidate ") + x.name + " holds " + std::to_string(x.cand.size()) + " values, expected " + std::to_string(size));
-    std::vector<Element> all;
-    for (Index b = 0; b < p.batch; ++b)
-      for (Index h = 0; h < x.heads; ++h)
-        for (Index t = 0; t < p.n; ++t) {
-          const size_t row_at = static_cast<size_t>((b * x.heads + h) * p.n + t);
-          const double s = x.scale[row_at];
-          for (Index c = 0; c < x.cols; ++c) {
-            const size_t i = row_at * static_cast<size_t>(x.cols) + static_cast<size_t>(c);
-            score(row, all, Element{b, h, t, c, x.cand[i], x.ref[i], x.mag[i] * s}, s, x.dtype, which, i);
-          }
-        }
-    finish(row, std::move(all), [](const Element& w) {
-      return "batch " + std::to_string(w.b) + " head " + std::to_string(w.h) + " token " + std::to_string(w.t) + " column " + std::to_string(w.c);
-    });
-  }
-  // From an initial state: one row per part of the state's gradient.
-  if (p.has_state() && g.dstate.size() == p.state.size()) {
-    if (!cand.dstate_parts.empty() && cand.dstate.size() != p.state.size())
-      throw InputError("candidate dstate holds " + std::to_string(cand.dstate.size()) + " values, expected " + std::to_string(p.state.size()));
-    // Symmetric members are judged along symmetric directions, as the
-    // reference's are (hla::symmetrize_gradient): (G + Gᵀ)/2 of the candidate's.
-    std::vector<double> cand_dstate = cand.dstate;
-    if (!cand_dstate.empty())
-      for (Index seq = 0; seq < p.sequence_count(); ++seq)
-        for (Index h = 0; h < p.heads; ++h) {
-          const BatchProblem::StateView X = p.state_view(seq, h);
-          for (size_t m = 0; m < X.layout.size(); ++m) {
-            if (!X.layout[m].symmetric) continue;
-            const Index w = X.layout[m].width();
-            for (Index a = 0; a < X.layout[m].rows; ++a)
-              for (Index b = a + 1; b < X.layout[m].cols; ++b) {
-                double &x = cand_dstate[X.start[m] + static_cast<size_t>(a * w + b)], &y = cand_dstate[X.start[m] + static_cast<size_t>(b * w + a)];
-                x = y = (x + y) / 2;
-              }
-          }
-        }
-    const std::vector<StatePart> layout = state_layout(p.opt, p.d, p.dv);
-    for (size_t mi = 0; mi < layout.size(); ++mi) {
-      const StatePart& m = layout[mi];
-      if (m.role == StatePart::Role::unused) continue;
-      for (const bool ones : {false, true}) {
-        const std::string part = ones ? m.ones : m.name;
-        if (part.empty()) continue;
-        GradientRow row;
-        row.name = "dstate." + part;
-        row.checked = std::find(cand.dstate_parts.begin(), cand.dstate_parts.end(), part) != cand.dstate_parts.end();
-        if (!row.checked) {
-          if (m.role == StatePart::Role::required) missing.push_back(row.name);
-          r.gradients.push_back(row);
-          continue;
-        }
-        std::vector<Element> all;
-        p.for_each_state_entry([&](Index seq, Index h, size_t i_m, Index rr, Index c, size_t at) {
-          if (i_m != mi || (c == m.cols) != ones) return;
-          const double s = sc.state[static_cast<size_t>(seq * p.heads + h)];
-          score(row, all, Element{seq, h, rr, ones ? -1 : c, cand_dstate[at], g.dstate[at], g.mag_dstate[at] * s}, s, cand.dstate_dtype);
-        });
-        finish(row, std::move(all), [](const Element& w) {
-          return "sequence " + std::to_string(w.b) + " head " + std::to_string(w.h) + " row " + std::to_string(w.t) +
-                 (w.c < 0 ? "" : " column " + std::to_string(w.c));
-        });
-      }
-    }
-  }
-  if (!missing.empty()) {
-    std::string list;
-    for (const auto& s : missing) list += (list.empty() ? "" : ", ") + s;
-    const bool none = std::none_of(r.gradients.begin(), r.gradients.end(), [](const GradientRow& x) { return x.checked; });
-    r.gradients_note = (none ? "gradients not checked: the candidate has no " : "not checked: the candidate has no ") + list;
-    if (opt.require_gradients) r.reasons.push_back("the candidate lacks " + list + ", required by --require-grad");
-  }
 }
 
 void ours_gradients(const BatchProblem& p, const std::vector<double>& dout, const std::vector<double>& dden, BackwardForm form,

@@ -2,8 +2,11 @@
 #pragma once
 
 #include "hla/check/gradient.hpp"
+#include "hla/bounds.hpp"
+#include "internal.hpp"
 #include "hla/state.hpp"
 
+#include <cmath>
 #include <vector>
 
 namespace hla::check {
@@ -17,6 +20,93 @@ template <class S> struct GroupGradient {
   Mat<S> dk, dv, mdk, mdv;
   std::vector<StateMats<S>> dstate, mdstate;
 };
+inline size_t q_at(const BatchProblem& p, Index b, Index h, Index t, Index c) { return p.q_index(b, h, t, c); }
+inline size_t kv_at(const BatchProblem& p, Index b, Index kvh, Index t, Index c, Index cols) {
+  return static_cast<size_t>(((b * p.kv_heads + kvh) * p.n + t) * cols + c);
+}
+inline size_t kv_row(const BatchProblem& p, Index b, Index kvh, Index t) { return static_cast<size_t>((b * p.kv_heads + kvh) * p.n + t); }
+
+struct Task {
+  Index b, kvh, t0, t1;
+};
+inline std::vector<Task> group_tasks(const BatchProblem& p) {
+  std::vector<Task> tasks;
+  const auto seqs = p.sequences();
+  for (Index b = 0; b < p.batch; ++b)
+    for (Index kvh = 0; kvh < p.kv_heads; ++kvh)
+      for (const auto& [t0, t1] : seqs) tasks.push_back({b, kvh, t0, t1});
+  return tasks;
+}
+
+// Calls f(tensor, at, value, magnitude, scale_row) for every element of a
+// group's gradients x: tensor 0 = dq, 1 = dk, 2 = dv, 3 = dstate; `at` its
+// index in the problem's tensor (dstate: laid out as BatchProblem::state); the
+// magnitude (0 when x has none); scale_row its row in scale_of(tensor).
+template <class S, class F> void for_each_element(const BatchProblem& p, const Task& k, const GroupGradient<S>& x, F&& f) {
+  const Index group = p.heads / p.kv_heads;
+  const bool mags = !x.mdq.empty();
+  for (Index t = k.t0; t < k.t1; ++t) {
+    const Index lt = t - k.t0;
+    for (Index i = 0; i < group; ++i) {
+      const Index h = k.kvh * group + i;
+      const auto& v = x.dq[static_cast<size_t>(i)];
+      for (Index c = 0; c < p.d; ++c)
+        f(0, q_at(p, k.b, h, t, c), v(lt, c), mags ? x.mdq[static_cast<size_t>(i)](lt, c) : S(0), p.den_index(k.b, h, t));
+    }
+    const size_t row = kv_row(p, k.b, k.kvh, t);
+    for (Index c = 0; c < p.d; ++c) f(1, kv_at(p, k.b, k.kvh, t, c, p.d), x.dk(lt, c), mags ? x.mdk(lt, c) : S(0), row);
+    for (Index c = 0; c < p.dv; ++c) f(2, kv_at(p, k.b, k.kvh, t, c, p.dv), x.dv(lt, c), mags ? x.mdv(lt, c) : S(0), row);
+  }
+  if (!p.has_state()) return;
+  for (Index i = 0; i < group; ++i) {
+    const Index h = k.kvh * group + i;
+    const Index seq = p.sequence_of(k.b, k.t0);
+    const BatchProblem::StateView X = p.state_view(seq, h);
+    const StateMats<S>& v = x.dstate[static_cast<size_t>(i)];
+    for (size_t m = 0; m < v.size(); ++m)
+      for (Index r = 0; r < v[m].rows(); ++r)
+        for (Index c = 0; c < v[m].cols(); ++c)
+          f(3, X.start[m] + static_cast<size_t>(r * v[m].cols() + c), v[m](r, c), mags ? x.mdstate[static_cast<size_t>(i)][m](r, c) : S(0),
+            static_cast<size_t>(seq * p.heads + h));
+  }
+}
+
+// κ_t of one normalized output token (gradient.hpp), +inf where ill-conditioned.
+// Ku: the forward's error bound per unit of magnitude (K_f·u). With den's
+// relative error δ = Ku·M̃_den/|D| < 1/2: |1/D̂ − 1/D| ≤ (1/(1−δ) − 1)/|D| and
+// |1/D̂² − 1/D²| ≤ (1/(1−δ)² − 1)/D² = Ku·(2−δ)/(1−δ)²·(M̃_den/|D|)/D², so
+// ∂L/∂Y errs by at most Ku·(ρ_t + (2−δ)/(1−δ)²·M̃_den/|D|) of its magnitude.
+inline double token_kappa(const Options& o, double den, double mden_err, const double* mnum, const double* mnum_err, Index dv, double Ku) {
+  const double eps = to_double(o.eps), E = Ku * mden_err;
+  if (!std::isfinite(den) || !std::isfinite(E)) return INFINITY;
+  const bool clamp = o.eps_mode == EpsMode::clamp;
+  // Clamped: the sign of D (den near 0) and its branch (|den| near ε) must be the exact one's.
+  if (clamp && (std::fabs(den) <= E || std::fabs(std::fabs(den) - eps) <= E)) return INFINITY;
+  const double D = normalizer(den, eps, o.eps_mode);
+  const bool flat = clamp && std::fabs(den) < eps;  // D = ±ε: no error from den
+  const double delta = flat ? 0.0 : E / std::fabs(D);
+  if (!(delta < 0.5)) return INFINITY;
+  double rho = 1;
+  for (Index c = 0; c < dv; ++c)
+    if (mnum_err[c] > mnum[c]) rho = std::max(rho, mnum[c] > 0 ? mnum_err[c] / mnum[c] : INFINITY);
+  return rho + (flat ? 0.0 : (2 - delta) / ((1 - delta) * (1 - delta)) * mden_err / std::fabs(D));
+}
+
+
+// Our backward form in precision prec at scale: the fast engine's chunked
+// backward with chunk width `chunk` (fast/gradient_baseline.cpp), the
+// normalized upstream formed from its own forward in that precision; dq, dk,
+// dv and (from a state) dstate, as a candidate's.
+CandidateOutputs fast_ours_gradients(const BatchProblem& p, Precision prec, const std::vector<double>& dout, const std::vector<double>& dden,
+                                     Index chunk);
+
+// Rule 3's yardsticks for gradients: our own backward forms in precision prec
+// (gradient.cpp), named.
+std::vector<std::pair<std::string, CandidateOutputs>> gradient_baselines(const BatchProblem& p, const GradientReference& g, Precision prec,
+                                                                         FormClass cls);
+// Whether an exact-tier case's gradients must be bit-exact (gradient.cpp).
+bool gradient_exact_tier(const BatchProblem& p, const GradientReference& g);
+
 // The gradients of one group task by the double-double engine (fast/backward.hpp):
 // values rounded to double (certified: the correctly rounded exact value),
 // magnitudes, and Flag bits in `flags` (its dq, dk, dv, dstate members hold

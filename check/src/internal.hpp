@@ -55,4 +55,11 @@ inline bool certifies(const f113& x, const f113& e) {
   return x - e > lo && x + e < hi;
 }
 
+// p with q and k's feature columns reversed (and its state permuted alike):
+// the same sums with every dot product accumulated in the opposite order
+// (check.cpp; a baseline order). reverse_state_features applies the state's
+// permutation (its own inverse) to a vector in BatchProblem::state layout.
+BatchProblem with_reversed_features(BatchProblem p);
+void reverse_state_features(const BatchProblem& p, std::vector<double>& state);
+
 }  // namespace hla::check

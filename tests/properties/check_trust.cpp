@@ -248,12 +248,15 @@ TEST_CASE("gradients: the a priori bound K_g + 1 decides each element", "[check]
     REQUIRE(good.gradients.size() == 3);
     CHECK(good.gradient_bound == (normalize ? 134 : 66));
     for (const auto& g : good.gradients) CHECK((g.checked && g.scored == g.elements && g.max_score < 4));
-    // One dk element moved by s·u·M* (M* = M where κ = 1: the scale is ≥ 1, so a move of s·u·M scores ≤ s).
-    const GradientScale sc = gradient_scale(f.problem, f.ref_den, f.mag_num, f.mag_num, f.mag_den, 0x1p-53);
+    // One dk element moved by s·u·M*, M* its yardstick (the magnitude, with normalize weighed by each token's conditioning).
+    const Reference fr = reference_of(f);
+    REQUIRE(fr.grad);
+    const GradientYardstick y = gradient_yardstick(f.problem, fr, *fr.grad, FormClass::masked, 0x1p-53);
     size_t i = 0;
     for (size_t j = 0; j < f.mag_dk.size(); ++j)
       if (f.mag_dk[j] > f.mag_dk[i]) i = j;
-    const double Mstar = f.mag_dk[i] * sc.kv[i / 3];
+    const double Mstar = y.k[i];
+    REQUIRE(std::isfinite(Mstar));
     auto moved = [&](double s) {
       CandidateOutputs m = c;
       m.dk[i] = f.ref_dk[i] + s * 0x1p-53 * Mstar;
@@ -266,30 +269,23 @@ TEST_CASE("gradients: the a priori bound K_g + 1 decides each element", "[check]
     CHECK_FALSE(above.pass);
     CHECK(above.gradients[1].over_bound == 1);
     CHECK(above.text().find("dk: 1 elements exceed the a priori gradient bound") != std::string::npos);
-    // Rule 3 alone: our own backward forms in f64 set the yardstick; a move just inside
-    // limit × max(their worst, the element's floor) passes, just outside fails on the ratio only.
-    // Normalized: not applied (SPEC §9), the bound alone decides.
+    // Rule 3 alone (normalized too): our own backward forms in f64 set the yardstick; a move just
+    // inside limit × max(their worst, the element's floor) passes, just outside fails on the ratio only.
     const GradientRow& gk = good.gradients[1];
-    if (normalize) {
-      CHECK_FALSE(gk.baseline_applied);
-      CHECK(below.pass);
-      CHECK(good.text().find("rule 3 not applied") != std::string::npos);
-    } else {
-      REQUIRE(gk.baseline_applied);
-      CHECK(gk.baseline_worst_form.size() > 0);
-      const double yard = std::max(gk.baseline_max_score, kFloorRoundings * std::fabs(f.ref_dk[i]) / Mstar);
-      const double limit = ratio_limit(gk.scored);
-      REQUIRE(limit * yard * 1.1 < K);  // rule 3 is tighter than the bound here
-      const Report inside = moved(0.9 * limit * yard), outside = moved(1.1 * limit * yard);
-      INFO(inside.text() << outside.text());
-      CHECK(inside.pass);
-      CHECK_FALSE(outside.pass);
-      CHECK(outside.gradients[1].over_bound == 0);
-      CHECK(outside.gradients[1].over_ratio);
-      CHECK(outside.text().find("times the worst of our own backward forms in f64") != std::string::npos);
-      CHECK_FALSE(below.pass);
-      CHECK(below.gradients[1].over_ratio);
-    }
+    REQUIRE(gk.baseline_applied);
+    CHECK(gk.baseline_worst_form.size() > 0);
+    const double yard = std::max(gk.baseline_max_score, kFloorRoundings * std::fabs(f.ref_dk[i]) / Mstar);
+    const double limit = ratio_limit(gk.scored);
+    REQUIRE(limit * yard * 1.1 < K);  // rule 3 is tighter than the bound here
+    const Report inside = moved(0.9 * limit * yard), outside = moved(1.1 * limit * yard);
+    INFO(inside.text() << outside.text());
+    CHECK(inside.pass);
+    CHECK_FALSE(outside.pass);
+    CHECK(outside.gradients[1].over_bound == 0);
+    CHECK(outside.gradients[1].over_ratio);
+    CHECK(outside.text().find("times the larger of the worst of our own backward forms in f64") != std::string::npos);
+    CHECK_FALSE(below.pass);
+    CHECK(below.gradients[1].over_ratio);
     // A NaN in dq: non-finite where the reference is finite.
     CandidateOutputs nan = c;
     nan.dq[0] = NAN;

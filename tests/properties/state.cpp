@@ -299,8 +299,9 @@ TEST_CASE("state gradient: the checker passes a correct dstate and fails a dropp
     p.for_each_state_entry([&](Index, Index, size_t m, Index, Index, size_t at) {
       if (!layout[m].symmetric && ref.grad->mag_dstate[at] > ref.grad->mag_dstate[big]) big = at;
     });
-    const check::GradientScale sc = check::gradient_scale(p, ref.den, ref.mag_num, ref.mag_num, ref.mag_den, 0x1p-24);
-    const double Mstar = ref.grad->mag_dstate[big] * sc.state[big / static_cast<size_t>(state_size(state_layout(o, p.d, p.dv)))];
+    const check::GradientYardstick y = check::gradient_yardstick(p, ref, *ref.grad, check::FormClass::masked, 0x1p-24);
+    const double Mstar = y.state[big];
+    REQUIRE(std::isfinite(Mstar));
     auto moved = [&](double by) {
       check::CandidateOutputs m = c;
       m.dstate = ref.grad->dstate, m.dstate_dtype = DType::f64;
@@ -308,7 +309,10 @@ TEST_CASE("state gradient: the checker passes a correct dstate and fails a dropp
       return m;
     };
     const double K = good.gradient_bound;
-    CHECK(check::check(p, ref, moved(K - 3), opt).pass);
+    // Rule 2 alone lets a move of (K_g − 3)·u·M* through; rule 3 (our orders in f32) does not.
+    const auto below = check::check(p, ref, moved(K - 3), opt);
+    CHECK_FALSE(below.pass);
+    for (const auto& g : below.gradients) CHECK(g.over_bound == 0);
     fails_naming_dstate(moved(K + 3), "one element moved by (K_g + 4)·u·M*");
     check::CandidateOutputs missing = c;
     missing.dstate_parts.clear();
@@ -316,14 +320,13 @@ TEST_CASE("state gradient: the checker passes a correct dstate and fails a dropp
     // A kernel that reads a symmetric member S as Sᵀ·q has the transposed gradient there: it passes too.
     check::CandidateOutputs transposed = c;
     bool any_symmetric = false, moved_one = false;
-    const size_t per_sequence = static_cast<size_t>(state_size(layout));
     p.for_each_state_entry([&](Index, Index, size_t m, Index r, Index col, size_t at) {
       if (!layout[m].symmetric) return;
       any_symmetric = true;
       transposed.dstate[at] = c.dstate[at + static_cast<size_t>((col - r) * (layout[m].width() - 1))];
       // One upper-triangle entry moved by 4(K_g + 4)·u·M*: symmetrizing halves it, still beyond the bound.
       if (r < col && !moved_one && ref.grad->mag_dstate[at] > 0) {
-        transposed.dstate[at] += 4 * (good.gradient_bound + 4) * 0x1p-24 * ref.grad->mag_dstate[at] * sc.state[at / per_sequence];
+        transposed.dstate[at] += 4 * (good.gradient_bound + 4) * 0x1p-24 * y.state[at];
         moved_one = true;
       }
     });

@@ -13,6 +13,7 @@
 #include "../gradient_internal.hpp"
 #include "../internal.hpp"
 #include "certify.hpp"
+#include "heads.hpp"
 
 #include "hla/bounds.hpp"
 #include "hla/fast/backward.hpp"
@@ -27,39 +28,6 @@ using fast::Dense;
 using fast::HeadGradient;
 
 constexpr double u2 = 0x1p-106;
-
-// Upper bound of a magnitude computed by the double engine: |M̂ − M| ≤ phi·2^-53·M + alpha.
-double mag_up(double m, double phi, double alpha, bool tiny) {
-  return (m + (tiny ? alpha : 0)) * (1 + 2 * (phi + 1) * 0x1p-53);
-}
-
-// The inputs of query head h of batch entry b, tokens [t0, t1), as an engine head
-// (values: no magnitudes; abs: the absolute values with |scale|, unnormalized).
-template <class S>
-fast::FastHead<S> head_for(const BatchProblem& p, Index b, Index h, Index t0, Index t1, Index chunk, bool abs) {
-  Options o = p.opt;
-  if (abs) o.scale = mp::abs(o.scale), o.lambda = mp::abs(o.lambda);
-  auto at = [&](const std::vector<double>& x, auto index) {
-    return [&x, index, abs](Index t, Index c) {
-      const double e = x[index(t, c)];
-      if constexpr (std::is_same_v<S, DD>) return DD{abs ? std::fabs(e) : e, 0};
-      else return abs ? std::fabs(e) : e;
-    };
-  };
-  fast::FastHead<S> fh = fast::make_fast_head<S>(
-      o, t1 - t0, p.d, p.dv, at(p.q, [&](Index t, Index c) { return p.q_index(b, h, t0 + t, c); }),
-      at(p.k, [&](Index t, Index c) { return p.k_index(b, h, t0 + t, c); }),
-      at(p.v, [&](Index t, Index c) { return p.v_index(b, h, t0 + t, c); }), chunk, false);
-  const BatchProblem::StateView X0 = p.state_of(b, h, t0);
-  fast::set_initial_carry(fh, X0.layout, [&](size_t i, Index r, Index c) {
-    const double e = X0.at(i, r, c);
-    if constexpr (std::is_same_v<S, DD>) return DD{abs ? std::fabs(e) : e, 0};
-    else return abs ? std::fabs(e) : e;
-  });
-  return fh;
-}
-
-template <class S> BMat<S> input_matrix(Dense<S> m) { return fast::exact_input(std::move(m), false); }
 
 // One query head: the upstream the engine takes (Ĝ), its SPEC §9 magnitude
 // (|do|/|D|, |dden| + Σ|do|·M_num/D²) and the error bound E of Ĝ; false
@@ -120,7 +88,7 @@ bool upstream(const BatchProblem& p, const std::vector<double>& dout, const std:
       const f113 g = f113(up_of(t, c)), y = g / D;
       const fast::DD yd = fast::dd_from_f113(y);
       u.G.set(t, c, yd);
-      u.mag.at(t, c) = std::fabs(up_of(t, c)) / aDd;
+      u.mag.at(t, c) = std::fabs(up_of(t, c)) / aDd * (1 + 0x1p-50);  // ≥ |do|/|D|: an upper bound, as every magnitude
       const f113 E = abs(g) * e_D / (aD * lo) + abs(y) * f113(0x1p-104);
       u.err.at(t, c) = static_cast<double>(E) * (1 + 0x1p-50);
       const f113 num = fast::f113_from_dd(Y->val.at(t, c));
@@ -138,8 +106,8 @@ bool upstream(const BatchProblem& p, const std::vector<double>& dout, const std:
     const f113 term = s / (D * D), y = f113(gd) - term;
     u.G.set(t, dv, fast::dd_from_f113(y));
     double m = 0;
-    for (Index c = 0; c < dv; ++c) m += std::fabs(up_of(t, c)) * MY->val.at(t, c);
-    u.mag.at(t, dv) = std::fabs(gd) + m / (aDd * aDd);
+    for (Index c = 0; c < dv; ++c) m += std::fabs(up_of(t, c)) * mag_up(MY->val.at(t, c), MY->phi[row], MY->alpha[row], MY->tiny);
+    u.mag.at(t, dv) = (std::fabs(gd) + m / (aDd * aDd)) * (1 + 0x1p-50);
     const f113 E = s_err / (lo * lo) + abs(s) * (1 / (lo * lo) - 1 / (aD * aD)) + abs(term) * f113(0x1p-108) + abs(y) * f113(0x1p-104);
     u.err.at(t, dv) = static_cast<double>(E) * (1 + 0x1p-50);
     if (!std::isfinite(u.err.at(t, dv)) || !std::isfinite(u.mag.at(t, dv))) return false;
@@ -147,29 +115,66 @@ bool upstream(const BatchProblem& p, const std::vector<double>& dout, const std:
   return true;
 }
 
+// A magnitude run in double-double as the double results it is read as:
+// values rounded to nearest, φ = 0 (mag_up then adds 2^-52, which bounds
+// that rounding and the double-double run's own error, ≤ 2^-100 relative).
+fast::HeadResult<double> as_double(const fast::HeadResult<DD>& x) {
+  fast::HeadResult<double> r = fast::HeadResult<double>::zero(x.val.rows, x.val.cols, false);
+  for (Index t = 0; t < x.val.rows; ++t)
+    for (Index c = 0; c < x.val.cols; ++c) r.val.at(t, c) = x.val.at(t, c).hi + x.val.at(t, c).lo;
+  r.alpha = x.alpha, r.tiny = x.tiny, r.finite = x.finite;
+  return r;
+}
+fast::HeadResult<double> as_double(const fast::HeadResult<double>& x) { return x; }
+HeadGradient<double> as_double(HeadGradient<double> x) { return x; }
+HeadGradient<double> as_double(const HeadGradient<DD>& x) {
+  HeadGradient<double> r{as_double(x.dq), as_double(x.dk), as_double(x.dv), {}, x.finite};
+  for (const BMat<DD>& m : x.dstate) {
+    BMat<double> d = BMat<double>::zero(m.rows(), m.cols(), false);
+    for (Index a = 0; a < m.rows(); ++a)
+      for (Index c = 0; c < m.cols(); ++c) d.val.at(a, c) = m.val.at(a, c).hi + m.val.at(a, c).lo;
+    d.phi = 0, d.alpha = m.alpha, d.tiny = m.tiny, d.finite = m.finite;
+    r.dstate.push_back(std::move(d));
+  }
+  return r;
+}
+
 // The engine's three runs of one query head: the values in double-double, the
-// magnitudes M(|Ĝ|) and the upstream's error carried through M(E).
+// magnitudes M(Ȳmag) and the upstream's error carried through M(E), the last
+// two on absolute values in A (double-double on small heads: their magnitudes
+// are stored as the nearest double, as binary128's were; double on large ones).
 struct HeadRuns {
   HeadGradient<DD> val;
   HeadGradient<double> mag, err;
   bool has_err = false;
 };
+template <class A>
 bool head_runs(const BatchProblem& p, const std::vector<double>& dout, const std::vector<double>& dden, Index b, Index h, Index t0,
                Index t1, Index chunk, HeadRuns& r) {
-  const fast::FastHead<DD> hv = head_for<DD>(p, b, h, t0, t1, chunk, false);
-  const fast::FastHead<double> ha = head_for<double>(p, b, h, t0, t1, chunk, true);
+  const fast::FastHead<DD> hv = head_for<DD>(p, p.opt, b, h, t0, t1, chunk, false);
+  const fast::FastHead<A> ha = head_for<A>(p, p.opt, b, h, t0, t1, chunk, true);
   const bool norm = p.opt.normalize;
   const fast::Tape<DD> tv = fast::forward_tape(hv, norm);
-  const fast::Tape<double> ta = fast::forward_tape(ha, norm);
+  const fast::Tape<A> ta = fast::forward_tape(ha, norm);
   if (!tv.finite || !ta.finite) return false;
   Upstream u;
-  if (!upstream(p, dout, dden, b, h, t0, t1, norm ? &tv.outputs : nullptr, norm ? &ta.outputs : nullptr, u)) return false;
+  const fast::HeadResult<double> MY = norm ? as_double(ta.outputs) : fast::HeadResult<double>{};
+  if (!upstream(p, dout, dden, b, h, t0, t1, norm ? &tv.outputs : nullptr, norm ? &MY : nullptr, u)) return false;
   r.val = fast::backward_head(hv, tv, input_matrix(std::move(u.G)));
-  r.mag = fast::backward_head(ha, ta, input_matrix(std::move(u.mag)));
+  auto abs_input = [](const fast::Dense<double>& m) {
+    if constexpr (std::is_same_v<A, double>) return input_matrix(m);
+    else {
+      fast::Dense<DD> x = fast::Dense<DD>::zero(m.rows, m.cols);
+      for (Index i = 0; i < m.rows; ++i)
+        for (Index j = 0; j < m.cols; ++j) x.set(i, j, DD{m.at(i, j), 0});
+      return input_matrix(std::move(x));
+    }
+  };
+  r.mag = as_double(fast::backward_head(ha, ta, abs_input(u.mag)));
   if (!r.val.finite || !r.mag.finite) return false;
   r.has_err = norm;
   if (norm) {
-    r.err = fast::backward_head(ha, ta, input_matrix(std::move(u.err)));
+    r.err = as_double(fast::backward_head(ha, ta, abs_input(u.err)));
     if (!r.err.finite) return false;
   }
   return true;
@@ -231,7 +236,8 @@ bool fast_group_gradient(const BatchProblem& p, const std::vector<double>& dout,
   for (Index i = 0; i < group; ++i) {
     const Index h = kvh * group + i;
     HeadRuns r;
-    if (!head_runs(p, dout, dden, b, h, t0, t1, chunk, r)) return false;
+    const bool small = static_cast<double>(L) * p.d * (p.d + p.dv) <= 0x1p22;
+    if (!(small ? head_runs<DD>(p, dout, dden, b, h, t0, t1, chunk, r) : head_runs<double>(p, dout, dden, b, h, t0, t1, chunk, r))) return false;
     auto err_of = [&](const HeadGradient<double>& g, int which) -> const fast::HeadResult<double>* {
       if (!r.has_err) return nullptr;
       return which == 0 ? &g.dq : which == 1 ? &g.dk : &g.dv;

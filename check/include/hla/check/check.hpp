@@ -141,6 +141,9 @@ struct Report {
   std::vector<GradientRow> gradients;
   double gradient_bound = 0;  // K_g + 1
   std::string gradients_note;
+  // Normalized: the tokens whose den ⊕ ε lies within its error bound of the
+  // pole, on which the gradients judged as ill-conditioned depend (empty: none).
+  std::string gradients_ill_tokens;
 
   std::string verdict() const { return pass ? "PASS" : inconclusive ? "INCONCLUSIVE" : "FAIL"; }
   std::string text() const;

@@ -55,6 +55,21 @@ struct GradientScale {
 GradientScale gradient_scale(const BatchProblem& p, const std::vector<double>& den, const std::vector<double>& mag_num,
                              const std::vector<double>& mnum_err, const std::vector<double>& mden_err, double u);
 
+// Per element of dq [B,H,n,d], dk [B,Hkv,n,d], dv [B,Hkv,n,dv] and dstate
+// (BatchProblem::state layout): the magnitude M* = (K_b·M + K_q·M_κ)/K_g a
+// candidate of class `cls` computing in precision u is scored against
+// (gradient_yardstick.cpp; without normalize M*, = M, the class's gradient
+// magnitude), +inf where the element depends on a token whose den ⊕ ε is not
+// bounded away from the pole (those tokens are listed in `ill`).
+struct GradientYardstick {
+  std::vector<double> q, k, v, state;
+  struct Token {
+    Index b, h, t;
+  };
+  std::vector<Token> ill;
+};
+GradientYardstick gradient_yardstick(const BatchProblem& p, const Reference& ref, const GradientReference& g, FormClass cls, double u);
+
 // The reference gradients for upstream dout [B,H,n,dv] and dden [B,H,n] (or
 // empty: zero), given the problem's forward reference: exact rationals when
 // the forward was exact (every head small), else the double-double engine

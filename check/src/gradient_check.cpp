@@ -1,0 +1,282 @@
+// The verdict on a candidate's gradients (gradient.hpp check_gradients; SPEC
+// §9 "Judging gradients"): every element scored by |ĝ − g| / (u·M*), M* the
+// yardstick of the candidate's class (gradient_yardstick.cpp); rule 2 (the a
+// priori bound K_g + 1) and rule 3 (at most ratio_limit(N) times the worst of
+// our own backward orders in the candidate's precision and class, or the
+// element's floor) for every gradient and state part, as for outputs.
+#include "gradient_internal.hpp"
+
+#include <algorithm>
+#include <cstdio>
+#include <functional>
+
+namespace hla::check {
+namespace {
+
+using Bases = std::vector<std::pair<std::string, CandidateOutputs>>;
+
+// What a row's elements are scored with.
+struct Judge {
+  const BatchProblem& p;
+  const Report& r;
+  const Bases& bases;
+  bool exact_tier;
+  double tiny;
+};
+
+// Scores element e (its magnitude the yardstick M*; +inf: ill-conditioned)
+// into row and all; `values(b)` gives our form b's value of the element (or
+// NaN when it has none).
+void score(const Judge& j, GradientRow& row, std::vector<Element>& all, Element e, DType dtype,
+           const std::function<double(const CandidateOutputs&)>& ours) {
+  ++row.elements;
+  if (!std::isfinite(e.magnitude) || !std::isfinite(e.reference)) {
+    ++row.ill_conditioned;
+    return;
+  }
+  if (std::fabs(e.reference) > info(dtype).largest_finite()) {
+    ++row.out_of_range;
+    return;
+  }
+  if (j.r.u * e.magnitude < j.tiny && e.magnitude > 0) {
+    ++row.underflow;
+    return;
+  }
+  ++row.scored;
+  auto scored = [&](double err) { return err == 0 ? 0.0 : e.magnitude > 0 ? err / (j.r.u * e.magnitude) : HUGE_VAL; };
+  if (!std::isfinite(e.candidate)) {
+    e.score = HUGE_VAL;
+    ++row.nonfinite;
+  } else {
+    e.score = scored(std::max(0.0, std::fabs(e.candidate - e.reference) - info(dtype).rounding_error(e.reference)));
+  }
+  e.unit = e.magnitude > 0 ? std::fabs(e.reference) / e.magnitude : 0;
+  for (const auto& [form, b] : j.bases) {
+    const double x = ours(b);
+    if (std::isnan(x)) continue;
+    const double sb = std::isfinite(x) ? scored(std::fabs(x - e.reference)) : HUGE_VAL;
+    if (sb > row.baseline_max_score || row.baseline_worst_form.empty()) {
+      row.baseline_max_score = std::max(row.baseline_max_score, sb);
+      if (sb >= row.baseline_max_score) row.baseline_worst_form = form;
+    }
+  }
+  if (e.score > j.r.gradient_bound) ++row.over_bound;
+  if (j.exact_tier && (dtype == DType::f32 || dtype == DType::f64) && !(e.candidate == e.reference)) ++row.exact_mismatches;
+  row.max_score = std::max(row.max_score, e.score);
+  all.push_back(e);
+}
+
+// Rule 3's yardstick of one element: the worst of our orders, or its floor —
+// kFloorRoundings roundings of its own value, and where every order of ours
+// was exact on the whole tensor at least one rounding of its magnitude (a
+// kernel may round one partial sum where ours happened to round none), so
+// that a zero baseline never makes a tiny error infinitely many times ours.
+double rule3_yardstick(const GradientRow& row, const Element& e) {
+  const double floor = kFloorRoundings * e.unit;
+  return row.baseline_max_score > 0 ? std::max(row.baseline_max_score, floor) : std::max(floor, 1.0);
+}
+
+// The row's rule 3, worst elements and reasons; `at` says where an element is.
+void finish(const Judge& j, const CheckOptions& opt, Report& r, GradientRow& row, std::vector<Element> all,
+            const std::function<std::string(const Element&)>& at) {
+  if (row.baseline_applied) {
+    row.ratio_limit = ratio_limit(row.scored);
+    for (const Element& e : all) {
+      if (!std::isfinite(e.score)) continue;  // non-finite: failed by its own rule
+      const double ratio = e.score == 0 ? 0 : e.score / rule3_yardstick(row, e);
+      if (ratio > row.baseline_ratio) row.baseline_ratio = ratio, row.ratio_element = e;
+    }
+    row.over_ratio = row.baseline_ratio > row.ratio_limit;
+    if (row.baseline_max_score == 0 && !row.baseline_worst_form.empty()) row.baseline_worst_form += ", exact on every element";
+  }
+  row.worst = worst_of(std::move(all), opt.worst);
+  char buf[400];
+  if (row.nonfinite) r.reasons.push_back(row.name + ": " + std::to_string(row.nonfinite) + " non-finite values where the reference is finite");
+  if (row.over_bound) {
+    const Element& w = row.worst.front();
+    std::snprintf(buf, sizeof buf, " elements exceed the a priori gradient bound %.4g u·magnitude (worst score %.4g at ", r.gradient_bound, w.score);
+    r.reasons.push_back(row.name + ": " + std::to_string(row.over_bound) + buf + at(w) + ")");
+  }
+  if (row.exact_mismatches)
+    r.reasons.push_back(row.name + ": " + std::to_string(row.exact_mismatches) +
+                        " elements differ from the exact reference (exact tier demands bit equality)");
+  if (row.over_ratio) {
+    const Element& w = row.ratio_element;
+    std::snprintf(buf, sizeof buf,
+                  " is %.4g times the larger of the worst of our own backward forms in %s (%.4g by %s) and the element's floor (%.4g); "
+                  "limit %.4gx for %zu scored elements",
+                  row.baseline_ratio, to_string(r.precision).c_str(), row.baseline_max_score, row.baseline_worst_form.c_str(),
+                  rule3_yardstick(GradientRow{}, w) == 1.0 && row.baseline_max_score == 0 ? 1.0 : kFloorRoundings * w.unit, row.ratio_limit,
+                  row.scored);
+    char score_text[40];
+    std::snprintf(score_text, sizeof score_text, "%.4g", w.score);
+    r.reasons.push_back(row.name + ": score " + score_text + " at " + at(w) + buf);
+  }
+  (void)j;
+  r.gradients.push_back(std::move(row));
+}
+
+// (G + Gᵀ)/2 of the symmetric members of a state's gradient (BatchProblem::state
+// layout): the gradient along symmetric directions, as the reference's is.
+std::vector<double> symmetrized(const BatchProblem& p, std::vector<double> x) {
+  if (x.empty()) return x;
+  for (Index seq = 0; seq < p.sequence_count(); ++seq)
+    for (Index h = 0; h < p.heads; ++h) {
+      const BatchProblem::StateView X = p.state_view(seq, h);
+      for (size_t m = 0; m < X.layout.size(); ++m) {
+        if (!X.layout[m].symmetric) continue;
+        const Index w = X.layout[m].width();
+        for (Index a = 0; a < X.layout[m].rows; ++a)
+          for (Index b = a + 1; b < X.layout[m].cols; ++b) {
+            double &u = x[X.start[m] + static_cast<size_t>(a * w + b)], &v = x[X.start[m] + static_cast<size_t>(b * w + a)];
+            u = v = (u + v) / 2;
+          }
+      }
+    }
+  return x;
+}
+
+// One row per gradient tensor: dq, dk, dv.
+void token_rows(const Judge& j, const CheckOptions& opt, const CandidateOutputs& cand, const GradientReference& g,
+                const GradientYardstick& y, Report& r, std::vector<std::string>& missing) {
+  const BatchProblem& p = j.p;
+  struct Tensor {
+    const char* name;
+    const std::vector<double>& cand;
+    DType dtype;
+    const std::vector<double>& ref;
+    const std::vector<double>& mag;
+    Index heads, cols;
+    std::vector<double> CandidateOutputs::*ours;
+  };
+  const Tensor tensors[] = {{"dq", cand.dq, cand.dq_dtype, g.dq, y.q, p.heads, p.d, &CandidateOutputs::dq},
+                            {"dk", cand.dk, cand.dk_dtype, g.dk, y.k, p.kv_heads, p.d, &CandidateOutputs::dk},
+                            {"dv", cand.dv, cand.dv_dtype, g.dv, y.v, p.kv_heads, p.dv, &CandidateOutputs::dv}};
+  for (const Tensor& x : tensors) {
+    GradientRow row;
+    row.name = x.name;
+    row.baseline_applied = !j.bases.empty();
+    row.exact_tier = j.exact_tier && (x.dtype == DType::f32 || x.dtype == DType::f64);
+    row.checked = !x.cand.empty();
+    if (!row.checked) {
+      missing.push_back(x.name);
+      r.gradients.push_back(row);
+      continue;
+    }
+    const size_t size = static_cast<size_t>(p.batch * x.heads * p.n * x.cols);
+    if (x.cand.size() != size)
+      throw InputError(std::string("candidate ") + x.name + " holds " + std::to_string(x.cand.size()) + " values, expected " + std::to_string(size));
+    std::vector<Element> all;
+    size_t i = 0;
+    for (Index b = 0; b < p.batch; ++b)
+      for (Index h = 0; h < x.heads; ++h)
+        for (Index t = 0; t < p.n; ++t)
+          for (Index c = 0; c < x.cols; ++c, ++i)
+            score(j, row, all, Element{b, h, t, c, x.cand[i], x.ref[i], x.mag[i]}, x.dtype,
+                  [&](const CandidateOutputs& o) { return (o.*x.ours)[i]; });
+    finish(j, opt, r, row, std::move(all), [](const Element& w) {
+      return "batch " + std::to_string(w.b) + " head " + std::to_string(w.h) + " token " + std::to_string(w.t) + " column " + std::to_string(w.c);
+    });
+  }
+}
+
+// From an initial state: one row per part of the state's gradient.
+void state_rows(const Judge& j, const CheckOptions& opt, const CandidateOutputs& cand, const GradientReference& g,
+                const GradientYardstick& y, Report& r, std::vector<std::string>& missing) {
+  const BatchProblem& p = j.p;
+  if (!p.has_state() || g.dstate.size() != p.state.size()) return;
+  if (!cand.dstate_parts.empty() && cand.dstate.size() != p.state.size())
+    throw InputError("candidate dstate holds " + std::to_string(cand.dstate.size()) + " values, expected " + std::to_string(p.state.size()));
+  const std::vector<double> mine = symmetrized(p, cand.dstate);
+  std::vector<std::vector<double>> ours;
+  for (const auto& [form, b] : j.bases) ours.push_back(symmetrized(p, b.dstate));
+  const std::vector<StatePart> layout = state_layout(p.opt, p.d, p.dv);
+  for (size_t mi = 0; mi < layout.size(); ++mi) {
+    const StatePart& m = layout[mi];
+    if (m.role == StatePart::Role::unused) continue;
+    for (const bool ones : {false, true}) {
+      const std::string part = ones ? m.ones : m.name;
+      if (part.empty()) continue;
+      GradientRow row;
+      row.name = "dstate." + part;
+      row.baseline_applied = !j.bases.empty();
+      row.checked = std::find(cand.dstate_parts.begin(), cand.dstate_parts.end(), part) != cand.dstate_parts.end();
+      if (!row.checked) {
+        if (m.role == StatePart::Role::required) missing.push_back(row.name);
+        r.gradients.push_back(row);
+        continue;
+      }
+      std::vector<Element> all;
+      p.for_each_state_entry([&](Index seq, Index h, size_t i_m, Index rr, Index c, size_t at) {
+        if (i_m != mi || (c == m.cols) != ones) return;
+        score(j, row, all, Element{seq, h, rr, ones ? -1 : c, mine[at], g.dstate[at], y.state[at]}, cand.dstate_dtype,
+              [&](const CandidateOutputs& o) -> double {
+                for (size_t k = 0; k < j.bases.size(); ++k)
+                  if (&j.bases[k].second == &o) return ours[k].empty() ? NAN : ours[k][at];
+                return NAN;
+              });
+      });
+      finish(j, opt, r, row, std::move(all), [](const Element& w) {
+        return "sequence " + std::to_string(w.b) + " head " + std::to_string(w.h) + " row " + std::to_string(w.t) +
+               (w.c < 0 ? "" : " column " + std::to_string(w.c));
+      });
+    }
+  }
+}
+
+// The tokens whose den ⊕ ε is not bounded away from the pole, named (SPEC §9).
+std::string ill_tokens(const GradientYardstick& y) {
+  std::string s;
+  const size_t shown = std::min<size_t>(y.ill.size(), 8);
+  for (size_t i = 0; i < shown; ++i)
+    s += (i ? ", " : "") + std::string("(batch ") + std::to_string(y.ill[i].b) + ", head " + std::to_string(y.ill[i].h) + ", token " +
+         std::to_string(y.ill[i].t) + ")";
+  if (y.ill.size() > shown) s += ", … (" + std::to_string(y.ill.size()) + " in all)";
+  return s;
+}
+
+}  // namespace
+
+void check_gradients(const BatchProblem& p, const Reference& ref, const CandidateOutputs& cand, const CheckOptions& opt, Report& r) {
+  const bool has_any = !cand.dq.empty() || !cand.dk.empty() || !cand.dv.empty() || !cand.dstate_parts.empty();
+  if (!ref.grad) {
+    if (has_any)
+      throw InputError("the candidate holds gradients (dq, dk, dv), but the fixture carries none (no upstream do to differentiate "
+                       "against): use a fixture written with gradients (hla gen --case ...,grad=true, or the golden *-grad fixtures)");
+    if (opt.require_gradients)
+      throw InputError("gradients are required (--require-grad), but the fixture carries none (no upstream do): use a fixture "
+                       "written with gradients");
+    return;
+  }
+  const GradientReference& g = *ref.grad;
+  if (!cand.dstate_parts.empty() && (!p.has_state() || g.dstate.size() != p.state.size()))
+    throw InputError("the candidate holds the gradient of an initial state (dstate), but the fixture " +
+                     std::string(p.has_state() ? "carries no reference for it" : "has no initial state"));
+  r.gradient_bound = gradient_depth_bound(p.opt, longest_sequence(p), p.d, p.dv) + 1;
+  const GradientYardstick y = has_any ? gradient_yardstick(p, ref, g, opt.form_class, r.u) : GradientYardstick{};
+  const Bases bases = has_any ? gradient_baselines(p, g, r.precision, opt.form_class) : Bases{};
+  const bool exact_tier = opt.exact_tier && (!cand.dq.empty() || !cand.dk.empty() || !cand.dv.empty()) && gradient_exact_tier(p, g);
+  const Judge j{p, r, bases, exact_tier, info(r.precision).smallest_normal()};
+  std::vector<std::string> missing;
+  const size_t reasons_before = r.reasons.size();
+  token_rows(j, opt, cand, g, y, r, missing);
+  state_rows(j, opt, cand, g, y, r, missing);
+  if (!y.ill.empty())
+    r.gradients_ill_tokens = "elements that depend on these tokens' den ⊕ ε, within its error bound of 0" +
+                             std::string(p.opt.eps_mode == EpsMode::clamp ? " or of the clamp's edge" : "") +
+                             ", are not scored: " + ill_tokens(y);
+  // A kernel without a den output cannot have differentiated dden·den: say so where its gradients fail.
+  const bool dden_used = std::any_of(g.dden.begin(), g.dden.end(), [](double x) { return x != 0; });
+  if (dden_used && cand.den.empty() && r.reasons.size() > reasons_before)
+    r.reasons.push_back("the fixture's upstream has dden (∂L/∂den), so its gradients include the terms through den, but the candidate "
+                        "returns no den: a kernel whose loss does not see den is judged against a fixture written with dden=false "
+                        "(hla gen --case ...,grad=true,dden=false)");
+  if (!missing.empty()) {
+    std::string list;
+    for (const auto& s : missing) list += (list.empty() ? "" : ", ") + s;
+    r.gradients_note = (has_any ? "not checked: the candidate has no " : "gradients not checked: the candidate has no ") + list;
+    if (opt.require_gradients) r.reasons.push_back("the candidate lacks " + list + ", required by --require-grad");
+  }
+}
+
+}  // namespace hla::check
