@@ -113,7 +113,16 @@ bool gradient_exact_tier(const BatchProblem& p, const GradientReference& g);
 // them as numbers). False where the engine cannot evaluate the group (no
 // chunked form, overflow, a normalized token whose den ⊕ ε it cannot bound
 // away from the pole or, clamped, from the clamp's edge): use binary128.
-bool fast_group_gradient(const BatchProblem& p, const std::vector<double>& dout, const std::vector<double>& dden, Index b, Index kvh,
-                         Index t0, Index t1, Index chunk, GroupGradient<double>& x, GroupGradient<double>& flags);
+// den_ref: the forward reference's den, whose |den ⊕ ε| the normalized
+// magnitudes divide by (generation and proof alike).
+bool fast_group_gradient(const BatchProblem& p, const std::vector<double>& dout, const std::vector<double>& dden,
+                         const std::vector<double>& den_ref, Index b, Index kvh, Index t0, Index t1, Index chunk, GroupGradient<double>& x,
+                         GroupGradient<double>& flags);
+// The same by the double engine, for the proof of stored gradients: values
+// (with their magnitudes, as fast_group_gradient's) and a bound of each
+// value's error (its dq, dk, dv, dstate members).
+bool fast_group_bounds(const BatchProblem& p, const std::vector<double>& dout, const std::vector<double>& dden,
+                       const std::vector<double>& den_ref, Index b, Index kvh, Index t0, Index t1, GroupGradient<double>& values,
+                       GroupGradient<double>& bounds);
 
 }  // namespace hla::check

@@ -261,7 +261,10 @@ void verify_fixture(const io::Fixture& f, const std::function<void(double, doubl
   // Gradients: a float64 backward of the stored inputs and upstream.
   if (f.gradients && bad.count.empty()) {
     if (!p.all_finite()) bad.add("metadata", "gradients with NaN/Inf inputs (a gradient fixture's inputs are finite)");
-    else verify_gradients(p, reference_of(f).grad.value(), [&](const std::string& t, const std::string& what) { bad.add(t, what); });
+    else {
+      const Reference r = reference_of(f);
+      verify_gradients(p, r, r.grad.value(), [&](const std::string& t, const std::string& what) { bad.add(t, what); });
+    }
   }
   if (!bad.count.empty()) bad.raise("checked against a float64 evaluation of its inputs within the a priori bound");
 }

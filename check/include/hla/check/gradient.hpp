@@ -103,11 +103,16 @@ void check_gradients(const BatchProblem& p, const Reference& ref, const Candidat
 void ours_gradients(const BatchProblem& p, const std::vector<double>& dout, const std::vector<double>& dden, BackwardForm form,
                     Index chunk, DType out, CandidateOutputs& c);
 
-// Proves that stored gradients belong to the inputs and the upstream: a
-// float64 streaming backward (binary128 where float64 overflows) within
-// 2^-53·(K_b + 2 + K_q·κ_x)·M_g of the stored values and magnitudes;
-// ill-conditioned elements are skipped. add(tensor, message) per mismatch.
-void verify_gradients(const BatchProblem& p, const GradientReference& g,
+// Proves that stored gradients belong to the inputs and the upstream (forward:
+// the fixture's proven forward reference, whose den the normalized magnitudes
+// divide by): the fast engine's backward in double, heads in parallel, each
+// stored value within the engine's running bound plus its own rounding and
+// each magnitude within 2^-40 of the engine's; where the engine declines (a
+// pole within its bound) and for exact references, a float64 streaming
+// backward (binary128 where float64 overflows) within
+// 2^-53·(K_b + 2 + K_q·κ_x)·M_g. Ill-conditioned elements are skipped.
+// add(tensor, message) per mismatch.
+void verify_gradients(const BatchProblem& p, const Reference& forward, const GradientReference& g,
                       const std::function<void(const std::string&, const std::string&)>& add);
 
 }  // namespace hla::check

@@ -56,6 +56,9 @@ template <class S> void put_entry(Dense<S>& m, Idx i, Idx j, const S& x) {
   else m.at(i, j) = x;
 }
 
+// m(i, j) in any engine scalar.
+template <class S> S get_entry(const Dense<S>& m, Idx i, Idx j) { return m.at(i, j); }
+
 // Rows of results (outputs n × (dv + 1); gradients n × d or n × (dv + 1))
 // with, per row, the bound |val − exact| ≤ phi·unit·M + alpha.
 template <class S> struct HeadResult {
