@@ -198,8 +198,9 @@ std::vector<double> upstream_values(const Tensor& t, const std::string& name, co
                        "grad_nan_causality probe, which judges where it may reach, and has no reference to store)");
     if (!representable(p.dtype, x[i]))
       throw InputError(element_name(name, i, p, layout, p.heads, width) + " = " + shortest(x[i]) + " (" + to_string(t.dtype) +
-                       ") is not a " + to_string(p.dtype) + " value: the upstream must hold values of the inputs' dtype " +
-                       to_string(p.dtype) + " (the fixture stores it so); round " + name + " to " + to_string(p.dtype));
+                       ") is not representable in " + to_string(p.dtype) + ", the inputs' dtype: the upstream may come in any float dtype, "
+                       "but its values must be the inputs' dtype's (the reference differentiates for them and the fixture stores them "
+                       "so); round " + name + " to " + to_string(p.dtype));
   }
   return x;
 }
