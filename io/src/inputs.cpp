@@ -168,9 +168,6 @@ std::vector<double> output_values(const Tensor& t, const std::string& name, cons
   return head_values(t, name, p, layout, p.heads, den ? 0 : p.dv, "dv");
 }
 
-}  // namespace hla::io
-
-namespace hla::io {
 namespace {
 
 std::string shortest(double x) {  // the shortest text that reads back as x
