@@ -1,9 +1,12 @@
 #include "hla/io/inputs.hpp"
 
+#include "hla/backward.hpp"
 #include "hla/io/printable.hpp"
 #include "hla/io/state.hpp"
 
 #include <array>
+#include <charconv>
+#include <cmath>
 #include <cstring>
 #include <tuple>
 
@@ -87,11 +90,14 @@ BatchProblem problem_from_tensors(const std::map<std::string, Tensor>& tensors, 
   const bool fla = layout == Layout::bthd;
   const std::string src = "'" + printable(source) + "'";
   for (const auto& [name, t] : tensors) {
-    if (name == "q" || name == "k" || name == "v" || name == "offsets" || name == "cu_seqlens" || is_initial_state_tensor(name)) continue;
+    if (name == "q" || name == "k" || name == "v" || name == "offsets" || name == "cu_seqlens" || name == "do" || name == "dden" ||
+        is_initial_state_tensor(name))
+      continue;
     if (name.find("state") != std::string::npos || name == "h0")
       throw InputError(src + " holds '" + printable(name) + "': an initial state goes in tensors named initial_state.<part> " +
                        "(README \"Initial states\"; the parts of each variant's state are listed there)");
-    throw InputError(src + " holds a tensor '" + printable(name) + "'; expected q, k, v and optionally offsets or cu_seqlens and initial_state.<part>");
+    throw InputError(src + " holds a tensor '" + printable(name) +
+                     "'; expected q, k, v and optionally offsets or cu_seqlens, initial_state.<part>, and the upstream gradients do, dden");
   }
   for (const char* name : {"q", "k", "v"})
     if (!tensors.count(name)) throw InputError(src + " has no tensor '" + std::string(name) + "' (it needs q, k and v)");
@@ -145,15 +151,78 @@ std::vector<double> head_values(const Tensor& t, const std::string& name, const 
   std::vector<int64_t> want = fla ? std::vector<int64_t>{p.batch, p.n, heads} : std::vector<int64_t>{p.batch, heads, p.n};
   if (width > 0) want.push_back(width);
   if (!float_dtype(t.dtype)) throw InputError(name + " has dtype " + to_string(t.dtype) + "; expected F64, F32, BF16 or F16");
-  if (t.shape != want)
-    throw InputError(name + " has shape " + shape_string(t.shape) + "; expected " + shape_string(want) + " (" +
-                     (fla ? "[B,T,H" : "[B,H,T") + (width > 0 ? "," + dims + "])" : "])"));
+  if (t.shape != want) {
+    std::vector<int64_t> other = want;  // the same tensor in the other layout
+    std::swap(other[1], other[2]);
+    const std::string in = fla ? "[B,T,H" : "[B,H,T", out = fla ? "[B,H,T" : "[B,T,H", w = width > 0 ? "," + dims + "]" : "]";
+    throw InputError(name + " has shape " + shape_string(t.shape) + "; expected " + shape_string(want) + " (" + in + w + ")" +
+                     (t.shape == other && other != want ? ": that is the " + out + w + " layout, but the inputs are read as " + in +
+                                                              ",D] (layout " + (fla ? "bthd" : "bhtd") + "); every tensor must be in one layout"
+                                                        : ""));
+  }
   std::vector<double> x = float_values(t, name);
   return fla ? bthd_to_bhtd(x, p.batch, p.n, heads, width > 0 ? width : 1) : x;
 }
 
 std::vector<double> output_values(const Tensor& t, const std::string& name, const BatchProblem& p, Layout layout, bool den) {
   return head_values(t, name, p, layout, p.heads, den ? 0 : p.dv, "dv");
+}
+
+namespace {
+
+std::string shortest(double x) {  // the shortest text that reads back as x
+  char buf[40];
+  return std::string(buf, std::to_chars(buf, buf + sizeof buf, x).ptr);
+}
+
+// "name[b, h, t, c]" of element i of [B,heads,n,width] values (width 0: no c),
+// in the order of the tensor as given (layout).
+std::string element_name(const std::string& name, size_t i, const BatchProblem& p, Layout layout, Index heads, Index width) {
+  const auto w = static_cast<size_t>(std::max<Index>(width, 1)), n = static_cast<size_t>(p.n), hs = static_cast<size_t>(heads);
+  const size_t c = i % w, t = i / w % n, h = i / w / n % hs, b = i / w / n / hs;
+  const auto [x1, x2] = layout == Layout::bthd ? std::pair{t, h} : std::pair{h, t};
+  return name + "[" + std::to_string(b) + ", " + std::to_string(x1) + ", " + std::to_string(x2) +
+         (width > 0 ? ", " + std::to_string(c) : "") + "]";
+}
+
+// One upstream tensor's [B,H,n,width] values, each finite and a value of p.dtype.
+std::vector<double> upstream_values(const Tensor& t, const std::string& name, const BatchProblem& p, Layout layout, Index width) {
+  std::vector<double> x = head_values(t, name, p, layout, p.heads, width, "dv");
+  for (size_t i = 0; i < x.size(); ++i) {
+    if (!std::isfinite(x[i]))
+      throw InputError(element_name(name, i, p, layout, p.heads, width) + " = " + shortest(x[i]) +
+                       " is not finite: a reference gradient needs finite upstream (a NaN upstream is for hla fuzz's "
+                       "grad_nan_causality probe, which judges where it may reach, and has no reference to store)");
+    if (!representable(p.dtype, x[i]))
+      throw InputError(element_name(name, i, p, layout, p.heads, width) + " = " + shortest(x[i]) + " (" + to_string(t.dtype) +
+                       ") is not representable in " + to_string(p.dtype) + ", the inputs' dtype: the upstream may come in any float dtype, "
+                       "but its values must be the inputs' dtype's (the reference differentiates for them and the fixture stores them "
+                       "so); round " + name + " to " + to_string(p.dtype));
+  }
+  return x;
+}
+
+}  // namespace
+
+std::optional<Upstream> upstream_from_tensors(const std::map<std::string, Tensor>& tensors, const BatchProblem& p, Layout layout,
+                                              const std::string& source) {
+  const bool has_do = tensors.count("do") > 0, has_dden = tensors.count("dden") > 0;
+  const std::string src = "'" + printable(source) + "'";
+  if (has_dden && !has_do)
+    throw InputError(src + " holds dden but no do: dden is the upstream of den next to do, the upstream of the output (L = Σ⟨do, o⟩ + "
+                     "Σ dden·den); give do too (zeros where the loss does not read o)");
+  if (!has_do) return std::nullopt;
+  if (!has_backward(p.opt.variant))
+    throw InputError(src + " holds the upstream do, but variant " + to_string(p.opt.variant) + " has no backward form (SPEC §9)");
+  try {
+    p.validate(/*allow_nonfinite=*/false);
+  } catch (const InputError& e) {
+    throw InputError(std::string("gradients (do given) need finite inputs: ") + e.what());
+  }
+  Upstream u;
+  u.dout = upstream_values(tensors.at("do"), "do", p, layout, p.dv);
+  if (has_dden) u.dden = upstream_values(tensors.at("dden"), "dden", p, layout, 0);
+  return u;
 }
 
 }  // namespace hla::io

@@ -179,8 +179,9 @@ def check(out, q, k, v, *, variant="hla2", masked=True, gamma=1, normalize=False
     default: out's dtype); form_class: 'masked' or 'state_difference';
     initial_state as in reference(). dump='PATH/STEM': on failure write STEM.safetensors and
     STEM.candidate.safetensors, reproduced by `hla check` (the report says how).
-    Gradients (SPEC §9): with the upstream do [B,H,T,dv] (and dden [B,H,T]) in
-    the inputs' dtype, the kernel's dq, dk, dv (any of them; [B,H,T,d],
+    Gradients (SPEC §9): with the upstream do [B,H,T,dv] (and dden [B,H,T]),
+    finite and holding values of the inputs' dtype (any float dtype; as
+    `hla ref` reads them), the kernel's dq, dk, dv (any of them; [B,H,T,d],
     [B,Hkv,T,d], [B,Hkv,T,dv] in `layout`) are judged as the gradients of
     L = Σ⟨do, out⟩ + Σ dden·den, each in a row of the report; from an initial_state,
     dstate={part: array} (the state's gradient, shaped as initial_state) too, a row per part."""

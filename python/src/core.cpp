@@ -191,10 +191,10 @@ io::Candidate candidate_of(const BatchProblem& p, const TensorArg& out, const st
   return c;
 }
 
-// The upstream do, dden among `grads` (empty: none); InputError when
-// gradients are given without do or do without gradients.
-std::pair<std::vector<double>, std::vector<double>> upstream_of(const BatchProblem& p, const std::map<std::string, TensorArg>& grads,
-                                                                io::Layout l) {
+// The upstream do, dden among `grads` (none: nullopt), read and validated as
+// `hla ref` reads them (io::upstream_from_tensors); InputError when gradients
+// are given without do or do without gradients.
+std::optional<io::Upstream> upstream_of(const BatchProblem& p, const std::map<std::string, TensorArg>& grads, io::Layout l) {
   const bool has_do = grads.count("do") > 0,
              has_any = std::any_of(grads.begin(), grads.end(), [](const auto& x) { return x.first != "do" && x.first != "dden"; });
   if (grads.count("dden") && !has_do) throw InputError("dden= needs do= (the upstream gradient of out)");
@@ -202,8 +202,22 @@ std::pair<std::vector<double>, std::vector<double>> upstream_of(const BatchProbl
     throw InputError("dq, dk, dv (and dstate) are judged as gradients of L = Σ⟨do, out⟩ + Σ dden·den: pass the upstream do= "
                      "(and dden=) they were computed for");
   if (has_do && !has_any) throw InputError("do= was given but none of dq=, dk=, dv=, dstate=: nothing to judge the gradients of");
-  if (!has_do) return {};
-  return {head_values(p, grads, "do", l), grads.count("dden") ? head_values(p, grads, "dden", l) : std::vector<double>{}};
+  std::map<std::string, io::Tensor> up;
+  for (const char* name : {"do", "dden"})
+    if (grads.count(name)) up.emplace(name, tensor_of(grads.at(name), name));
+  return io::upstream_from_tensors(up, p, l, "the arguments");
+}
+
+// check::outputs_of(const io::Candidate&), moving the values instead of copying them.
+check::CandidateOutputs outputs_moved(io::Candidate&& c) {
+  check::CandidateOutputs o;
+  o.out = std::move(c.out), o.out_dtype = c.out_dtype;
+  if (c.den) o.den = std::move(*c.den), o.den_dtype = c.den_dtype;
+  if (c.dq) o.dq = std::move(*c.dq), o.dq_dtype = c.dq_dtype;
+  if (c.dk) o.dk = std::move(*c.dk), o.dk_dtype = c.dk_dtype;
+  if (c.dv) o.dv = std::move(*c.dv), o.dv_dtype = c.dv_dtype;
+  o.dstate = std::move(c.dstate), o.dstate_parts = std::move(c.dstate_parts), o.dstate_dtype = c.dstate_dtype;
+  return o;
 }
 
 std::pair<std::string, std::string> check_arrays(const std::map<std::string, TensorArg>& tensors,
@@ -213,20 +227,19 @@ std::pair<std::string, std::string> check_arrays(const std::map<std::string, Ten
                                                  size_t worst, const std::string& dump, const std::map<std::string, TensorArg>& grads) {
   const BatchProblem p = problem_of(tensors, options, layout);
   const io::Layout l = io::parse_layout(layout);
-  const check::CandidateOutputs c = check::outputs_of(candidate_of(p, out, den, grads, l));
-  auto [dout, dden] = upstream_of(p, grads, l);
-  const bool with_gradients = grads.count("do") > 0;
+  const check::CandidateOutputs c = outputs_moved(candidate_of(p, out, den, grads, l));
+  std::optional<io::Upstream> up = upstream_of(p, grads, l);
   check::CheckOptions opt = check_options(p, precision, form_class, worst);
   opt.exact_tier = exact_tier;
   opt.dump_on_failure = dump;
   check::Report r;
   {
     nb::gil_scoped_release unlocked;
-    if (!with_gradients) {
+    if (!up) {
       r = check::check(p, c, opt);
     } else {  // the reference with its gradients for the upstream (SPEC §9)
       check::Reference ref = check::compute_reference(p);
-      ref.grad = check::compute_gradient_reference(p, ref, std::move(dout), std::move(dden));
+      ref.grad = check::compute_gradient_reference(p, ref, std::move(up->dout), std::move(up->dden));
       r = check::check(p, ref, c, opt);
     }
   }

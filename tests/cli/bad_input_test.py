@@ -12,7 +12,7 @@ A row is a dict:
   name     what it tries (printed in the table)
   argv     arguments after `hla`; "{d}" is the row's folder, "{fx}" a golden
            fixture, "{fixtures}" the golden folder
-  text     a substring the output must contain
+  text     a substring the output must contain (or a list of them)
   status   expected exit status (default 2), or a tuple of acceptable ones
   setup    optional callable(folder: pathlib.Path) that writes the row's input
            files; whatever it returns is kept alive until the row has run
@@ -161,6 +161,35 @@ def huge_heads(parts):
 
 def raw_header(text):
     return lambda d: (d / "bad.safetensors").write_bytes(struct.pack("<Q", len(text)) + text)
+
+
+def f32s(shape, fill=0.5, odd=None):
+    # An F32 tensor of `shape` holding `fill`, with odd = (index, value) in place.
+    n = 1
+    for x in shape:
+        n *= x
+    values = [fill] * n
+    if odd:
+        values[odd[0]] = odd[1]
+    return ["F32", list(shape), struct.pack(f"<{n}f", *values)]
+
+
+def f64s(shape, value):
+    n = 1
+    for x in shape:
+        n *= x
+    return ["F64", list(shape), struct.pack(f"<{n}d", *[value] * n)]
+
+
+DO = [1, 2, 37, 4]  # FX's output [B,H,T,dv]
+REF = ["ref", "{d}/in.safetensors", "--out", "{d}/o.safetensors"]
+
+
+def bthd_inputs(t):
+    # FX's q, k, v relabelled [B,T,H,D] (the values' order does not matter to a shape check).
+    for name in ("q", "k", "v"):
+        B, H, T, D = t[name][1]
+        t[name] = [t[name][0], [B, T, H, D], t[name][2]]
 
 
 CHECK_BAD = ["check", "{d}/bad.safetensors", "{d}/cand.safetensors"]
@@ -396,6 +425,37 @@ ROWS = [
     dict(name="ref: input is a FIFO", argv=["ref", "{d}/pipe", "--out", "{d}/o.safetensors"], text="not a regular file", setup=fifo("pipe")),
     dict(name="ref --threads 0", argv=["ref", "{d}/in.safetensors", "--threads", "0", "--out", "{d}/o.safetensors"], text="--threads",
          setup=inputs("in.safetensors")),
+    # --- ref: the upstream gradients do, dden (SPEC §9) ---
+    dict(name="ref: do with the wrong dv", argv=REF, text="do has shape [1, 2, 37, 3]; expected [1, 2, 37, 4] ([B,H,T,dv])",
+         setup=inputs("in.safetensors", extra={"do": f32s([1, 2, 37, 3])})),
+    dict(name="ref: do with the wrong T", argv=REF, text="do has shape [1, 2, 36, 4]; expected [1, 2, 37, 4]",
+         setup=inputs("in.safetensors", extra={"do": f32s([1, 2, 36, 4])})),
+    dict(name="ref: do [B,T,H,dv] with --layout bhtd", argv=REF,
+         text=["do has shape [1, 37, 2, 4]; expected [1, 2, 37, 4]", "that is the [B,T,H,dv] layout", "(layout bhtd)"],
+         setup=inputs("in.safetensors", extra={"do": f32s([1, 37, 2, 4])})),
+    dict(name="ref: do [B,H,T,dv] with --layout bthd", argv=REF + ["--layout", "bthd"],
+         text=["do has shape [1, 2, 37, 4]; expected [1, 37, 2, 4]", "that is the [B,H,T,dv] layout", "(layout bthd)"],
+         setup=inputs("in.safetensors", extra={"do": f32s(DO)}, change=bthd_inputs)),
+    dict(name="ref: do of integers", argv=REF, text="do has dtype I32; expected F64, F32, BF16 or F16",
+         setup=inputs("in.safetensors", extra={"do": ["I32", DO, b"\0" * 4 * 296]})),
+    dict(name="ref: do with a value the inputs' dtype cannot hold", argv=REF,
+         text=["do[0, 0, 0, 0] = 0.1 (F64) is not representable in f32, the inputs' dtype"],
+         setup=inputs("in.safetensors", extra={"do": f64s(DO, 0.1)})),
+    dict(name="ref: NaN in do", argv=REF, text=["do[0, 1, 2, 3] = nan is not finite", "grad_nan_causality"],
+         setup=inputs("in.safetensors", extra={"do": f32s(DO, odd=(((0 * 2 + 1) * 37 + 2) * 4 + 3, float("nan")))})),
+    dict(name="ref: NaN in do, --layout bthd (index in its order)", argv=REF + ["--layout", "bthd"], text="do[0, 2, 1, 3] = nan is not finite",
+         setup=inputs("in.safetensors", extra={"do": f32s([1, 37, 2, 4], odd=(((0 * 37 + 2) * 2 + 1) * 4 + 3, float("nan")))},
+                      change=bthd_inputs)),
+    dict(name="ref: Inf in dden", argv=REF, text="dden[0, 1, 5] = inf is not finite",
+         setup=inputs("in.safetensors", extra={"do": f32s(DO), "dden": f32s([1, 2, 37], odd=(37 + 5, float("inf")))})),
+    dict(name="ref: dden of the wrong shape", argv=REF, text="dden has shape [1, 2, 37, 1]; expected [1, 2, 37] ([B,H,T])",
+         setup=inputs("in.safetensors", extra={"do": f32s(DO), "dden": f32s([1, 2, 37, 1])})),
+    dict(name="ref: dden without do", argv=REF, text="holds dden but no do",
+         setup=inputs("in.safetensors", extra={"dden": f32s([1, 2, 37])})),
+    dict(name="ref: do for hla3_paper (no backward)", argv=REF + ["--variant", "hla3_paper"], text="has no backward form",
+         setup=inputs("in.safetensors", extra={"do": f32s(DO)})),
+    dict(name="ref: do with a NaN in q", argv=REF, text=["need finite inputs", "q[5] is not finite"],
+         setup=inputs("in.safetensors", extra={"do": f32s(DO)}, change=lambda t: t.__setitem__("q", f32s([1, 2, 37, 8], odd=(5, float("nan")))))),
     # --- gen --case ---
     dict(name="gen --case without --out", argv=["gen", "--case", "variant=hla2"], text="--out"),
     dict(name="gen --case with an unknown key", argv=["gen", "--case", "variant=hla2,heads=2", "--out", "{d}/c.safetensors"], text="unknown key 'heads'"),
@@ -477,8 +537,9 @@ def run_row(i, row):
     del keep
     if status not in (want if isinstance(want, tuple) else (want,)):
         problems.append(f"exit {status}, want {want}")
-    if row["text"] not in out:
-        problems.append(f"output lacks {row['text']!r}")
+    for text in row["text"] if isinstance(row["text"], list) else [row["text"]]:
+        if text not in out:
+            problems.append(f"output lacks {text!r}")
     if len(out) > row.get("max_output", 1 << 20):
         problems.append(f"prints {len(out)} characters (absurd strings must be cut)")
     if "internal error" in out:

@@ -13,6 +13,16 @@
    exact on small integers), handed to `hla ref` with the rest of the tokens
    as initial_state.<part> tensors, gives the one-pass reference's rows bit
    for bit; our forms continue from it (PASS) and ignoring it FAILs.
+5. Gradients: a `hla gen --case ...,grad=true` fixture's q, k, v, upstream do,
+   dden (and initial_state.<part>) handed to `hla ref` in [B,H,T,D] and in
+   [B,T,H,D] give the same fixture tensors, bit for bit (ref_dq, ref_dk,
+   ref_dv, ref_dstate.<part>, magnitudes, flags): through the double-double
+   engine (n = 70, d = 16) and exact rationals, with GQA, dden, a state, and
+   do in another float dtype than the inputs (its values the inputs'); the
+   golden packed gradient fixture likewise; packed sequences through the
+   engine give each sequence's gradients alone. `hla check` of our own `hla
+   eval --grad` candidate against each passes (--require-grad); a dropped
+   upstream (dden) changes the reference.
 
 Usage: ref_test.py HLA WORK_DIR
 """
@@ -208,6 +218,136 @@ run("eval", str(sc), "--form", "chunked_matmul", "--precision", "f32", "--out", 
 run("check", str(sc), str(WORK / "state_case.cand.safetensors"), "--precision", "f32", text="PASS")
 run("gen", "--case", "variant=hla3,state=4,d=4", "--out", str(WORK / "y.safetensors"), status=0)
 run("gen", "--case", "variant=hla3_paper,state=4,d=4", "--out", str(WORK / "z.safetensors"), status=2, text="no streaming state")
+
+
+# 5. gradients: hla ref with the upstream do, dden == hla gen --case ...,grad=true
+ESIZE = {"F64": 8, "F32": 4, "BF16": 2, "F16": 2}
+
+
+def bthd(t):
+    # [B, H, T, W] (or [B, H, T]) -> [B, T, H, W] (or [B, T, H]).
+    dtype, shape, data = t
+    B, H, T = shape[:3]
+    W = shape[3] if len(shape) == 4 else 1
+    row = W * ESIZE[dtype]
+    out = bytearray(len(data))
+    for b in range(B):
+        for h in range(H):
+            for s in range(T):
+                out[((b * T + s) * H + h) * row:((b * T + s) * H + h + 1) * row] = data[((b * H + h) * T + s) * row:((b * H + h) * T + s + 1) * row]
+    return [dtype, [B, T, H] + shape[3:], bytes(out)]
+
+
+def f32_as_f64(t):
+    # An F32 tensor as F64 (the same values): an upstream in another dtype than the inputs.
+    dtype, shape, data = t
+    assert dtype == "F32"
+    n = len(data) // 4
+    return ["F64", shape, struct.pack(f"<{n}d", *struct.unpack(f"<{n}f", data))]
+
+
+INPUT_NAMES = ("q", "k", "v", "do", "dden", "offsets")
+
+
+def grad_inputs(fixture, layout, change=None):
+    # The fixture's inputs and upstream (and initial state) as an `hla ref` input file in `layout`.
+    t = {k: list(x) for k, x in parts(fixture)["tensors"].items() if k in INPUT_NAMES or k.startswith("initial_state.")}
+    if layout == "bthd":
+        t.update({k: bthd(t[k]) for k in ("q", "k", "v", "do", "dden") if k in t})
+    if change:
+        change(t)
+    path = WORK / f"{fixture.stem}.{layout}.in.safetensors"
+    write_inputs(path, t)
+    return path
+
+
+def ref_args(fixture):
+    md = parts(fixture)["metadata"]
+    args = ["--variant", md["variant"], "--gamma", md["gamma"], "--lambda", md["lambda"], "--scale", md["scale"], "--eps", md["eps"],
+            "--normalize", md["eps_mode"] if md["normalize"] == "true" else "none"]
+    return args + ([] if md["masked"] == "true" else ["--unmasked"])
+
+
+def same_fixture_tensors(a, b, what):
+    ta, tb = parts(a)["tensors"], parts(b)["tensors"]
+    check(f"{what}: the same tensor names", sorted(ta) == sorted(tb))
+    differ = sorted(k for k in ta if ta[k] != tb.get(k))
+    check(f"{what}: every tensor bit for bit" + (f" (differ: {differ})" if differ else ""), not differ)
+    check(f"{what}: carries ref_dq, ref_dk, ref_dv", all(k in tb for k in ("ref_dq", "ref_dk", "ref_dv", "mag_dq", "do")))
+
+
+def passes_own_backward(fixture, form, tag):
+    cand = WORK / f"{tag}.cand.safetensors"
+    run("eval", str(fixture), "--out", str(cand), "--precision", "f64", "--dtype", "f64", "--grad", form)
+    run("check", str(fixture), str(cand), "--precision", "f64", "--require-grad", text="PASS")
+
+
+GRAD_CASES = (
+    # the double-double engine (n > 48), GQA, normalized with dden; do in F64 (f32 values) in one layout
+    ("hla2", "variant=hla2,gamma=7/8,normalize=add,dtype=f32,B=2,H=2,Hkv=1,n=70,d=16,dv=8,seed=11,grad=true", "chunked_matmul"),
+    # unnormalized, no dden
+    ("la1", "variant=la1,gamma=15/16,dtype=bf16,B=1,H=2,Hkv=2,n=60,d=16,dv=16,seed=12,grad=true", "chunked_matmul"),
+    # an initial state (bf16 inputs, f32 state) with clamp normalization
+    ("hla3", "variant=hla3,gamma=15/16,normalize=clamp,dtype=bf16,B=2,H=2,Hkv=1,n=14,d=4,dv=3,seed=2,state=9,grad=true", "streaming"),
+    # an initial state through the engine, dden without normalize (den is an output)
+    ("ahla", "variant=ahla,gamma=31/32,dtype=bf16,B=1,H=2,Hkv=1,n=64,d=16,dv=16,seed=13,state=30,grad=true,dden=true", "chunked"),
+)
+for tag, spec, form in GRAD_CASES:
+    gen_fx = WORK / f"grad_{tag}.safetensors"
+    run("gen", "--case", spec, "--out", str(gen_fx), "--quiet", text="wrote")
+    for layout in ("bhtd", "bthd"):
+        change = (lambda t: t.__setitem__("do", f32_as_f64(t["do"]))) if layout == "bthd" and parts(gen_fx)["tensors"]["do"][0] == "F32" else None
+        src = grad_inputs(gen_fx, layout, change)
+        out = WORK / f"grad_{tag}.{layout}.ref.safetensors"
+        run("ref", str(src), "--layout", layout, *ref_args(gen_fx), "--out", str(out), "--quiet",
+            text="gradients: ")
+        same_fixture_tensors(gen_fx, out, f"hla ref {layout} with do == hla gen --case grad=true ({tag})")
+    passes_own_backward(out, form, f"grad_{tag}")
+    # Deterministic: the same inputs again, the same bytes.
+    again = WORK / f"grad_{tag}.again.safetensors"
+    run("ref", str(src), "--layout", "bthd", *ref_args(gen_fx), "--out", str(again), "--quiet")
+    check(f"hla ref with do is deterministic ({tag})", again.read_bytes() == out.read_bytes())
+
+# dden makes a difference (a reference that ignored the upstream would not notice).
+hla2 = WORK / "grad_hla2.safetensors"
+nodden = grad_inputs(hla2, "bhtd", lambda t: t.pop("dden"))
+run("ref", str(nodden), *ref_args(hla2), "--out", str(WORK / "grad_nodden.safetensors"), "--quiet", text="for the upstream do\n")
+check("without dden the reference dq differs", parts(WORK / "grad_nodden.safetensors")["tensors"]["ref_dq"] != parts(hla2)["tensors"]["ref_dq"])
+
+# The golden packed gradient fixture (offsets, exact rationals) through hla ref, both layouts.
+golden = pathlib.Path(__file__).resolve().parents[2] / "fixtures" / "hla2-raw-f32-gaussian-n37-d8-B1H2K1-varlen-grad.safetensors"
+check("the golden packed gradient fixture has offsets", "offsets" in parts(golden)["tensors"])
+for layout in ("bhtd", "bthd"):
+    out = WORK / f"golden_varlen.{layout}.ref.safetensors"
+    run("ref", str(grad_inputs(golden, layout)), "--layout", layout, *ref_args(golden), "--out", str(out), "--quiet",
+        text="packed sequences")
+    same_fixture_tensors(golden, out, f"hla ref {layout} == the golden packed gradient fixture")
+passes_own_backward(out, "streaming", "golden_varlen")
+
+# Packed sequences through the engine: each sequence's gradients equal those of the sequence alone.
+la1 = WORK / "grad_la1.safetensors"
+lp = parts(la1)["tensors"]
+packed_in = grad_inputs(la1, "bhtd", lambda t: t.__setitem__("cu_seqlens", ["I32", [3], struct.pack("<3i", 0, 23, 60)]))
+packed_ref = WORK / "grad_packed.ref.safetensors"
+run("ref", str(packed_in), *ref_args(la1), "--out", str(packed_ref), "--quiet", text="2 packed sequences")
+passes_own_backward(packed_ref, "chunked_matmul", "grad_packed")
+pr = parts(packed_ref)["tensors"]
+
+
+def rows(t, s0, s1):
+    # Tokens s0..s1 of every head of a [1, H, T, W] tensor.
+    dtype, (B, H, T, W), data = t
+    e = ESIZE.get(dtype, 1) * W
+    return b"".join(data[(h * T + s0) * e:(h * T + s1) * e] for h in range(H))
+
+
+for s0, s1, tag in ((0, 23, "a"), (23, 60, "b")):
+    alone = {k: [lp[k][0], lp[k][1][:2] + [s1 - s0] + lp[k][1][3:], rows(lp[k], s0, s1)] for k in ("q", "k", "v", "do")}
+    write_inputs(WORK / f"grad_seq_{tag}.safetensors", alone)
+    run("ref", str(WORK / f"grad_seq_{tag}.safetensors"), *ref_args(la1), "--out", str(WORK / f"grad_seq_{tag}.ref.safetensors"), "--quiet")
+    one = parts(WORK / f"grad_seq_{tag}.ref.safetensors")["tensors"]
+    for name in ("ref_dq", "ref_dk", "ref_dv", "mag_dq"):
+        check(f"packed sequence {tag} has its gradients alone: {name}", rows(pr[name], s0, s1) == one[name][2])
 
 if any(WORK.glob(".*.tmp.*")):
     check("no temporary file left behind", False)

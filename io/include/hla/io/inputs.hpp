@@ -9,6 +9,7 @@
 #include "hla/io/safetensors.hpp"
 
 #include <map>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -35,10 +36,28 @@ Layout parse_layout(std::string_view s);  // "bhtd" | "bthd"; InputError otherwi
 // The problem of tensors q, k, v (one float dtype; 4 dimensions in `layout`;
 // k and v with Hkv heads, H a multiple of Hkv) and optionally offsets or
 // cu_seqlens (I64 or I32, [m+1], B = 1): packed sequences, and optionally an
-// initial state (initial_state.<part> tensors, io/state.hpp). Any other tensor is an
-// InputError naming it and `source`. Validated, non-finite values allowed.
+// initial state (initial_state.<part> tensors, io/state.hpp). The upstream
+// gradients do, dden may be there too (left to upstream_from_tensors). Any other
+// tensor is an InputError naming it and `source`. Validated, non-finite values allowed.
 BatchProblem problem_from_tensors(const std::map<std::string, Tensor>& tensors, const Options& opt, Layout layout,
                                   const std::string& source);
+
+// The upstream gradients (SPEC §9) of a problem's loss L = Σ ⟨do, o⟩ + Σ dden·den,
+// in [B,H,n,dv] and [B,H,n] order (dden empty: zero).
+struct Upstream {
+  std::vector<double> dout, dden;
+};
+// The upstream among `tensors` (the file `source` of p's inputs): do shaped as
+// the output ([B,H,T,dv], or [B,T,H,dv] in bthd) and optionally dden ([B,H,T] /
+// [B,T,H]); nullopt without either. do and dden may have any float dtype, but
+// every value must be one of p.dtype (the inputs'): the reference differentiates
+// for upstream in the inputs' dtype and the fixture stores it so. InputError,
+// naming the tensor, for dden without do, a variant without a backward,
+// non-finite inputs, a wrong shape (with a hint when it is the other layout's)
+// or dtype, and a non-finite or unrepresentable upstream value (NaN upstream is
+// the fuzzer's causality probe, which has no reference gradient to store).
+std::optional<Upstream> upstream_from_tensors(const std::map<std::string, Tensor>& tensors, const BatchProblem& p, Layout layout,
+                                              const std::string& source);
 
 // A candidate's output `name` in `layout` as the [B,H,n,dv] values check()
 // takes (den: [B,H,n], or [B,n,H] in bthd), read exactly; InputError when its
