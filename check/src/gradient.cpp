@@ -388,7 +388,7 @@ bool verify_task_engine(const BatchProblem& p, const GradientReference& g, const
     if (f & kIllConditioned) return;
     const double stored = (*values[w])[at], stored_mag = (*mags[w])[at];
     const double tol = (bound + std::fabs(stored) * 0x1p-53 + (f ? 0x1p-80 * mag : 0)) * (1 + 0x1p-40) + 0x1p-1060;
-    if (!(std::fabs(stored - ours) <= tol))
+    if (!(std::fabs(ours - stored) <= tol))
       add(std::string("ref_") + name[w], std::string("ref_") + name[w] + where_in(p, w, at) + " = " + num(stored) +
                                              ", but the inputs and upstream give " + num(ours) + " (allowed difference " + num(tol) + ")");
     const double tol_m = mag * 0x1p-40 + 0x1p-1060;

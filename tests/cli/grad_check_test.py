@@ -236,6 +236,24 @@ edited_do = WORK / "edited-do.safetensors"
 edited_do.write_bytes(hla_fixture_file.serialize(parts, redigest=True))
 run("check", edited_do, WORK / "raw.ours.safetensors", "--precision", "f64", status=2, text=["does not match its inputs", "ref_d"])
 
+print("\n== at scale (the engine proves it): a forged ref_dq, mag_dk or dstate is refused")
+# n > 48: the double-double engine wrote it and the double engine's backward proves it on read.
+big = WORK / "big.safetensors"
+run("gen", "--case", "variant=hla2,gamma=99/100,normalize=add,dtype=f32,B=1,H=2,Hkv=1,n=200,d=16,dv=8,seed=4,state=30,grad=true",
+    "--out", big)
+bours = WORK / "big.ours.safetensors"
+run("eval", big, "--out", bours, "--precision", "f64", "--grad", "chunked_matmul")
+run("check", big, bours, "--precision", "f64", "--require-grad", text="PASS")
+for name, factor, what in (("ref_dq", 1 + 1e-6, "ref_dq"), ("mag_dk", 1 + 1e-9, "mag_dk"), ("ref_dstate.F", 1 + 1e-9, "ref_dstate")):
+    parts = hla_fixture_file.parse(big.read_bytes())
+    xs, shape = values(parts, name)
+    i = max(range(len(xs)), key=lambda j: abs(xs[j]))
+    xs[i] *= factor  # far below any kernel's f32 error, far above the reference's
+    parts["tensors"][name] = f64_tensor(xs, shape)
+    forged = WORK / f"big-forged-{name}.safetensors"
+    forged.write_bytes(hla_fixture_file.serialize(parts, redigest=True))
+    run("check", forged, bours, "--precision", "f64", status=2, text=["does not match its inputs", what])
+
 print("\n== gradients from an initial state: dstate (SPEC §8, §9)")
 # hla3 masked, normalized, GQA, two batch entries, from the state after 5 earlier tokens.
 sfx = WORK / "state.safetensors"
