@@ -93,12 +93,6 @@ inline double token_kappa(const Options& o, double den, double mden_err, const d
 }
 
 
-// Our backward form in precision prec at scale: the fast engine's chunked
-// backward with chunk width `chunk` (fast/gradient_baseline.cpp), the
-// normalized upstream formed from its own forward in that precision; dq, dk,
-// dv and (from a state) dstate, as a candidate's.
-CandidateOutputs fast_ours_gradients(const BatchProblem& p, Precision prec, const std::vector<double>& dout, const std::vector<double>& dden,
-                                     Index chunk);
 
 // Rule 3's yardsticks for gradients: our own backward forms in precision prec
 // (gradient.cpp), named.

@@ -103,6 +103,13 @@ void check_gradients(const BatchProblem& p, const Reference& ref, const Candidat
 void ours_gradients(const BatchProblem& p, const std::vector<double>& dout, const std::vector<double>& dden, BackwardForm form,
                     Index chunk, DType out, CandidateOutputs& c);
 
+// Our backward form in precision prec at scale: the fast engine's chunked
+// backward with chunk width `chunk` (check/src/fast/gradient_baseline.cpp), the
+// normalized upstream formed from its own forward in that precision; dq, dk,
+// dv and (from a state) dstate, as a candidate's.
+CandidateOutputs fast_ours_gradients(const BatchProblem& p, Precision prec, const std::vector<double>& dout, const std::vector<double>& dden,
+                                     Index chunk);
+
 // Proves that stored gradients belong to the inputs and the upstream (forward:
 // the fixture's proven forward reference, whose den the normalized magnitudes
 // divide by): the fast engine's backward in double, heads in parallel, each

@@ -1,0 +1,268 @@
+// hla_bench_backward: the gradient oracle at the shapes users train at; every
+// number is a measurement of this one run, nothing is asserted.
+//   1. end to end at [B=2, H=8, n=4096, d=dv=128], bf16 inputs, f32 compute:
+//      reference gradients (dq, dk, dv; the forward reference first) and the
+//      check of an honest f32 backward (the engine's at chunk width 32, which
+//      is none of our baseline widths), wall time and peak memory per variant
+//      (each in a child process), the certified fraction, the rows' worst
+//      scores and rule-3 ratios;
+//   2. sensitivity: one planted error (one element, or one token row of one
+//      head) of 4x the honest kernel's worst score in that tensor, flagged or
+//      not, and the factor from which rule 3 flags it, at the large shape and
+//      at n = 256 (normalized: Gaussian and a positive feature map);
+//   3. coverage: the scored fraction of normalized gradients on Gaussian q, k
+//      at n = 1024 (f32 and f64 compute) and on a positive feature map;
+//   4. the cost exponent in n of the gradient reference (one head, n = 1k … 16k).
+// Usage: hla_bench_backward [--quick] [--only SECTION]   (--quick: small shapes)
+#include "hla/check/check.hpp"
+#include "hla/check/gradient.hpp"
+
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+using namespace hla;
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+double since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
+
+struct Case {
+  std::string name;
+  Options o;
+};
+
+Options opts(Variant v, const char* gamma, bool normalize) {
+  Options o;
+  o.variant = v;
+  o.gamma = parse_rational(gamma);
+  o.normalize = normalize;
+  return o;
+}
+
+// A problem of Gaussian inputs rounded to bf16 (|q|, |k| for a positive feature
+// map), with upstream do (and dden where normalized) in bf16.
+struct Problem {
+  BatchProblem p;
+  std::vector<double> dout, dden;
+};
+Problem make(const Options& o, Index B, Index H, Index n, Index d, uint64_t seed, bool positive = false) {
+  std::mt19937_64 rng(seed);
+  std::normal_distribution<double> N;
+  Problem x;
+  BatchProblem& p = x.p;
+  p.opt = o, p.dtype = DType::bf16, p.batch = B, p.heads = H, p.kv_heads = H, p.n = n, p.d = d, p.dv = d;
+  p.resize_buffers();
+  for (auto* v : {&p.q, &p.k, &p.v})
+    for (double& e : *v) e = round_to(DType::bf16, N(rng));
+  if (positive)
+    for (auto* v : {&p.q, &p.k})
+      for (double& e : *v) e = std::fabs(e);
+  x.dout.resize(static_cast<size_t>(B * H * n * d));
+  for (double& e : x.dout) e = round_to(DType::bf16, N(rng));
+  if (o.normalize) {
+    x.dden.resize(static_cast<size_t>(B * H * n));
+    for (double& e : x.dden) e = round_to(DType::bf16, N(rng));
+  }
+  return x;
+}
+
+// The honest candidate: the forward reference's outputs rounded to f32, the
+// engine's f32 backward at width 32.
+check::CandidateOutputs honest(const Problem& x, const check::Reference& ref) {
+  check::CandidateOutputs c = check::fast_ours_gradients(x.p, check::Precision::f32, x.dout, x.dden, 32);
+  c.out = ref.out;
+  for (double& e : c.out) e = round_to(DType::f32, e);
+  c.out_dtype = DType::f32;
+  c.dq_dtype = c.dk_dtype = c.dv_dtype = DType::f32;
+  return c;
+}
+
+check::CheckOptions f32_options() {
+  check::CheckOptions o;
+  o.precision = check::Precision::f32;
+  o.require_gradients = true;
+  return o;
+}
+
+void print_rows(const check::Report& r) {
+  for (const auto& g : r.gradients)
+    if (g.checked)
+      std::printf("      %-4s scored %zu/%zu, worst score %.3g, ours worst %.3g, ratio %.3g (limit %.3g)%s\n", g.name.c_str(), g.scored,
+                  g.elements, g.max_score, g.baseline_max_score, g.baseline_ratio, g.ratio_limit, g.fails() ? "  FAIL" : "");
+}
+
+// Section 1, in a child: one variant end to end.
+void end_to_end(const Case& c, Index B, Index H, Index n, Index d) {
+  const Problem x = make(c.o, B, H, n, d, 1);
+  auto t0 = Clock::now();
+  check::Reference ref = check::compute_reference(x.p);
+  const double t_fwd = since(t0);
+  t0 = Clock::now();
+  ref.grad = check::compute_gradient_reference(x.p, ref, x.dout, x.dden);
+  const double t_grad = since(t0);
+  const check::CandidateOutputs cand = honest(x, ref);
+  t0 = Clock::now();
+  const check::Report r = check::check(x.p, ref, cand, f32_options());
+  const double t_check = since(t0);
+  const auto& g = *ref.grad;
+  const double total = static_cast<double>(g.dq.size() + g.dk.size() + g.dv.size());
+  std::printf("  %-22s forward ref %6.1f s, gradient ref %6.1f s, check %6.1f s: %6.1f s; certified %.4f%%; %s\n", c.name.c_str(), t_fwd,
+              t_grad, t_check, t_fwd + t_grad + t_check, 100.0 * (total - static_cast<double>(g.uncertified)) / total, r.verdict().c_str());
+  print_rows(r);
+  std::fflush(stdout);
+}
+
+// Runs f in a child process; returns its peak resident memory in GB.
+template <class F> double in_child(F&& f) {
+  std::fflush(stdout);
+  const pid_t pid = fork();
+  if (pid == 0) {
+    f();
+    std::fflush(stdout);
+    _exit(0);
+  }
+  int status = 0;
+  rusage ru{};
+  wait4(pid, &status, 0, &ru);
+  return static_cast<double>(ru.ru_maxrss) / (1024.0 * 1024.0);
+}
+
+// Section 2: one planted error (one element, or one token row) of 4x the
+// honest kernel's worst score in that tensor, in the planted element's own
+// score units (|error| = 4·s_h·u·M*), flagged or not; and the smallest factor
+// that rule 3 flags there (R(N)·max(our worst, the element's floor) / s_h).
+void sensitivity(const Case& c, Index B, Index H, Index n, Index d, bool positive) {
+  const Problem x = make(c.o, B, H, n, d, 2, positive);
+  check::Reference ref = check::compute_reference(x.p);
+  ref.grad = check::compute_gradient_reference(x.p, ref, x.dout, x.dden);
+  const check::CandidateOutputs good = honest(x, ref);
+  const check::Report base = check::check(x.p, ref, good, f32_options());
+  const check::GradientYardstick y = check::gradient_yardstick(x.p, ref, *ref.grad, check::FormClass::masked, 0x1p-24);
+  std::printf("  %-22s%s n=%-5ld honest: %s\n", c.name.c_str(), positive ? " |q|,|k|" : "", static_cast<long>(n), base.verdict().c_str());
+  std::mt19937_64 rng(7);
+  const auto& g = *ref.grad;
+  struct T {
+    const char* name;
+    std::vector<double> check::CandidateOutputs::*cand;
+    const std::vector<double>* ref;
+    const std::vector<double>* mstar;
+    int row;
+  };
+  for (const T& t : {T{"dq", &check::CandidateOutputs::dq, &g.dq, &y.q, 0}, T{"dk", &check::CandidateOutputs::dk, &g.dk, &y.k, 1},
+                     T{"dv", &check::CandidateOutputs::dv, &g.dv, &y.v, 2}}) {
+    const check::GradientRow& hr = base.gradients[static_cast<size_t>(t.row)];
+    const double s_h = hr.max_score;
+    for (const bool row : {false, true}) {
+      check::CandidateOutputs bad = good;
+      const std::vector<double>& m = *t.mstar;
+      size_t at = std::uniform_int_distribution<size_t>(0, m.size() - 1)(rng);
+      while (!std::isfinite(m[at])) at = (at + 1) % m.size();
+      const size_t r0 = row ? at / static_cast<size_t>(d) * static_cast<size_t>(d) : at, r1 = row ? r0 + static_cast<size_t>(d) : at + 1;
+      for (size_t i = r0; i < r1; ++i)
+        if (std::isfinite(m[i])) (bad.*t.cand)[i] = (*t.ref)[i] + 4 * s_h * 0x1p-24 * m[i];
+      const check::Report r = check::check(x.p, ref, bad, f32_options());
+      const auto& gr = r.gradients[static_cast<size_t>(t.row)];
+      const double floor = 2 * std::fabs((*t.ref)[at]) / m[at];
+      std::printf("    %s %-7s 4x the honest worst score %.3g: %s (ratio %.3g, limit %.3g); rule 3 flags from %.3gx\n", t.name,
+                  row ? "one row" : "one elt", s_h, gr.fails() ? "flagged" : "NOT flagged", gr.baseline_ratio, gr.ratio_limit,
+                  hr.ratio_limit * std::max(hr.baseline_max_score, floor) / s_h);
+    }
+  }
+  std::fflush(stdout);
+}
+
+// Section 3: the scored fraction of normalized gradients.
+void coverage(const char* name, const Options& o, Index n, Index d, bool positive) {
+  const Problem x = make(o, 1, 2, n, d, 3, positive);
+  check::Reference ref = check::compute_reference(x.p);
+  ref.grad = check::compute_gradient_reference(x.p, ref, x.dout, x.dden);
+  check::CandidateOutputs c = honest(x, ref);
+  for (const check::Precision prec : {check::Precision::f32, check::Precision::f64}) {
+    check::CheckOptions co = f32_options();
+    co.precision = prec;
+    const check::Report r = check::check(x.p, ref, c, co);
+    size_t scored = 0, all = 0;
+    for (const auto& g : r.gradients) scored += g.scored, all += g.elements;
+    std::printf("  %-30s %s compute: %.2f%% of dq, dk, dv scored (%zu of %zu)\n", name, check::to_string(prec).c_str(),
+                100.0 * static_cast<double>(scored) / static_cast<double>(all), scored, all);
+  }
+  std::fflush(stdout);
+}
+
+// Section 4: seconds of the gradient reference of one head (forward reference first, not counted).
+double one_head(const Options& o, Index n, Index d) {
+  const Problem x = make(o, 1, 1, n, d, 4);
+  const check::Reference ref = check::compute_reference(x.p);
+  const auto t0 = Clock::now();
+  (void)check::compute_gradient_reference(x.p, ref, x.dout, x.dden);
+  return since(t0);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  bool quick = false;
+  std::string only;
+  for (int i = 1; i < argc; ++i) {
+    if (!std::strcmp(argv[i], "--quick")) quick = true;
+    else if (!std::strcmp(argv[i], "--only") && i + 1 < argc) only = argv[++i];
+    else {
+      std::fprintf(stderr, "usage: hla_bench_backward [--quick] [--only e2e|sensitivity|coverage|exponent]\n");
+      return 2;
+    }
+  }
+  const Index B = quick ? 1 : 2, H = quick ? 2 : 8, n = quick ? 512 : 4096, d = quick ? 64 : 128;
+  const std::vector<Case> cases{{"hla2 g.99 add", opts(Variant::hla2, "99/100", true)},
+                                {"hla2 g.99 none", opts(Variant::hla2, "99/100", false)},
+                                {"ahla g.99 add", opts(Variant::ahla, "99/100", true)},
+                                {"hla3 g.99 add", opts(Variant::hla3, "99/100", true)},
+                                {"la1 g.99 add", opts(Variant::la1, "99/100", true)}};
+  if (only.empty() || only == "e2e") {
+    std::printf("1. end to end, [B=%ld, H=%ld, n=%ld, d=dv=%ld], bf16 inputs, an honest f32 backward\n", static_cast<long>(B),
+                static_cast<long>(H), static_cast<long>(n), static_cast<long>(d));
+    for (const Case& c : cases) {
+      const double gb = in_child([&] { end_to_end(c, B, H, n, d); });
+      std::printf("      peak memory %.2f GB\n", gb);
+    }
+  }
+  if (only.empty() || only == "sensitivity") {
+    std::printf("2. sensitivity: one planted error of 4x the honest kernel's worst score\n");
+    for (const Case& c : {cases[0], cases[1]})
+      for (const bool positive : {false, true}) {
+        if (!c.o.normalize && positive) continue;
+        in_child([&] { sensitivity(c, B, H, n, d, positive); });
+        in_child([&] { sensitivity(c, 1, 2, 256, d, positive); });
+      }
+  }
+  if (only.empty() || only == "coverage") {
+    std::printf("3. coverage of normalized gradients, n = 1024, d = %ld\n", static_cast<long>(d));
+    in_child([&] { coverage("hla2 g.99 add, Gaussian q, k", cases[0].o, 1024, d, false); });
+    in_child([&] { coverage("hla2 g1 add, Gaussian q, k", opts(Variant::hla2, "1", true), 1024, d, false); });
+    in_child([&] { coverage("hla2 g.99 add, |q|, |k|", cases[0].o, 1024, d, true); });
+  }
+  if (only.empty() || only == "exponent") {
+    std::printf("4. cost exponent of the gradient reference in n (one head, d = %ld, hla2 g.99 add)\n", static_cast<long>(d));
+    std::vector<double> ns, ts;
+    for (Index m = 1024; m <= (quick ? 4096 : 16384); m *= 2) {
+      const double t = one_head(cases[0].o, m, d);
+      ns.push_back(std::log(static_cast<double>(m))), ts.push_back(std::log(t));
+      std::printf("  n=%-6ld %7.2f s\n", static_cast<long>(m), t);
+    }
+    double mx = 0, my = 0, sxy = 0, sxx = 0;
+    for (size_t i = 0; i < ns.size(); ++i) mx += ns[i] / static_cast<double>(ns.size()), my += ts[i] / static_cast<double>(ns.size());
+    for (size_t i = 0; i < ns.size(); ++i) sxy += (ns[i] - mx) * (ts[i] - my), sxx += (ns[i] - mx) * (ns[i] - mx);
+    std::printf("  exponent (least squares, log t vs log n): %.3f\n", sxy / sxx);
+  }
+  return 0;
+}
