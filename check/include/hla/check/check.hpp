@@ -97,9 +97,9 @@ struct GradientRow {
   // h: the query head (dq, dstate) or the K/V head (dk, dv); c: the column.
   // dstate: b is the sequence, t the row, c = -1 in a denominator part (m, f, z, e).
   std::vector<Element> worst;
-  // Rule 3 (SPEC §9): our own backward forms in the candidate's precision (f32, f64;
-  // not applied in other precisions or from a state), scored alike; every element's
-  // score at most ratio_limit times their worst, or its floor if larger.
+  // Rule 3 (SPEC §9): our own backward forms in the candidate's precision, scored
+  // alike; every element's score at most ratio_limit times their worst, or its
+  // floor if larger (at least one rounding of its magnitude where ours were all exact).
   bool baseline_applied = false;
   double baseline_max_score = 0;
   std::string baseline_worst_form;
