@@ -219,7 +219,7 @@ TEST_CASE("generator: every feature, distribution and probe is drawn", "[fuzz][g
     n["n = 64 or 128, -1"] += p.n == 63 || p.n == 127;
     n["n = 64 or 128, +1"] += p.n == 65 || p.n == 129;
     n["probe state_continuation"] += c.probe == fuzz::Probe::state_continuation;
-    n["state split after token 1 or later"] += c.probe == fuzz::Probe::state_continuation && c.split > 1;
+    n["state split after token 1 or later"] += c.probe == fuzz::Probe::state_continuation && c.splits.front() > 1;
     n["probe nan_causality"] += c.probe == fuzz::Probe::nan_causality;
     if (c.probe == fuzz::Probe::nan_causality) {
       // Where the poison sits: a token after the first in its sequence, or the first.
@@ -305,7 +305,7 @@ TEST_CASE("judge: each probe reports its finding kind, honest candidates pass", 
   {
     fuzz::FuzzCase c = one_case(Variant::hla3, 8, 2, 2, 4);
     c.probe = fuzz::Probe::state_continuation;
-    c.split = 3;
+    c.splits = {3};
     Ours bug(Bug::state_lost, s);
     const fuzz::Verdict v = fuzz::judge(bug, c);
     INFO(v.message);
