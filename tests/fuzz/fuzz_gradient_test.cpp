@@ -18,6 +18,7 @@
 #include <cmath>
 #include <cstring>
 #include <filesystem>
+#include <functional>
 #include <iostream>
 
 #include <unistd.h>
@@ -27,7 +28,13 @@ namespace {
 
 namespace fs = std::filesystem;
 
-enum class Bug { none, dk_off, leak };
+enum class Bug {
+  none,
+  dk_off,   // dk 1e-3·(1 + |dk|) off
+  dk_rel,   // dk 1e-3 relative off (exact where dk = 0: no zero-magnitude element fails)
+  leak,     // a non-finite upstream makes every dq NaN
+  own_nan,  // dq of token 0 NaN, whatever the upstream (as 0/0 in a padded row)
+};
 
 fuzz::Supports backward_supports() {
   fuzz::Supports s;
@@ -59,7 +66,12 @@ class Grads : public fuzz::Adapter {
       for (double e : *x) finite = finite && std::isfinite(e);
     if (bug_ == Bug::dk_off)  // far beyond K_g·u·M of every element with a magnitude
       for (double& e : r.out.dk) e += 1e-3 * (1 + std::fabs(e));
+    if (bug_ == Bug::dk_rel)
+      for (double& e : r.out.dk) e *= 1 + 1e-3;
     if (bug_ == Bug::leak && !finite) std::fill(r.out.dq.begin(), r.out.dq.end(), std::nan(""));
+    if (bug_ == Bug::own_nan)
+      for (Index b = 0; b < p.batch; ++b)
+        for (Index h = 0; h < p.heads; ++h) r.out.dq[p.q_index(b, h, 0, 0)] = std::nan("");
     return r;
   }
 
@@ -147,6 +159,89 @@ TEST_CASE("judge: gradient findings, our backward passes", "[fuzz][grad]") {
     CHECK(std::isfinite(ref.grad->dq[c.p.q_index(0, 0, t, 0)]));
     CHECK(std::isnan(ref.grad->dk[c.p.k_index(0, 0, t, 0)]) == (t <= 2));
   }
+}
+
+TEST_CASE("judge: a NaN the backward makes by itself is a gradient finding, not a causality one", "[fuzz][grad]") {
+  // SPEC §9: gradient_nan_causality only where a non-finite element the rule
+  // forbids turns finite with the planted NaN as 0 (backward_pad_nan's 0/0).
+  Grads own(Bug::own_nan), leak(Bug::leak);
+  fuzz::FuzzCase c = grad_case(Variant::hla2, 9, 3);
+  c.probe = fuzz::Probe::grad_nan_causality;
+  c.dout[c.p.out_index(0, 1, 2, 1)] = NAN;  // reaches dq of head 1 at tokens ≤ 2: token 0 of head 0 is forbidden
+  const fuzz::Verdict v = fuzz::judge(own, c);
+  INFO(v.message);
+  CHECK(v.kind == "gradient");
+  CHECK(v.rules.find("grad_nonfinite") != std::string::npos);
+  fuzz::FuzzCase zero = c;  // the same without the NaN
+  zero.probe = fuzz::Probe::plain;
+  zero.dout[c.p.out_index(0, 1, 2, 1)] = 0;
+  CHECK(fuzz::judge(own, zero).kind == "gradient");
+  CHECK(fuzz::judge(leak, c).kind == "gradient_nan_causality");
+}
+
+// The first case of stream `seed` (index printed) that `want` accepts and `a` fails.
+std::pair<size_t, fuzz::FuzzCase> first_failing(fuzz::Adapter& a, uint64_t seed, const std::function<bool(const fuzz::FuzzCase&)>& want) {
+  for (size_t i = 0; i < 400; ++i) {
+    fuzz::FuzzCase c = fuzz::make_case(a.supports(), gen::derive_seed(seed, i));
+    if (want(c) && !fuzz::judge(a, c).kind.empty()) {
+      std::cout << "[first failing] seed " << seed << ", case " << i << ": " << c.describe() << std::endl;
+      return {i, c};
+    }
+  }
+  FAIL("no such case in 400");
+  return {};
+}
+
+// A campaign of exactly case `index` of stream `seed` (its shard's first), shrunk.
+fuzz::Finding shrink_one(fuzz::Adapter& a, uint64_t seed, size_t index) {
+  const fs::path dir = fs::temp_directory_path() / ("hla_fuzz_grad_one_" + std::to_string(::getpid()));
+  fuzz::CampaignOptions o;
+  o.seed = seed, o.shard = index, o.shards = index + 1, o.max_cases = 1, o.progress = false, o.findings_dir = dir.string();
+  const fuzz::Summary s = fuzz::run_campaign(a, o);
+  std::error_code ec;
+  fs::remove_all(dir, ec);
+  REQUIRE(s.findings.size() == 1);
+  std::cout << "  " << s.findings.front().original << "\n  -> " << s.findings.front().shrunk << " (needs " << s.findings.front().needs
+            << ")" << std::endl;
+  return s.findings.front();
+}
+
+TEST_CASE("shrinker: a gradient finding from a NaN upstream drops the NaN", "[fuzz][grad][shrink]") {
+  // dk off on every case: the planted NaN has nothing to do with it, so the shrunk case is plain.
+  Grads dk_off(Bug::dk_off);
+  const auto [index, c] = first_failing(dk_off, 21, [](const fuzz::FuzzCase& k) { return k.probe == fuzz::Probe::grad_nan_causality; });
+  const fuzz::Finding f = shrink_one(dk_off, 21, index);
+  CHECK(f.kind == "gradient");
+  CHECK(f.original.find("probe grad_nan_causality") != std::string::npos);
+  CHECK(f.shrunk.find("probe plain") != std::string::npos);
+  // A causality finding keeps it.
+  Grads leak(Bug::leak);
+  const fuzz::Finding g = shrink_one(leak, 21, index);
+  CHECK(g.kind == "gradient_nan_causality");
+  CHECK(g.shrunk.find("probe grad_nan_causality") != std::string::npos);
+}
+
+TEST_CASE("shrinker: a gradient finding with normalize drops it where rule 3 then fails too", "[fuzz][grad][shrink]") {
+  // Normalized gradients are judged by the a priori bound alone (SPEC §9); without
+  // normalize rule 3 applies and fails as well: a superset of the rules, which
+  // the shrinker accepts (dk off needs no normalize). Relative only: an element
+  // of zero magnitude (score inf, exempt from rule 3) offers no way around it.
+  Grads dk_off(Bug::dk_rel);
+  const auto [index, c] = first_failing(dk_off, 22, [](const fuzz::FuzzCase& k) {
+    return k.probe == fuzz::Probe::plain && k.grad && k.p.opt.normalize && k.p.opt.eps_mode == EpsMode::add &&
+           (k.p.dtype == DType::f32 || k.p.dtype == DType::f64);
+  });
+  const fuzz::Verdict v = fuzz::judge(dk_off, c);
+  INFO(v.message);
+  REQUIRE(v.rules == "grad_bound");  // not vacuous: rule 3 does not apply to it
+  fuzz::FuzzCase plain = c;
+  plain.p.opt.normalize = false;
+  const fuzz::Verdict w = fuzz::judge(dk_off, plain);
+  REQUIRE(w.rules == "grad_bound,grad_ratio");  // and does without normalize
+  const fuzz::Finding f = shrink_one(dk_off, 22, index);
+  CHECK(f.kind == "gradient");
+  CHECK(f.needs.find("normalize") == std::string::npos);
+  CHECK(f.shrunk.find("normalize") == std::string::npos);
 }
 
 TEST_CASE("campaign: a gradient finding shrinks, and its fixture fails check_fixture", "[fuzz][grad]") {

@@ -39,6 +39,7 @@ enum class Bug {
   varlen_leak,   // ignores the packed offsets (one state across sequences)
   exact_ulp,     // the last output one double ulp off
   fixed_error,   // every element 40 u64·M off: within the a priori bound while K + 1 > 40, never within our orders
+  own_nan,       // output (token 0, column 0) of every head NaN, whatever the inputs (a kernel's own 0/0)
 };
 
 fuzz::Supports all_supports() {
@@ -90,6 +91,11 @@ class Ours : public fuzz::Adapter {
         break;
       case Bug::nan_leak:
         if (!p.all_finite()) std::fill(o.out.begin(), o.out.end(), std::nan(""));
+        break;
+      case Bug::own_nan:
+        for (Index b = 0; b < p.batch; ++b)
+          for (Index h = 0; h < p.heads; ++h)
+            if (p.n > 0) o.out[p.out_index(b, h, 0, 0)] = std::nan("");
         break;
       case Bug::exact_ulp:
         if (!o.out.empty()) o.out.back() = std::nextafter(o.out.back(), INFINITY);
@@ -219,7 +225,8 @@ TEST_CASE("generator: every feature, distribution and probe is drawn", "[fuzz][g
     n["n = 64 or 128, -1"] += p.n == 63 || p.n == 127;
     n["n = 64 or 128, +1"] += p.n == 65 || p.n == 129;
     n["probe state_continuation"] += c.probe == fuzz::Probe::state_continuation;
-    n["state split after token 1 or later"] += c.probe == fuzz::Probe::state_continuation && c.split > 1;
+    n["probe state_continuation, packed"] += c.probe == fuzz::Probe::state_continuation && !p.offsets.empty();
+    n["state split after token 1 or later"] += c.probe == fuzz::Probe::state_continuation && c.splits.front() > 1;
     n["probe nan_causality"] += c.probe == fuzz::Probe::nan_causality;
     if (c.probe == fuzz::Probe::nan_causality) {
       // Where the poison sits: a token after the first in its sequence, or the first.
@@ -267,6 +274,12 @@ TEST_CASE("judge: each probe reports its finding kind, honest candidates pass", 
     INFO(v.message);
     CHECK(v.kind == "nan_causality");
     CHECK(fuzz::judge(honest, c).kind.empty());
+    // A NaN the kernel makes without the planted one (token 0 is before it) is numerics, not causality.
+    Ours own(Bug::own_nan, s);
+    const fuzz::Verdict o = fuzz::judge(own, c);
+    INFO(o.message);
+    CHECK(o.kind == "numerics");
+    CHECK(o.rules.find("nonfinite") != std::string::npos);
     // Poison at token 0: every output depends on it; nothing to judge is no finding.
     c.p.k[c.p.k_index(0, 0, 3, 1)] = 0.5;
     c.p.k[c.p.k_index(0, 0, 0, 0)] = INFINITY;
@@ -305,7 +318,7 @@ TEST_CASE("judge: each probe reports its finding kind, honest candidates pass", 
   {
     fuzz::FuzzCase c = one_case(Variant::hla3, 8, 2, 2, 4);
     c.probe = fuzz::Probe::state_continuation;
-    c.split = 3;
+    c.splits = {3};
     Ours bug(Bug::state_lost, s);
     const fuzz::Verdict v = fuzz::judge(bug, c);
     INFO(v.message);
@@ -400,6 +413,90 @@ TEST_CASE("shrinker: the reductions of a case, each of them", "[fuzz][shrink]") 
   });
 }
 
+TEST_CASE("shrinker: fewer heads, fewer batch entries, one K/V group", "[fuzz][shrink]") {
+  // Besides one head of one entry: every entry with one head, one entry with
+  // every head, one K/V group with its GQA ratio (a finding may need any of them).
+  fuzz::Supports s = all_supports();
+  fuzz::FuzzCase c = one_case(Variant::la1, 5, 2, 2, 14, 4);
+  BatchProblem& p = c.p;
+  p.batch = 2, p.kv_heads = 2;
+  p.resize_buffers();
+  gen::Rng rng(15);
+  gen::fill(p, gen::Dist::gaussian, rng);
+  const std::vector<fuzz::FuzzCase> rs = fuzz::reductions(c, s);
+  auto has = [&](const char* what, Index B, Index H, Index Hkv, Index b0, Index h0) {
+    INFO(what);
+    // Query head h of entry b of the reduction is head h0 + h of entry b0 + b; its K/V head that of p.
+    CHECK(std::any_of(rs.begin(), rs.end(), [&](const fuzz::FuzzCase& k) {
+      const BatchProblem& r = k.p;
+      if (r.batch != B || r.heads != H || r.kv_heads != Hkv || r.n != p.n) return false;
+      for (Index b = 0; b < B; ++b)
+        for (Index h = 0; h < H; ++h)
+          for (Index t = 0; t < p.n; ++t)
+            for (Index i = 0; i < p.d; ++i)
+              if (r.q[r.q_index(b, h, t, i)] != p.q[p.q_index(b0 + b, h0 + h, t, i)] ||
+                  r.k[r.k_index(b, h, t, i)] != p.k[p.k_index(b0 + b, h0 + h, t, i)])
+                return false;
+      return true;
+    }));
+  };
+  has("one head of one entry", 1, 1, 1, 1, 3);
+  has("every entry, one head", 2, 1, 1, 0, 2);
+  has("one entry, every head", 1, 4, 2, 1, 0);
+  has("every entry, K/V group 1 (GQA ratio 2)", 2, 2, 1, 0, 2);
+}
+
+TEST_CASE("shrinker: packed sequences shorten and stay packed", "[fuzz][shrink]") {
+  fuzz::Supports s = all_supports();
+  fuzz::FuzzCase c = one_case(Variant::la1, 24, 1, 1, 16);
+  c.p.offsets = {0, 8, 12, 24};
+  const std::vector<fuzz::FuzzCase> rs = fuzz::reductions(c, s);
+  auto has = [&](const char* what, const std::vector<int64_t>& offsets, Index from) {
+    INFO(what);
+    CHECK(std::any_of(rs.begin(), rs.end(), [&](const fuzz::FuzzCase& k) {
+      return k.p.offsets == offsets && k.p.q[0] == c.p.q[static_cast<size_t>(from)];
+    }));
+  };
+  has("every sequence halved", {0, 4, 6, 12}, 0);
+  has("the first sequence's prefix", {0, 2, 6, 18}, 0);
+  has("the last sequence without its leading half", {0, 8, 12, 18}, 0);
+  has("the middle sequence dropped", {0, 8, 20}, 0);
+  has("the last two", {0, 4, 16}, 8);
+  // A packed state case: each sequence keeps its split, moved with its tokens.
+  c.probe = fuzz::Probe::state_continuation;
+  c.splits = {4, 10, 20};
+  size_t moved = 0;
+  for (const fuzz::FuzzCase& k : fuzz::reductions(c, s)) {
+    const auto seqs = k.p.sequences();
+    REQUIRE(k.splits.size() == seqs.size());
+    for (size_t i = 0; i < seqs.size(); ++i) CHECK((seqs[i].first < k.splits[i] && k.splits[i] < seqs[i].second));
+    // The first sequence's prefix [0, 6), the last without its leading half [18, 24).
+    moved += k.p.offsets == std::vector<int64_t>{0, 6, 10, 22} && k.splits == std::vector<Index>{4, 8, 18};
+    moved += k.p.offsets == std::vector<int64_t>{0, 8, 12, 18} && k.splits == std::vector<Index>{4, 10, 14};
+  }
+  CHECK(moved == 2);
+}
+
+TEST_CASE("shrinker: a varlen finding ends small and still packed", "[fuzz][shrink]") {
+  // One state across packed sequences shows with two tokens in two sequences.
+  fuzz::Supports s = all_supports();
+  s.features &= ~HLA_FEAT_STATE;
+  s.dtypes = {DType::f32};
+  Ours bug(Bug::varlen_leak, s);
+  ScratchDir dir;
+  const fuzz::Summary r = campaign(bug, 8, 60, 2, dir.path);
+  std::cout << r.text() << std::endl;
+  REQUIRE(!r.findings.empty());
+  for (const fuzz::Finding& f : r.findings) {
+    INFO(f.original << "\n -> " << f.shrunk);
+    CHECK(f.kind == "varlen");
+    CHECK(f.shrunk.find(" packed 2 seqs") != std::string::npos);
+    std::smatch m;
+    REQUIRE(std::regex_search(f.shrunk, m, std::regex(" n=(\\d+) ")));
+    CHECK(std::stol(m[1]) <= 4);
+  }
+}
+
 TEST_CASE("shrinker: keeps what the bug needs and the rules it fails", "[fuzz][shrink]") {
   // Decay only: the shrunk case keeps γ < 1 and says it needs decay.
   fuzz::Supports s = all_supports();
@@ -487,6 +584,29 @@ TEST_CASE("campaign: inconclusive cases are counted, not reported", "[fuzz][camp
   CHECK(r.findings.empty());
   CHECK(expected > 0);
   CHECK(r.inconclusive == expected);
+}
+
+TEST_CASE("judge: packed state cases, each sequence from its own state", "[fuzz][cabi]") {
+  // The zoo's backward_dstate_next_packed hands sequence s the state gradient
+  // of s + 1 within a packed row: only a packed state case shows it.
+  const char* paths_file = std::getenv("HLA_ZOO_PATHS");
+  REQUIRE(paths_file);
+  const nlohmann::json paths = nlohmann::json::parse(std::ifstream(paths_file));
+  auto right = fuzz::make_cabi_adapter(paths.at("correct_backward_state").get<std::string>(), 10);
+  auto wrong = fuzz::make_cabi_adapter(paths.at("backward_dstate_next_packed").get<std::string>(), 10);
+  const uint64_t seed = 23;
+  size_t packed = 0;
+  for (size_t i = 0; i < 400 && packed < 3; ++i) {
+    const fuzz::FuzzCase c = fuzz::make_case(right->supports(), gen::derive_seed(seed, i));
+    if (c.probe != fuzz::Probe::state_continuation || c.p.offsets.empty() || !c.grad || c.p.n > 64) continue;
+    ++packed;
+    INFO("seed " << seed << ", case " << i << ": " << c.describe());
+    const fuzz::Verdict v = fuzz::judge(*right, c), w = fuzz::judge(*wrong, c);
+    INFO(v.message << "\n" << w.message);
+    CHECK(v.kind.empty());
+    CHECK(w.kind == "state_gradient_continuation");
+  }
+  CHECK(packed == 3);
 }
 
 TEST_CASE("C ABI adapter: a hang is a timeout, a segfault a crash", "[fuzz][cabi]") {

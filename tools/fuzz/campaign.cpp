@@ -11,10 +11,13 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
+#include <optional>
 #include <sstream>
 
 namespace hla::fuzz {
@@ -22,7 +25,11 @@ namespace {
 
 namespace fs = std::filesystem;
 
-Verdict failed_run(const RunResult& r) { return {to_string(r.status), r.message, {}, false, {}, false}; }
+Verdict failed_run(const RunResult& r) {
+  Verdict v;
+  v.kind = to_string(r.status), v.message = r.message;
+  return v;
+}
 
 // The check could not judge (too little scored): not a pass, not a finding.
 Verdict inconclusive() {
@@ -49,6 +56,22 @@ std::string failed_rules(const check::Report& r) {
   return s;
 }
 
+// Rules that cannot fail on r's case: rule 3 of gradients where it does not
+// apply (normalized, a 16-bit precision, from a state).
+std::string unapplied_rules(const check::Report& r) {
+  bool applied = r.gradients.empty();
+  for (const auto& g : r.gradients) applied = applied || g.baseline_applied;
+  return applied ? "" : "grad_ratio";
+}
+
+// A failed check's verdict.
+Verdict failing(const std::string& kind, const std::string& message, const check::CandidateOutputs& out, const check::Report& rep) {
+  Verdict v;
+  v.kind = kind, v.message = message, v.outputs = out, v.has_outputs = true;
+  v.rules = failed_rules(rep), v.unapplied = unapplied_rules(rep), v.other_class_passes = rep.state_difference_would_pass;
+  return v;
+}
+
 bool forward_fails(const check::Report& r) {
   return r.nonfinite > 0 || r.over_bound > 0 || !(r.baseline_ratio <= r.ratio_limit) || r.exact_mismatches > 0;
 }
@@ -62,32 +85,38 @@ std::string features_of(const FuzzCase& c) {
   return s;
 }
 
-// Rows [0, m) of x ([lead][m][cols]) then rows [m, n) of y ([lead][n − m][cols]), as one [lead][n][cols].
-std::vector<double> stitch_rows(const std::vector<double>& x, const std::vector<double>& y, Index lead, Index n, Index m, Index cols) {
-  std::vector<double> o(static_cast<size_t>(lead * n * cols));
-  for (Index i = 0; i < lead; ++i)
-    for (Index t = 0; t < n; ++t) {
-      const bool first = t < m;
-      const Index n1 = first ? m : n - m, tt = first ? t : t - m;
-      const auto& src = first ? x : y;
-      for (Index c = 0; c < cols; ++c) o[static_cast<size_t>((i * n + t) * cols + c)] = src[static_cast<size_t>((i * n1 + tt) * cols + c)];
-    }
-  return o;
-}
-// Rows [t0, t1) of x ([lead][n][cols]); empty stays empty.
-std::vector<double> slice_rows(const std::vector<double>& x, Index lead, Index n, Index t0, Index t1, Index cols) {
+// The rows of x ([lead][n][cols]) in the token ranges rs, in order (as
+// pieces() lays them out); empty stays empty.
+std::vector<double> rows_of(const std::vector<double>& x, Index lead, Index n, const Ranges& rs, Index cols) {
   std::vector<double> o;
   if (x.empty()) return o;
   for (Index i = 0; i < lead; ++i)
-    for (Index t = t0; t < t1; ++t)
-      for (Index c = 0; c < cols; ++c) o.push_back(x[static_cast<size_t>((i * n + t) * cols + c)]);
+    for (const auto& [t0, t1] : rs)
+      for (Index t = t0; t < t1; ++t)
+        for (Index c = 0; c < cols; ++c) o.push_back(x[static_cast<size_t>((i * n + t) * cols + c)]);
+  return o;
+}
+// One [lead][n][cols] from x, the rows of the ranges a (rows_of's layout), and y, those of b.
+std::vector<double> stitch_rows(const std::vector<double>& x, const std::vector<double>& y, Index lead, Index n, const Ranges& a,
+                                const Ranges& b, Index cols) {
+  std::vector<double> o(static_cast<size_t>(lead * n * cols));
+  auto place = [&](const std::vector<double>& src, const Ranges& rs) {
+    size_t from = 0;
+    for (Index i = 0; i < lead; ++i)
+      for (const auto& [t0, t1] : rs)
+        for (Index t = t0; t < t1; ++t)
+          for (Index c = 0; c < cols && from < src.size(); ++c) o[static_cast<size_t>((i * n + t) * cols + c)] = src[from++];
+  };
+  place(x, a);
+  place(y, b);
   return o;
 }
 
-// Outputs of two calls, rows [0, m) from the first and [m, n) from the second.
-check::CandidateOutputs stitch(const BatchProblem& p, const check::CandidateOutputs& a, const check::CandidateOutputs& b, Index m) {
-  check::CandidateOutputs o{stitch_rows(a.out, b.out, p.batch * p.heads, p.n, m, p.dv), {}, a.out_dtype, a.den_dtype};
-  if (!a.den.empty() && !b.den.empty()) o.den = stitch_rows(a.den, b.den, p.batch * p.heads, p.n, m, 1);
+// Outputs of a state case's two calls (state_parts), as one call's.
+check::CandidateOutputs stitch(const BatchProblem& p, const check::CandidateOutputs& x, const check::CandidateOutputs& y,
+                               const Ranges& a, const Ranges& b) {
+  check::CandidateOutputs o{stitch_rows(x.out, y.out, p.batch * p.heads, p.n, a, b, p.dv), {}, x.out_dtype, x.den_dtype};
+  if (!x.den.empty() && !y.den.empty()) o.den = stitch_rows(x.den, y.den, p.batch * p.heads, p.n, a, b, 1);
   return o;
 }
 
@@ -111,17 +140,47 @@ std::string summarize(const check::Report& r) {
   return m;
 }
 
-Verdict run_and_check(Adapter& a, const FuzzCase& c, const check::Reference& ref) {
-  RunResult r = a.run(c.p, &ref, nullptr, false);
-  if (r.status != RunResult::Status::ok) return failed_run(r);
-  // Gradients: those run() returned (an exec candidate's file, from the
-  // fixture's `do`), else the backward's.
+// The candidate's outputs of c, with its gradients when c has an upstream:
+// those run() returned (an exec candidate's file, from the fixture's `do`),
+// else the backward's.
+RunResult run_candidate(Adapter& a, const FuzzCase& c, const check::Reference* ref) {
+  RunResult r = a.run(c.p, ref, nullptr, false);
+  if (r.status != RunResult::Status::ok) return r;
   if (c.grad && r.out.dq.empty() && r.out.dk.empty() && r.out.dv.empty()) {
     RunResult g = a.run_backward(c.p, c.dout, c.dden);
-    if (g.status != RunResult::Status::ok) return failed_run(g);
+    if (g.status != RunResult::Status::ok) return g;
     r.out.dq = std::move(g.out.dq), r.out.dk = std::move(g.out.dk), r.out.dv = std::move(g.out.dv);
     r.out.dq_dtype = g.out.dq_dtype, r.out.dk_dtype = g.out.dk_dtype, r.out.dv_dtype = g.out.dv_dtype;
   }
+  return r;
+}
+
+// Whether the planted NaN travelled where SPEC §7 / §9 forbid: a value of
+// the candidate is non-finite where the reference (NaN wherever the NaN may
+// reach) is finite, and the same candidate makes it finite with the NaN as 0.
+// Such an element's inputs are the same in both runs, so only the NaN can
+// tell them apart; a NaN the kernel makes either way (0/0 in its padding) is
+// a numerics or gradient finding, not a causality one. zero_ref: the
+// reference of the case with the NaN as 0 (an exec candidate's fixture), or null.
+bool nan_travelled(Adapter& a, const FuzzCase& c, const check::Reference& ref, const check::CandidateOutputs& got,
+                   const check::Reference* zero_ref) {
+  const FuzzCase z = without_planted_nan(c);
+  const RunResult r = run_candidate(a, z, zero_ref);
+  if (r.status != RunResult::Status::ok) return true;  // no evidence that the kernel makes it by itself
+  auto travelled = [](const std::vector<double>& reference, const std::vector<double>& with_nan, const std::vector<double>& with_0) {
+    for (size_t i = 0; i < reference.size() && i < with_nan.size() && i < with_0.size(); ++i)
+      if (std::isfinite(reference[i]) && !std::isfinite(with_nan[i]) && std::isfinite(with_0[i])) return true;
+    return false;
+  };
+  if (c.grad)
+    return travelled(ref.grad->dq, got.dq, r.out.dq) || travelled(ref.grad->dk, got.dk, r.out.dk) ||
+           travelled(ref.grad->dv, got.dv, r.out.dv);
+  return travelled(ref.out, got.out, r.out.out) || travelled(ref.den, got.den, r.out.den);
+}
+
+Verdict run_and_check(Adapter& a, const FuzzCase& c, const check::Reference& ref, const check::Reference* zero_ref = nullptr) {
+  RunResult r = run_candidate(a, c, &ref);
+  if (r.status != RunResult::Status::ok) return failed_run(r);
   check::CheckOptions opt;
   opt.precision = a.supports().precision_for(c.p.dtype);
   opt.form_class = a.supports().form_class;
@@ -130,14 +189,15 @@ Verdict run_and_check(Adapter& a, const FuzzCase& c, const check::Reference& ref
   if (rep.pass) return {};
   if (rep.inconclusive) return inconclusive();  // nothing to judge on (e.g. every output depends on a NaN input)
   std::string kind = "numerics";
-  if (c.probe == Probe::nan_causality && rep.nonfinite > 0) kind = "nan_causality";
-  else if (!forward_fails(rep)) {  // the outputs are right, their gradients are not
-    bool nonfinite = false;
-    for (const auto& g : rep.gradients) nonfinite = nonfinite || g.nonfinite > 0;
-    kind = c.probe == Probe::grad_nan_causality && nonfinite ? "gradient_nan_causality" : "gradient";
-  }
+  bool grad_nonfinite = false;
+  for (const auto& g : rep.gradients) grad_nonfinite = grad_nonfinite || g.nonfinite > 0;
+  if (c.probe == Probe::nan_causality && rep.nonfinite > 0 && nan_travelled(a, c, ref, r.out, nullptr)) kind = "nan_causality";
+  else if (!forward_fails(rep))  // the outputs are right, their gradients are not
+    kind = c.probe == Probe::grad_nan_causality && grad_nonfinite && nan_travelled(a, c, ref, r.out, zero_ref)
+               ? "gradient_nan_causality"
+               : "gradient";
   else if (rep.exact_mismatches > 0 && rep.over_bound == 0 && rep.nonfinite == 0 && rep.baseline_ratio <= rep.ratio_limit) kind = "exact_tier";
-  return {kind, summarize(rep), r.out, true, failed_rules(rep), rep.state_difference_would_pass};
+  return failing(kind, summarize(rep), r.out, rep);
 }
 
 // Writes a finding's fixture (and candidate) as DIR/NAME.safetensors. When the
@@ -194,12 +254,30 @@ void write_finding(Finding& f, const std::string& name, const io::Fixture& fx, c
                io::printable(f.write_error, 1000).c_str());
 }
 
+// The shrinker's test: w (a reduction's verdict) fails as v (the finding's)
+// for the same reason: the same kind, every rule v failed, more only where
+// they could not apply to v's case (dropping normalize turns rule 3 of
+// gradients on: with normalize the finding could never keep it otherwise),
+// and not newly explained by the other evaluation class (cancellation).
+bool same_failure(const Verdict& w, const Verdict& v) {
+  if (w.kind != v.kind || w.other_class_passes != v.other_class_passes) return false;
+  const std::vector<std::string> had = split_list(v.rules), has = split_list(w.rules), could_not = split_list(v.unapplied);
+  auto in = [](const std::vector<std::string>& xs, const std::string& x) { return std::find(xs.begin(), xs.end(), x) != xs.end(); };
+  for (const auto& r : had)
+    if (!in(has, r)) return false;
+  for (const auto& r : has)
+    if (!in(had, r) && !in(could_not, r)) return false;
+  return true;
+}
+
 }  // namespace
 
 Verdict judge(Adapter& a, const FuzzCase& c, double reference_budget, Index exact_max_n) {
   check::Reference ref = check::compute_reference(c.p, exact_max_n, reference_budget);
-  if (c.grad) ref = with_gradients(c, std::move(ref), c.probe == Probe::grad_nan_causality);
-  Verdict v = run_and_check(a, c, ref);
+  std::optional<check::Reference> zero_ref;  // a NaN upstream's: the reference with the NaN as 0, unhidden
+  if (c.grad) ref = with_gradients(c, std::move(ref), false);
+  if (c.grad && c.probe == Probe::grad_nan_causality) zero_ref = ref, hide_reach(c, ref);
+  Verdict v = run_and_check(a, c, ref, zero_ref ? &*zero_ref : nullptr);
   if (!v.kind.empty()) {
     // A packed batch that fails while its failing sequence alone passes leaks across sequences.
     if (v.kind == "numerics" && c.p.offsets.size() > 2) {
@@ -217,49 +295,48 @@ Verdict judge(Adapter& a, const FuzzCase& c, double reference_budget, Index exac
   }
   // Nothing found: a plain verdict, inconclusive or not (the campaign counts those).
   if (c.probe != Probe::state_continuation || v.inconclusive) return v;
-  // One pass was right; now [0, m) and [m, n) with the state handed over.
-  const RunResult ra = a.run(slice_tokens(c.p, 0, c.split), nullptr, nullptr, true);
+  // One pass was right; now [t0, m) and [m, t1) of every sequence with the state handed over.
+  const auto [first, second] = state_parts(c);
+  std::string where = c.splits.size() > 1 ? "at tokens" : "at token";
+  for (size_t i = 0; i < c.splits.size(); ++i) where += (i ? ", " : " ") + std::to_string(c.splits[i]);
+  const RunResult ra = a.run(pieces(c.p, first), nullptr, nullptr, true);
   if (ra.status != RunResult::Status::ok) return failed_run(ra);
-  const RunResult rb = a.run(slice_tokens(c.p, c.split, c.p.n), nullptr, &ra.state_out, false);
+  const RunResult rb = a.run(pieces(c.p, second), nullptr, &ra.state_out, false);
   if (rb.status != RunResult::Status::ok) return failed_run(rb);
-  auto out = stitch(c.p, ra.out, rb.out, c.split);
+  auto out = stitch(c.p, ra.out, rb.out, first, second);
   check::CheckOptions opt;
   opt.precision = a.supports().precision_for(c.p.dtype);
   opt.form_class = a.supports().form_class;
   check::Report rep = check::check(c.p, ref, out, opt);
   if (rep.pass && c.grad) {
-    // State-gradient continuation (ABI 1.4): the backward of [m, n) from the
-    // state after [0, m) hands its state's gradient to the backward of [0, m);
-    // together they must give one backward's dq, dk, dv over [0, n).
+    // State-gradient continuation (ABI 1.4): the backward of the second parts
+    // from the state after the first hands its state's gradient to the
+    // backward of the first parts; together they must give one backward's dq, dk, dv.
     auto* sb = dynamic_cast<StateBackward*>(&a);
     if (!sb || !a.supports().has(HLA_FEAT_BACKWARD_STATE)) return {};
     const BatchProblem& p = c.p;
-    const Index m = c.split, BH = p.batch * p.heads;
-    auto upstream = [&](Index t0, Index t1) {
-      return std::pair{slice_rows(c.dout, BH, p.n, t0, t1, p.dv), slice_rows(c.dden, BH, p.n, t0, t1, 1)};
-    };
-    const auto [dout2, dden2] = upstream(m, p.n);
-    const RunResult gb = sb->run_backward_state(slice_tokens(p, m, p.n), dout2, dden2, &ra.state_out, nullptr, true);
+    const Index BH = p.batch * p.heads, BK = p.batch * p.kv_heads;
+    auto upstream = [&](const Ranges& rs) { return std::pair{rows_of(c.dout, BH, p.n, rs, p.dv), rows_of(c.dden, BH, p.n, rs, 1)}; };
+    const auto [dout2, dden2] = upstream(second);
+    const RunResult gb = sb->run_backward_state(pieces(p, second), dout2, dden2, &ra.state_out, nullptr, true);
     if (gb.status != RunResult::Status::ok) return failed_run(gb);
-    const auto [dout1, dden1] = upstream(0, m);
-    const RunResult ga = sb->run_backward_state(slice_tokens(p, 0, m), dout1, dden1, nullptr, &gb.state_out, false);
+    const auto [dout1, dden1] = upstream(first);
+    const RunResult ga = sb->run_backward_state(pieces(p, first), dout1, dden1, nullptr, &gb.state_out, false);
     if (ga.status != RunResult::Status::ok) return failed_run(ga);
-    const Index BK = p.batch * p.kv_heads;
-    out.dq = stitch_rows(ga.out.dq, gb.out.dq, BH, p.n, m, p.d), out.dk = stitch_rows(ga.out.dk, gb.out.dk, BK, p.n, m, p.d),
-    out.dv = stitch_rows(ga.out.dv, gb.out.dv, BK, p.n, m, p.dv);
+    out.dq = stitch_rows(ga.out.dq, gb.out.dq, BH, p.n, first, second, p.d);
+    out.dk = stitch_rows(ga.out.dk, gb.out.dk, BK, p.n, first, second, p.d);
+    out.dv = stitch_rows(ga.out.dv, gb.out.dv, BK, p.n, first, second, p.dv);
     out.dq_dtype = ga.out.dq_dtype, out.dk_dtype = ga.out.dk_dtype, out.dv_dtype = ga.out.dv_dtype;
     rep = check::check(p, ref, out, opt);
     if (rep.pass) return {};
     if (rep.inconclusive) return inconclusive();
-    return {"state_gradient_continuation", "one backward is right, two with the state's gradient handed back at token " +
-                                               std::to_string(m) + " are not: " + summarize(rep), out, true, failed_rules(rep),
-            rep.state_difference_would_pass};
+    return failing("state_gradient_continuation",
+                   "one backward is right, two with the state's gradient handed back " + where + " are not: " + summarize(rep), out, rep);
   }
   if (rep.pass) return {};
   if (rep.inconclusive) return inconclusive();  // the stitched outputs leave too little to score, as a single pass can
-  return {"state_continuation", "one pass is right, two passes with the state handed over at token " +
-                                    std::to_string(c.split) + " are not: " + summarize(rep), out, true, failed_rules(rep),
-          rep.state_difference_would_pass};
+  return failing("state_continuation", "one pass is right, two passes with the state handed over " + where + " are not: " + summarize(rep),
+                 out, rep);
 }
 
 std::string Summary::text() const {
@@ -325,9 +402,7 @@ Summary run_campaign(Adapter& a, const CampaignOptions& o) {
         for (const FuzzCase& k : reductions(cur, a.supports())) {
           if (++attempts > budget) break;
           Verdict w = judge(a, k, 0, o.exact_max_n);
-          // The same failure for the same reason: same kind, same rules, and not
-          // newly explained by the other evaluation class (cancellation).
-          if (w.kind == v.kind && w.rules == v.rules && w.other_class_passes == v.other_class_passes) {
+          if (same_failure(w, v)) {
             cur = k, v = std::move(w), ++f.shrink_steps, progressed = true;
             break;
           }

@@ -64,13 +64,15 @@ struct Verdict {
   std::string kind, message;
   check::CandidateOutputs outputs;
   bool has_outputs = false;
-  // Numeric kinds: which rules failed ("nonfinite", "bound", "ratio", "exact"),
-  // and whether the other evaluation class would pass (the failure is then
-  // explained by cancellation, not by the kernel's terms). The shrinker keeps
-  // a reduction only when both stay as they were.
+  // Numeric kinds: which rules failed ("nonfinite", "bound", "ratio", "exact",
+  // and grad_ of each), and whether the other evaluation class would pass (the
+  // failure is then explained by cancellation, not by the kernel's terms). The
+  // shrinker keeps a reduction only when the second stays as it was and the
+  // rules stay or grow by rules that could not apply before (`unapplied`).
   std::string rules;
   bool other_class_passes = false;
   bool inconclusive = false;  // kind empty: the check could not judge (not a pass, not a finding)
+  std::string unapplied;      // rules that cannot fail on this case ("grad_ratio": rule 3 does not apply to its gradients)
 };
 // reference_budget > 0: seconds the reference may take (InputError beyond;
 // --replay of a user's fixture), 0: unbounded (generated cases are small).

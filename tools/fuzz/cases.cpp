@@ -70,12 +70,20 @@ std::string Supports::sizes_text() const {
   return t;
 }
 
+namespace {
+std::string join(const std::vector<Index>& xs) {
+  std::string t;
+  for (Index x : xs) t += (t.empty() ? "" : ",") + std::to_string(x);
+  return t;
+}
+}  // namespace
+
 std::string FuzzCase::describe() const {
   return p.opt.describe() + ", " + to_string(p.dtype) + " B=" + std::to_string(p.batch) + " H=" + std::to_string(p.heads) +
          " Hkv=" + std::to_string(p.kv_heads) + " n=" + std::to_string(p.n) + " d=" + std::to_string(p.d) +
          " dv=" + std::to_string(p.dv) + (p.offsets.empty() ? "" : " packed " + std::to_string(p.offsets.size() - 1) + " seqs") +
          ", " + gen::to_string(dist) + ", probe " + to_string(probe) +
-         (probe == Probe::state_continuation ? " at " + std::to_string(split) : "") + (exact_tier ? ", exact tier" : "") +
+         (probe == Probe::state_continuation ? " at " + join(splits) : "") + (exact_tier ? ", exact tier" : "") +
          (grad ? std::string(", gradients") + (dden.empty() ? "" : " with dden") : "");
 }
 
@@ -177,9 +185,13 @@ FuzzCase make_case(const Supports& s, uint64_t seed) {
   const check::Precision prec = s.precision_for(p.dtype);
   c.exact_tier = c.dist == gen::Dist::small_int && (prec == check::Precision::f32 || prec == check::Precision::f64) &&
                  (p.dtype == DType::f32 || p.dtype == DType::f64) && gen::qualifies_exact_tier(p);
-  if (s.has(HLA_FEAT_STATE) && p.offsets.empty() && blocks >= 2 && chance(r, 5)) {
+  // State cases, packed ones too: each sequence split at its own token, each
+  // continued from its own state (a state mixed up between sequences shows).
+  const auto seqs = p.sequences();
+  const bool splittable = std::all_of(seqs.begin(), seqs.end(), [m](const auto& x) { return x.second - x.first >= 2 * m; });
+  if (s.has(HLA_FEAT_STATE) && splittable && chance(r, 5)) {
     c.probe = Probe::state_continuation;
-    c.split = r.int_in(1, blocks - 1) * m;
+    for (const auto& [t0, t1] : seqs) c.splits.push_back(t0 + r.int_in(1, (t1 - t0) / m - 1) * m);
   } else if (chance(r, 5)) {
     c.probe = Probe::nan_causality;
     std::vector<double>* x = pick(r, std::vector<std::vector<double>*>{&p.q, &p.k, &p.v});
@@ -196,35 +208,64 @@ FuzzCase make_case(const Supports& s, uint64_t seed) {
   return c;
 }
 
-BatchProblem slice_tokens(const BatchProblem& p, Index t0, Index t1) {
+BatchProblem pieces(const BatchProblem& p, const Ranges& ranges) {
   BatchProblem s = p;
-  s.n = t1 - t0;
+  s.n = 0;
   s.offsets.clear();
+  for (const auto& [t0, t1] : ranges) {
+    if (ranges.size() > 1 && s.offsets.empty()) s.offsets.push_back(0);
+    s.n += t1 - t0;
+    if (ranges.size() > 1) s.offsets.push_back(s.n);
+  }
   s.resize_buffers();
-  for (Index b = 0; b < p.batch; ++b)
-    for (Index t = t0; t < t1; ++t) {
-      for (Index h = 0; h < p.heads; ++h)
-        for (Index c = 0; c < p.d; ++c) s.q[s.q_index(b, h, t - t0, c)] = p.q[p.q_index(b, h, t, c)];
-      for (Index g = 0; g < p.kv_heads; ++g) {
-        const Index h = g * (p.heads / p.kv_heads);  // a query head of kv group g
-        for (Index c = 0; c < p.d; ++c) s.k[s.k_index(b, h, t - t0, c)] = p.k[p.k_index(b, h, t, c)];
-        for (Index c = 0; c < p.dv; ++c) s.v[s.v_index(b, h, t - t0, c)] = p.v[p.v_index(b, h, t, c)];
+  for (Index b = 0; b < p.batch; ++b) {
+    Index to = 0;
+    for (const auto& [t0, t1] : ranges)
+      for (Index t = t0; t < t1; ++t, ++to) {
+        for (Index h = 0; h < p.heads; ++h)
+          for (Index c = 0; c < p.d; ++c) s.q[s.q_index(b, h, to, c)] = p.q[p.q_index(b, h, t, c)];
+        for (Index g = 0; g < p.kv_heads; ++g) {
+          const Index h = g * (p.heads / p.kv_heads);  // a query head of kv group g
+          for (Index c = 0; c < p.d; ++c) s.k[s.k_index(b, h, to, c)] = p.k[p.k_index(b, h, t, c)];
+          for (Index c = 0; c < p.dv; ++c) s.v[s.v_index(b, h, to, c)] = p.v[p.v_index(b, h, t, c)];
+        }
       }
-    }
+  }
   return s;
+}
+
+BatchProblem slice_tokens(const BatchProblem& p, Index t0, Index t1) { return pieces(p, {{t0, t1}}); }
+
+std::pair<Ranges, Ranges> state_parts(const FuzzCase& c) {
+  Ranges first, second;
+  const Ranges seqs = c.p.sequences();
+  for (size_t i = 0; i < seqs.size() && i < c.splits.size(); ++i) {
+    first.emplace_back(seqs[i].first, c.splits[i]);
+    second.emplace_back(c.splits[i], seqs[i].second);
+  }
+  return {first, second};
 }
 
 namespace {
 
-// Keeps batch entry b and query head h (with its kv head) only.
-BatchProblem one_head(const BatchProblem& p, Index b, Index h) {
+// Batch entries bs and query heads hs of p with kv_heads K/V heads: new query
+// head i reads the K/V head of hs[i - i % group] (hs lists the heads group by
+// group, each group's heads sharing one K/V head of p).
+BatchProblem subset(const BatchProblem& p, const std::vector<Index>& bs, const std::vector<Index>& hs, Index kv_heads) {
   BatchProblem s = p;
-  s.batch = s.heads = s.kv_heads = 1;
+  s.batch = static_cast<Index>(bs.size()), s.heads = static_cast<Index>(hs.size()), s.kv_heads = kv_heads;
   s.resize_buffers();
-  for (Index t = 0; t < p.n; ++t) {
-    for (Index c = 0; c < p.d; ++c) s.q[s.q_index(0, 0, t, c)] = p.q[p.q_index(b, h, t, c)], s.k[s.k_index(0, 0, t, c)] = p.k[p.k_index(b, h, t, c)];
-    for (Index c = 0; c < p.dv; ++c) s.v[s.v_index(0, 0, t, c)] = p.v[p.v_index(b, h, t, c)];
-  }
+  const Index group = s.heads / kv_heads;
+  for (Index b = 0; b < s.batch; ++b)
+    for (Index h = 0; h < s.heads; ++h) {
+      const Index b0 = bs[static_cast<size_t>(b)], h0 = hs[static_cast<size_t>(h)];
+      for (Index t = 0; t < p.n; ++t) {
+        for (Index c = 0; c < p.d; ++c) s.q[s.q_index(b, h, t, c)] = p.q[p.q_index(b0, h0, t, c)];
+        if (h % group != 0) continue;
+        for (Index c = 0; c < p.d; ++c) s.k[s.k_index(b, h, t, c)] = p.k[p.k_index(b0, h0, t, c)];
+        for (Index c = 0; c < p.dv; ++c) s.v[s.v_index(b, h, t, c)] = p.v[p.v_index(b0, h0, t, c)];
+      }
+    }
   return s;
 }
 
@@ -245,66 +286,154 @@ BatchProblem narrow(const BatchProblem& p, Index d2, Index dv2) {
   return s;
 }
 
+// c's state splits moved with its tokens into pieces(c.p, rs) (false: a
+// piece does not hold its sequence's split strictly inside).
+bool moved_splits(const FuzzCase& c, const Ranges& rs, std::vector<Index>& splits) {
+  const Ranges seqs = c.p.sequences();
+  Index start = 0;
+  for (const auto& [a, b] : rs) {
+    size_t i = 0;
+    while (i + 1 < seqs.size() && a >= seqs[i].second) ++i;
+    if (i >= c.splits.size()) return false;
+    const Index m = c.splits[i];
+    if (!(a < m && m < b)) return false;
+    splits.push_back(start + m - a);
+    start += b - a;
+  }
+  return true;
+}
+
+// Every sequence's split strictly inside it, in whole blocks.
+bool splits_fit(const FuzzCase& k, Index block) {
+  const Ranges seqs = k.p.sequences();
+  if (k.splits.size() != seqs.size()) return false;
+  for (size_t i = 0; i < seqs.size(); ++i) {
+    const Index m = k.splits[i];
+    if (m <= seqs[i].first || m >= seqs[i].second || (m - seqs[i].first) % block != 0) return false;
+  }
+  return true;
+}
+
+// x without repeats, in order.
+std::vector<Index> distinct(std::initializer_list<Index> xs) {
+  std::vector<Index> out;
+  for (Index x : xs)
+    if (std::find(out.begin(), out.end(), x) == out.end()) out.push_back(x);
+  return out;
+}
+
+std::vector<Index> first_n(Index n) {
+  std::vector<Index> xs(static_cast<size_t>(n));
+  for (Index i = 0; i < n; ++i) xs[static_cast<size_t>(i)] = i;
+  return xs;
+}
+
 }  // namespace
 
 std::vector<FuzzCase> reductions(const FuzzCase& c, const Supports& s) {
   std::vector<FuzzCase> out;
-  // keep: the upstream's part that belongs to the reduced problem (gradient cases).
-  const Keep all{{}, {}, 0, c.p.n, c.p.dv};
-  auto add = [&](BatchProblem p, const Keep& keep, Index dropped_prefix = 0) {
+  // keep: the upstream's part that belongs to the reduced problem (gradient
+  // cases); splits: the state splits when the tokens moved.
+  const Keep all{{}, {}, {}, c.p.dv};
+  auto add = [&](BatchProblem p, const Keep& keep, const std::vector<Index>* splits = nullptr) {
     FuzzCase k = c;
     k.p = std::move(p);
-    k.split -= dropped_prefix;
+    if (splits) k.splits = *splits;
     keep_upstream(k, c, keep);
     if (c.probe == Probe::nan_causality && k.p.all_finite()) return;  // the probe needs its NaN
     if (c.probe == Probe::grad_nan_causality && upstream_finite(k)) return;
-    if (c.probe == Probe::state_continuation && (k.split < 1 || k.split >= k.p.n || k.split % s.n_multiple != 0)) return;
+    if (c.probe == Probe::state_continuation && !splits_fit(k, s.n_multiple)) return;
     if (!s.admits_sizes(k.p)) return;  // a kernel's declared sizes hold for shrunk cases too
     k.exact_tier = c.exact_tier && gen::qualifies_exact_tier(k.p);
     out.push_back(std::move(k));
   };
   const BatchProblem& p = c.p;
-  // Fewer heads and batch entries.
+  // Fewer heads and batch entries: one head of one entry; then, for a finding
+  // that needs several entries or heads sharing K/V, every entry with one head,
+  // one entry with every head, one K/V group (its GQA ratio kept), half of each
+  // group, half of the groups.
+  auto keep_heads = [&](const std::vector<Index>& bs, const std::vector<Index>& hs, Index kv_heads) {
+    add(subset(p, bs, hs, kv_heads), {bs, hs, {}, p.dv});
+  };
+  auto heads_where = [&](auto&& pred) {
+    std::vector<Index> hs;
+    for (Index h = 0; h < p.heads; ++h)
+      if (pred(h)) hs.push_back(h);
+    return hs;
+  };
+  const std::vector<Index> batches = first_n(p.batch), heads = first_n(p.heads);
+  const Index group = p.heads / p.kv_heads;
   if (p.batch * p.heads > 1)
     for (Index b = 0; b < p.batch; ++b)
-      for (Index h = 0; h < p.heads; ++h) {
-        BatchProblem q = one_head(p, b, h);
-        if (!p.offsets.empty()) q.offsets = p.offsets;
-        add(std::move(q), {{b}, {h}, 0, p.n, p.dv});
-      }
-  // Fewer packed sequences: the first k of them.
-  if (p.offsets.size() > 2)
-    for (size_t k = 1; k + 1 < p.offsets.size(); ++k) {
-      BatchProblem q = slice_tokens(p, 0, p.offsets[k]);
-      q.offsets.assign(p.offsets.begin(), p.offsets.begin() + static_cast<std::ptrdiff_t>(k) + 1);
-      if (q.offsets.size() == 2) q.offsets.clear();
-      add(std::move(q), {{}, {}, 0, p.offsets[k], p.dv});
-    }
-  // ... or the last ones (the failure may sit in a later sequence).
-  if (p.offsets.size() > 2)
-    for (size_t k = 1; k + 1 < p.offsets.size(); ++k) {
-      BatchProblem q = slice_tokens(p, p.offsets[k], p.n);
-      for (size_t i = k; i < p.offsets.size(); ++i) q.offsets.push_back(p.offsets[i] - p.offsets[k]);
-      if (q.offsets.size() == 2) q.offsets.clear();
-      add(std::move(q), {{}, {}, p.offsets[k], p.n, p.dv});
-    }
+      for (Index h = 0; h < p.heads; ++h) keep_heads({b}, {h}, 1);
+  if (p.batch > 1) {
+    for (Index b = 0; b < p.batch; ++b) keep_heads({b}, heads, p.kv_heads);
+    if (p.heads > 1)
+      for (Index h = 0; h < p.heads; ++h) keep_heads(batches, {h}, 1);
+  }
+  if (p.kv_heads > 1 && group > 1)
+    for (Index g = 0; g < p.kv_heads; ++g) keep_heads(batches, heads_where([&](Index h) { return h / group == g; }), 1);
+  if (group >= 4) keep_heads(batches, heads_where([&](Index h) { return h % group < group / 2; }), p.kv_heads);
+  if (p.kv_heads >= 4 && p.kv_heads % 2 == 0)
+    keep_heads(batches, heads_where([&](Index h) { return h / group < p.kv_heads / 2; }), p.kv_heads / 2);
+  // Token reductions: ranges of p's tokens, one packed sequence each (one: unpacked).
+  auto add_ranges = [&](const Ranges& rs) {
+    std::vector<Index> splits;
+    if (c.probe == Probe::state_continuation && !moved_splits(c, rs, splits)) return;
+    add(pieces(p, rs), {{}, {}, rs, p.dv}, c.probe == Probe::state_continuation ? &splits : nullptr);
+  };
+  // Fewer packed sequences: the first k, the last ones, or one between left out.
+  const Ranges seqs = p.sequences();
+  const size_t S = seqs.size();
+  const auto at = [](size_t i) { return static_cast<std::ptrdiff_t>(i); };
+  for (size_t k = 1; k < S; ++k) add_ranges(Ranges(seqs.begin(), seqs.begin() + at(k)));
+  for (size_t k = 1; k < S; ++k) add_ranges(Ranges(seqs.begin() + at(k), seqs.end()));
+  for (size_t i = 1; i + 1 < S; ++i) {
+    Ranges rs = seqs;
+    rs.erase(rs.begin() + at(i));
+    add_ranges(rs);
+  }
   // Fewer tokens: a prefix (outputs depend only on earlier tokens), then
-  // without a leading part (the failure may not need it).
+  // without a leading part (the failure may not need it); of every packed
+  // sequence at once (they stay packed), then of each sequence alone.
   // With a declared block, whole blocks (rounded down; add() drops the rest).
   const Index m = s.n_multiple;
   auto blocks = [m](Index x) { return x / m * m; };
-  if (p.offsets.empty()) {
-    for (Index n2 : {p.n / 4, p.n / 2, (3 * p.n) / 4, p.n - 1})
-      if (blocks(n2) >= 1 && blocks(n2) < p.n) add(slice_tokens(p, 0, blocks(n2)), {{}, {}, 0, blocks(n2), p.dv});
-    for (Index t0 : {p.n / 2, p.n / 4, Index(1)})
-      if (blocks(t0) >= 1 && blocks(t0) < p.n) add(slice_tokens(p, blocks(t0), p.n), {{}, {}, blocks(t0), p.n, p.dv}, blocks(t0));
+  if (S > 1) {
+    // keep(t0, t1): the part of [t0, t1) kept, or all of it where nothing shorter is.
+    auto every = [&](auto&& keep) {
+      Ranges rs;
+      bool shorter = false;
+      for (const auto& [t0, t1] : seqs) {
+        auto r = keep(t0, t1);
+        if (r.second - r.first < 1 || r.second - r.first >= t1 - t0) r = {t0, t1};
+        shorter = shorter || r.second - r.first < t1 - t0;
+        rs.push_back(r);
+      }
+      if (shorter) add_ranges(rs);
+    };
+    for (Index q : {1, 2, 3}) every([&](Index t0, Index t1) { return std::pair{t0, t0 + blocks(q * (t1 - t0) / 4)}; });
+    every([&](Index t0, Index t1) { return std::pair{t0 + blocks((t1 - t0) / 2), t1}; });
+  }
+  for (size_t i = 0; i < S; ++i) {
+    const auto [t0, t1] = seqs[i];
+    const Index L = t1 - t0;
+    auto only = [&](Index a, Index b) {
+      Ranges rs = seqs;
+      rs[i] = {a, b};
+      add_ranges(rs);
+    };
+    for (Index n2 : distinct({blocks(L / 4), blocks(L / 2), blocks((3 * L) / 4), blocks(L - 1)}))
+      if (n2 >= 1 && n2 < L) only(t0, t0 + n2);
+    for (Index d0 : distinct({blocks(L / 2), blocks(L / 4), blocks(1)}))
+      if (d0 >= 1 && d0 < L) only(t0 + d0, t1);
   }
   // Narrower heads; with declared dimensions, the smaller declared ones (both
   // at once with dv = d).
   if (s.d_values.empty() && s.dv_values.empty() && !s.dv_equals_d) {
     for (auto [d2, dv2] : {std::pair{std::max<Index>(1, p.d / 2), p.dv}, std::pair{p.d, std::max<Index>(1, p.dv / 2)},
                            std::pair{p.d - 1, p.dv}, std::pair{p.d, p.dv - 1}})
-      if (d2 >= 1 && dv2 >= 1 && (d2 < p.d || dv2 < p.dv)) add(narrow(p, d2, dv2), {{}, {}, 0, p.n, dv2});
+      if (d2 >= 1 && dv2 >= 1 && (d2 < p.d || dv2 < p.dv)) add(narrow(p, d2, dv2), {{}, {}, {}, dv2});
   } else {
     auto smaller = [](const std::vector<Index>& declared, Index x) {
       std::vector<Index> out;
@@ -319,10 +448,10 @@ std::vector<FuzzCase> reductions(const FuzzCase& c, const Supports& s) {
       return out;
     };
     if (s.dv_equals_d) {
-      for (Index d2 : smaller(s.d_values, p.d)) add(narrow(p, d2, d2), {{}, {}, 0, p.n, d2});
+      for (Index d2 : smaller(s.d_values, p.d)) add(narrow(p, d2, d2), {{}, {}, {}, d2});
     } else {
       for (Index d2 : smaller(s.d_values, p.d)) add(narrow(p, d2, p.dv), all);
-      for (Index dv2 : smaller(s.dv_values, p.dv)) add(narrow(p, p.d, dv2), {{}, {}, 0, p.n, dv2});
+      for (Index dv2 : smaller(s.dv_values, p.dv)) add(narrow(p, p.d, dv2), {{}, {}, {}, dv2});
     }
   }
   // Simpler options.
@@ -393,7 +522,20 @@ std::vector<FuzzCase> reductions(const FuzzCase& c, const Supports& s) {
       out.push_back(std::move(k));
     }
   }
+  // Without the planted NaN/Inf: 0 there, a plain case. Kept only when the
+  // finding stays the same (a kernel's own NaN, a wrong gradient), never for
+  // a causality finding; last, so that it costs an attempt only once the rest is done.
+  if (c.probe == Probe::nan_causality || c.probe == Probe::grad_nan_causality) out.push_back(without_planted_nan(c));
   return out;
+}
+
+FuzzCase without_planted_nan(const FuzzCase& c) {
+  FuzzCase k = c;
+  k.probe = Probe::plain;
+  for (auto* x : {&k.p.q, &k.p.k, &k.p.v, &k.dout, &k.dden})
+    for (double& e : *x)
+      if (!std::isfinite(e)) e = 0;
+  return k;
 }
 
 }  // namespace hla::fuzz

@@ -23,7 +23,10 @@ struct FuzzCase {
   Probe probe = Probe::plain;
   gen::Dist dist = gen::Dist::gaussian;
   bool exact_tier = false;
-  Index split = 0;  // state_continuation: first token of the second call
+  // state_continuation: per sequence (p.sequences(), packed or not), the first
+  // token of its second call: tokens [t0, m) of every sequence go in one call,
+  // [m, t1) in the next, each sequence from the state its first part left.
+  std::vector<Index> splits;
   // Upstream gradients (SPEC §9), drawn when the candidate declares
   // HLA_FEAT_BACKWARD: the case also runs the backward and judges dq, dk, dv.
   // dout [B,H,n,dv] (values of the problem's dtype), dden [B,H,n] or empty.
@@ -39,7 +42,21 @@ FuzzCase make_case(const Supports& s, uint64_t seed);
 // Smaller or simpler versions of c, most aggressive first (shrinking).
 std::vector<FuzzCase> reductions(const FuzzCase& c, const Supports& s);
 
+// c with its non-finite inputs and upstream entries as 0: a plain case (what
+// a NaN probe's candidate does without the NaN).
+FuzzCase without_planted_nan(const FuzzCase& c);
+
+// Token ranges [t0, t1) of one batch row.
+using Ranges = std::vector<std::pair<Index, Index>>;
+
+// The tokens of `ranges` of every head, each range one packed sequence (one
+// range: no offsets).
+BatchProblem pieces(const BatchProblem& p, const Ranges& ranges);
+
 // Tokens [t0, t1) of every head (no packed offsets).
 BatchProblem slice_tokens(const BatchProblem& p, Index t0, Index t1);
+
+// A state case's two calls: [t0, m) of each sequence, then [m, t1) (c.splits).
+std::pair<Ranges, Ranges> state_parts(const FuzzCase& c);
 
 }  // namespace hla::fuzz

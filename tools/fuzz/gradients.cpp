@@ -50,14 +50,19 @@ void draw_upstream(FuzzCase& c, const Supports& s, gen::Rng& r) {
   c.exact_tier = false;
 }
 
-check::Reference with_gradients(const FuzzCase& c, check::Reference ref, bool hide_reach) {
+check::Reference with_gradients(const FuzzCase& c, check::Reference ref, bool hide) {
   const BatchProblem& p = c.p;
   std::vector<double> dout = c.dout, dden = c.dden;
   for (auto* x : {&dout, &dden})
     for (double& e : *x)
       if (!std::isfinite(e)) e = 0;
   ref.grad = check::compute_gradient_reference(p, ref, dout, dden);
-  if (!hide_reach) return ref;
+  if (hide) fuzz::hide_reach(c, ref);
+  return ref;
+}
+
+void hide_reach(const FuzzCase& c, check::Reference& ref) {
+  const BatchProblem& p = c.p;
   // SPEC §9: o_t depends on tokens ≤ t of its sequence (every token of it
   // unmasked), so upstream at (b, h, j) reaches dq of (b, h) and dk, dv of
   // (b, h's kv head) at those tokens only.
@@ -80,7 +85,6 @@ check::Reference with_gradients(const FuzzCase& c, check::Reference ref, bool hi
           hide(g.dv, p.kv_heads, h / group, b, t, p.dv);
         }
       }
-  return ref;
 }
 
 void keep_upstream(FuzzCase& k, const FuzzCase& c, const Keep& keep) {
@@ -93,13 +97,15 @@ void keep_upstream(FuzzCase& k, const FuzzCase& c, const Keep& keep) {
     return out;
   };
   const auto bs = all(keep.batches, p.batch), hs = all(keep.heads, p.heads);
+  const Ranges ts = keep.tokens.empty() ? Ranges{{0, p.n}} : keep.tokens;
   auto pick = [&](const std::vector<double>& x, Index cols, Index cols2) {
     std::vector<double> out;
     if (x.empty()) return out;
     for (Index b : bs)
       for (Index h : hs)
-        for (Index t = keep.t0; t < keep.t1; ++t)
-          for (Index col = 0; col < cols2; ++col) out.push_back(x[at(((b * p.heads + h) * p.n + t) * cols + col)]);
+        for (const auto& [t0, t1] : ts)
+          for (Index t = t0; t < t1; ++t)
+            for (Index col = 0; col < cols2; ++col) out.push_back(x[at(((b * p.heads + h) * p.n + t) * cols + col)]);
     return out;
   };
   k.dout = pick(c.dout, p.dv, keep.dv);

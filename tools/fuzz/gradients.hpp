@@ -14,17 +14,21 @@ namespace hla::fuzz {
 void draw_upstream(FuzzCase& c, const Supports& s, gen::Rng& r);
 
 // ref with the reference gradients of c's upstream, its non-finite entries
-// taken as 0. With hide_reach, every gradient element such an entry may reach
+// taken as 0. With hide, every gradient element such an entry may reach
 // (SPEC §9, "NaN causality of gradients") is set to NaN, so that check_gradients
 // does not score it; every other element depends on the upstream only through
 // finite entries, so it must be finite and within the bound of this reference.
-check::Reference with_gradients(const FuzzCase& c, check::Reference ref, bool hide_reach);
+check::Reference with_gradients(const FuzzCase& c, check::Reference ref, bool hide);
+// The hiding alone: ref.grad's elements that c's non-finite upstream may reach set to NaN.
+void hide_reach(const FuzzCase& c, check::Reference& ref);
 
 // The upstream entries of the batch entries `batches` and query heads `heads`
-// (empty: all), tokens [t0, t1) and the first dv columns (a reduction's problem).
+// (empty: all), the token ranges `tokens` (empty: all; in order, as pieces()
+// lays them out) and the first dv columns (a reduction's problem).
 struct Keep {
   std::vector<Index> batches, heads;
-  Index t0 = 0, t1 = 0, dv = 0;
+  Ranges tokens;
+  Index dv = 0;
 };
 void keep_upstream(FuzzCase& k, const FuzzCase& c, const Keep& keep);
 

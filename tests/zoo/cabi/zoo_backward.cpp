@@ -31,7 +31,8 @@
 // commented where it is switched on; the forward is right in all of them):
 // backward_varlen_leak (the adjoints not reset at a packed-sequence boundary),
 // backward_pad_nan (a padded last chunk's 0/0 upstream reaches real rows),
-// backward_dstate_next_seq (sequence i's dstate from sequence i + 1),
+// backward_dstate_next_seq (sequence i's dstate from sequence i + 1; _packed:
+// packed sequences only, batch entries right),
 // backward_dq_chunk_carry (dq's carry from the wrong chunk at chunk starts),
 // backward_bf16_accum (adjoints kept in bf16 while declaring f32 for bf16).
 
@@ -50,12 +51,16 @@ constexpr std::string_view kMember = ZOO_STR(ZOO_BUG);
 static_assert(kMember == "correct_backward" || kMember == "backward_dk_no_cross" || kMember == "backward_decay_power" ||
                   kMember == "backward_gqa_unsummed" || kMember == "backward_nan_leak" || kMember == "correct_backward_state" ||
                   kMember == "backward_state_dropped" || kMember == "backward_varlen_leak" || kMember == "backward_pad_nan" ||
-                  kMember == "backward_dstate_next_seq" || kMember == "backward_dq_chunk_carry" ||
+                  kMember == "backward_dstate_next_seq" || kMember == "backward_dstate_next_packed" ||
+                  kMember == "backward_dq_chunk_carry" ||
                   kMember == "backward_bf16_accum",
               "ZOO_BUG names no member built from zoo_backward.cpp");
 constexpr bool bug(std::string_view b) { return kMember == b; }
 
-constexpr bool kState = bug("correct_backward_state") || bug("backward_state_dropped") || bug("backward_dstate_next_seq");
+constexpr bool kState = bug("correct_backward_state") || bug("backward_state_dropped") || bug("backward_dstate_next_seq") ||
+                        bug("backward_dstate_next_packed");
+// backward_dstate_next_packed: backward_dstate_next_seq within a batch row's packed sequences only.
+constexpr bool kDstateNext = bug("backward_dstate_next_seq") || bug("backward_dstate_next_packed");
 // backward_bf16_accum also takes bf16 inputs and declares f32 for them (its bug: it accumulates in bf16).
 constexpr bool kBf16 = bug("backward_bf16_accum");
 constexpr uint32_t kFeatures = HLA_FEAT_NORMALIZE | HLA_FEAT_CLAMP | HLA_FEAT_DECAY | HLA_FEAT_SCALE | HLA_FEAT_GQA | HLA_FEAT_VARLEN |
@@ -255,7 +260,7 @@ int run(const hla_problem* p, const void* dout, const double* dden, void* dq_out
   // backward_dstate_next_seq: each sequence's ∂L/∂X0 into `own` first; the bug hands them out below.
   Vec own, leak;  // leak: backward_varlen_leak's adjoint of the sequence after this one
   double* dX0_own = dX0;
-  if (bug("backward_dstate_next_seq") && dX0) own.assign(at(p->batch * p->heads * nseq * X), 0), dX0_own = own.data();
+  if (kDstateNext && dX0) own.assign(at(p->batch * p->heads * nseq * X), 0), dX0_own = own.data();
   for (int64_t b = 0; b < p->batch; ++b)
     for (int64_t h = 0; h < p->heads; ++h) {
       const int64_t hk = h / group;
@@ -340,10 +345,11 @@ int run(const hla_problem* p, const void* dout, const double* dden, void* dq_out
     }
   // backward_dstate_next_seq: sequence i (over batch entries and packed sequences, per head) gets the ∂L/∂X0 of
   // sequence i + 1, the last its own: an off-by-one in the sequence index of the dstate store.
+  // backward_dstate_next_packed: the same within each batch row (its packed sequences; a row's last keeps its own).
   const int64_t N = p->batch * nseq;
   for (int64_t i = 0; i < N && !own.empty(); ++i)
     for (int64_t h = 0; h < p->heads; ++h) {
-      const int64_t j = std::min(i + 1, N - 1);
+      const int64_t j = bug("backward_dstate_next_packed") ? i / nseq * nseq + std::min(i % nseq + 1, nseq - 1) : std::min(i + 1, N - 1);
       auto slot = [&](int64_t seq) { return at(((seq / nseq * p->heads + h) * nseq + seq % nseq) * X); };
       std::copy(own.begin() + static_cast<std::ptrdiff_t>(slot(j)), own.begin() + static_cast<std::ptrdiff_t>(slot(j) + at(X)),
                 dX0 + slot(i));

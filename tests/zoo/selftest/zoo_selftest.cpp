@@ -572,6 +572,7 @@ std::map<std::string, Expect> expectations() {
       {"backward_varlen_leak", {false, {}, Outcome::differ, {n37, "hla2_varlen_n37"}, {}}},
       {"backward_pad_nan", {false, {}, Outcome::differ, {n37, "la1_clamp_n37"}, {}}},
       {"backward_dstate_next_seq", {false, {}, Outcome::differ, {n37, "hla2_state_n37", "la1_state_n37"}, {}}},
+      {"backward_dstate_next_packed", {false, {}, Outcome::differ, {n37, "hla2_state_n37", "la1_state_n37"}, {}}},
       {"backward_dq_chunk_carry", {false, {}, Outcome::differ, {n37, "la1_n37"}, {}}},
       {"backward_bf16_accum", {false, {}, Outcome::differ, {n37, "hla2_add_bf16_n37"}, {}}},
       {"crash_long", {false, {"la1_n45", "la1_n42"}, Outcome::crash, {n37}, {}}},
