@@ -224,7 +224,8 @@ std::pair<std::string, std::string> check_arrays(const std::map<std::string, Ten
                                                  const std::map<std::string, std::string>& options, const std::string& layout,
                                                  const TensorArg& out, const std::optional<TensorArg>& den,
                                                  const std::string& precision, const std::string& form_class, bool exact_tier,
-                                                 size_t worst, const std::string& dump, const std::map<std::string, TensorArg>& grads) {
+                                                 size_t worst, const std::string& dump, const std::map<std::string, TensorArg>& grads,
+                                                 Index exact_max_n) {
   const BatchProblem p = problem_of(tensors, options, layout);
   const io::Layout l = io::parse_layout(layout);
   const check::CandidateOutputs c = outputs_moved(candidate_of(p, out, den, grads, l));
@@ -235,10 +236,10 @@ std::pair<std::string, std::string> check_arrays(const std::map<std::string, Ten
   check::Report r;
   {
     nb::gil_scoped_release unlocked;
+    check::Reference ref = check::compute_reference(p, exact_max_n);
     if (!up) {
-      r = check::check(p, c, opt);
+      r = check::check(p, ref, c, opt);
     } else {  // the reference with its gradients for the upstream (SPEC §9)
-      check::Reference ref = check::compute_reference(p);
       ref.grad = check::compute_gradient_reference(p, ref, std::move(up->dout), std::move(up->dden));
       r = check::check(p, ref, c, opt);
     }
@@ -362,7 +363,7 @@ NB_MODULE(_core, m) {
   m.def("reference", &reference, nb::arg("tensors"), nb::arg("options"), nb::arg("layout"), nb::arg("threads") = 0);
   m.def("check", &check_arrays, nb::arg("tensors"), nb::arg("options"), nb::arg("layout"), nb::arg("out"), nb::arg("den").none(),
         nb::arg("precision"), nb::arg("form_class"), nb::arg("exact_tier"), nb::arg("worst"), nb::arg("dump"),
-        nb::arg("grads") = std::map<std::string, TensorArg>{});
+        nb::arg("grads") = std::map<std::string, TensorArg>{}, nb::arg("exact_max_n") = 48);
 
   nb::class_<Fixture>(m, "Fixture");
   m.def("load_fixture", &load_fixture, nb::arg("path"));
