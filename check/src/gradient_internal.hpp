@@ -101,6 +101,11 @@ std::vector<std::pair<std::string, CandidateOutputs>> gradient_baselines(const B
 // Whether an exact-tier case's gradients must be bit-exact (gradient.cpp).
 bool gradient_exact_tier(const BatchProblem& p, const GradientReference& g);
 
+// hla2's state-difference backward (the reverse of the paper-state recurrence,
+// S·C − G; gradient_paper_state.cpp) in float (f32, tf32) or double (f64), no
+// initial state: rule 3's subtracting order for the state-difference class.
+CandidateOutputs paper_state_gradients(const BatchProblem& p, Precision prec, const std::vector<double>& dout, const std::vector<double>& dden);
+
 // The gradients of one group task by the double-double engine (fast/backward.hpp):
 // values rounded to double (certified: the correctly rounded exact value),
 // magnitudes, and Flag bits in `flags` (its dq, dk, dv, dstate members hold

@@ -89,8 +89,8 @@ def test_known_false_alarm(path):
     """Shrunk findings of the 2,000-case campaign (seed 1) on the correct paper_state kernel: rule 3 fails its dk
     against our masked-class backward orders, which have no state-difference form (tests/falarm/README.md). The
     control: the same kernel in float64 is within a few 2^-53·M* of the reference, and the masked numpy adjoint passes in the same
-    precision. An xfail while the judge flags it (for that reason only); once it passes, this test fails, so that the
-    fixture and its note go."""
+    precision. Fixed by our own subtracting backward (hla2's paper state, S·C − G) among rule 3's
+    orders for the state-difference class: now a regression test."""
     _torch()
     fx = hla_oracle.load_fixture(path)
     kern = falarm.kernels()["paper_state"]
@@ -111,9 +111,4 @@ def test_known_false_alarm(path):
     assert r.passed, r.text
     out, den, dq, dk, dv = analyze_findings.run(kern, q, k, v, do, dden, o, "torch")
     r = fx.check(out, den, precision=prec, form_class="state_difference", dq=dq, dk=dk, dv=dv)
-    if not r.passed:
-        assert [g["name"] for g in r.json()["gradients"] if g["checked"] and not g["pass"]] == ["dk"], r.text
-        assert all("times the larger of the worst of our own backward forms" in x for x in r.reasons), r.reasons
-        pytest.xfail("known false alarm: rule 3 on a state-difference dk (tests/falarm/README.md)")
-    pytest.fail(f"{path.name} is no longer a false alarm (the judge passes the correct kernel): remove it from "
-                "tests/falarm/false_alarms/ and its line from tests/falarm/README.md")
+    assert r.passed, r.text  # fixed by our own state-difference backward among rule 3's orders
