@@ -221,11 +221,11 @@ TEST_CASE("shrinker: a gradient finding from a NaN upstream drops the NaN", "[fu
   CHECK(g.shrunk.find("probe grad_nan_causality") != std::string::npos);
 }
 
-TEST_CASE("shrinker: a gradient finding with normalize drops it where rule 3 then fails too", "[fuzz][grad][shrink]") {
-  // Normalized gradients are judged by the a priori bound alone (SPEC §9); without
-  // normalize rule 3 applies and fails as well: a superset of the rules, which
-  // the shrinker accepts (dk off needs no normalize). Relative only: an element
-  // of zero magnitude (score inf, exempt from rule 3) offers no way around it.
+TEST_CASE("shrinker: a gradient finding with normalize drops it where the same rules fail", "[fuzz][grad][shrink]") {
+  // Rule 3 judges normalized gradients too (SPEC §9), so a relative dk error fails
+  // the same rules with and without normalize, and the shrinker drops it (dk off
+  // needs no normalize). Relative only: an element of zero magnitude (score inf,
+  // exempt from rule 3) offers no way around it.
   Grads dk_off(Bug::dk_rel);
   const auto [index, c] = first_failing(dk_off, 22, [](const fuzz::FuzzCase& k) {
     return k.probe == fuzz::Probe::plain && k.grad && k.p.opt.normalize && k.p.opt.eps_mode == EpsMode::add &&
@@ -233,11 +233,11 @@ TEST_CASE("shrinker: a gradient finding with normalize drops it where rule 3 the
   });
   const fuzz::Verdict v = fuzz::judge(dk_off, c);
   INFO(v.message);
-  REQUIRE(v.rules == "grad_bound");  // not vacuous: rule 3 does not apply to it
+  REQUIRE(v.rules == "grad_bound,grad_ratio");
   fuzz::FuzzCase plain = c;
   plain.p.opt.normalize = false;
   const fuzz::Verdict w = fuzz::judge(dk_off, plain);
-  REQUIRE(w.rules == "grad_bound,grad_ratio");  // and does without normalize
+  REQUIRE(w.rules == v.rules);
   const fuzz::Finding f = shrink_one(dk_off, 22, index);
   CHECK(f.kind == "gradient");
   CHECK(f.needs.find("normalize") == std::string::npos);
