@@ -21,6 +21,7 @@
 #include <optional>
 #include <cmath>
 #include <limits>
+#include <map>
 #include <sstream>
 
 namespace hla::check {
@@ -284,6 +285,11 @@ std::vector<BaselineForm> baseline_forms(const BatchProblem& p, FormClass cls) {
 }
 
 Report check(const BatchProblem& p, const Reference& given, const CandidateOutputs& cand, const CheckOptions& opt) {
+  BaselineMemo memo;
+  return check(p, given, cand, opt, &memo);
+}
+
+Report check(const BatchProblem& p, const Reference& given, const CandidateOutputs& cand, const CheckOptions& opt, BaselineMemo* memo) {
   // A hand-built Reference may lack num and the state-difference magnitudes.
   std::optional<Reference> completed;
   if (!is_complete(given) && given.out.size() == given.mag_num.size() && given.den.size() == given.mag_den.size())
@@ -323,17 +329,45 @@ Report check(const BatchProblem& p, const Reference& given, const CandidateOutpu
   const BatchProblem& finite = p.all_finite() ? p : zeroed.emplace(with_finite_inputs(p));
   const bool large = fast_baseline_wanted(finite);
   const std::vector<BaselineForm> forms = baseline_forms(finite, opt.form_class);
+  // The class hint may judge again with the state-difference magnitudes: score
+  // each order under those too now (cheap next to evaluating it), and take
+  // them from the memo then.
+  const bool replay = memo && memo->mode == BaselineMemo::Mode::replay;
+  const bool record = memo && !replay && opt.form_class == FormClass::masked && has_state_difference_magnitude(p.opt);
+  auto worst_under = [&](const Mags& m, const CandidateOutputs& c) {
+    double worst = 0;
+    for (double w : score_all<double>(p, ref, m, c, r.u, tiny, K, [](double& w, const Element& e) {
+           if (e.skip == Skip::none) w = std::max(w, e.score);
+         }))
+      worst = std::max(worst, w);
+    return worst;
+  };
+  // Orders that compute the same values: chunk widths at or beyond the longest
+  // sequence (one chunk each) give those of the smallest such width.
+  const Index longest = longest_sequence(finite);
+  auto key_of = [&](const BaselineForm& f) {
+    BaselineForm k = f;
+    if (is_chunked(k.form) && k.chunk >= longest) k.chunk = std::max<Index>(longest, 1);
+    return k.name();
+  };
+  std::map<std::string, double> same;  // key -> worst score of an order already evaluated
   size_t forms_done = 0;
   for (const BaselineForm& f : forms) {
     if (opt.progress) opt.progress("baseline", static_cast<double>(forms_done++), static_cast<double>(forms.size()));
-    const BatchProblem& fp = !f.reversed_features ? finite : reversed ? *reversed : reversed.emplace(with_reversed_features(finite));
-    const CandidateOutputs c = (large || fp.has_state()) && fast_baseline_applies(fp, f, true) ? fast_ours(fp, r.precision, f)
-                                                                                                : ours(fp, r.precision, f.form, f.chunk);
     double worst = 0;
-    for (double m : score_all<double>(p, ref, mag, c, r.u, tiny, K, [](double& m, const Element& e) {
-           if (e.skip == Skip::none) m = std::max(m, e.score);
-         }))
-      worst = std::max(worst, m);
+    const std::string key = key_of(f);
+    if (const auto it = same.find(key); it != same.end()) {
+      worst = it->second;
+    } else if (replay && memo->sd_worst.count(key)) {
+      worst = same[key] = memo->sd_worst.at(key);
+    } else {
+      const BatchProblem& fp = !f.reversed_features ? finite : reversed ? *reversed : reversed.emplace(with_reversed_features(finite));
+      const CandidateOutputs c = (large || fp.has_state()) && fast_baseline_applies(fp, f, true) ? fast_ours(fp, r.precision, f)
+                                                                                                  : ours(fp, r.precision, f.form, f.chunk);
+      if (memo) ++memo->evaluated;
+      worst = same[key] = worst_under(mag, c);
+      if (record) memo->sd_worst[key] = worst_under(mags_of(ref, FormClass::state_difference), c);
+    }
     if (worst > r.baseline_max_score) {
       r.baseline_max_score = worst;
       r.baseline_worst_form = f.name();
@@ -409,7 +443,7 @@ Report check(const BatchProblem& p, const Reference& given, const CandidateOutpu
   if (r.exact_mismatches)
     r.reasons.push_back(std::to_string(r.exact_mismatches) + " elements differ from the exact reference (exact tier demands bit equality)");
   // Gradients (SPEC §9): their own rows, by the a priori rule.
-  check_gradients(p, ref, cand, opt, r);
+  check_gradients(p, ref, cand, opt, r, memo && (record || replay) ? memo : nullptr);
   bool grad_unscored = false;
   for (const GradientRow& g : r.gradients)
     if (g.checked && g.elements > 0 && static_cast<double>(g.elements - g.scored) > kMaxUnscoredFraction * static_cast<double>(g.elements)) {
@@ -438,7 +472,9 @@ Report check(const BatchProblem& p, const Reference& given, const CandidateOutpu
     CheckOptions sd = opt;
     sd.form_class = FormClass::state_difference;
     sd.dump_on_failure.clear();
-    r.state_difference_would_pass = check(p, ref, cand, sd).pass;
+    BaselineMemo none;
+    if (memo) memo->mode = BaselineMemo::Mode::replay;
+    r.state_difference_would_pass = check(p, ref, cand, sd, memo ? memo : &none).pass;
     if (r.state_difference_would_pass)
       r.reasons.push_back("hint: judged as --form-class state_difference (a kernel that subtracts unmasked partial sums, "
                           "S*C - G) it passes; declare that class if it is what the kernel computes");

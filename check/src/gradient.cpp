@@ -173,7 +173,8 @@ CandidateOutputs unreversed(const BatchProblem& p, CandidateOutputs c) {
 // summed in the opposite order). Each forms a normalized upstream from its own
 // forward, in that precision.
 std::vector<std::pair<std::string, CandidateOutputs>> gradient_baselines(const BatchProblem& p, const GradientReference& g, Precision prec,
-                                                                         FormClass cls) {
+                                                                         FormClass cls,
+                                                                         std::vector<std::pair<std::string, CandidateOutputs>>* masked_done) {
   std::vector<std::pair<std::string, CandidateOutputs>> out;
   // The state-difference class: our own subtracting backward (hla2's paper
   // state, S·C − G), also with reversed features, whose honest error the
@@ -185,6 +186,11 @@ std::vector<std::pair<std::string, CandidateOutputs>> gradient_baselines(const B
     out.emplace_back("paper state (S*C - G)", paper_state_gradients(p, prec, g.dout, g.dden));
     out.emplace_back("paper state (S*C - G), reversed features",
                      unreversed(p, paper_state_gradients(with_reversed_features(p), prec, g.dout, g.dden)));
+  }
+  if (masked_done) {  // the rest does not depend on the class
+    std::move(masked_done->begin(), masked_done->end(), std::back_inserter(out));
+    masked_done->clear();
+    return out;
   }
   if ((prec == Precision::f32 || prec == Precision::f64) && !fast_baseline_wanted(p))
     for (const auto& [form, chunk] : {std::pair{BackwardForm::streaming, Index(16)}, {BackwardForm::chunked, Index(16)},

@@ -238,6 +238,11 @@ std::string ill_tokens(const GradientYardstick& y) {
 }  // namespace
 
 void check_gradients(const BatchProblem& p, const Reference& ref, const CandidateOutputs& cand, const CheckOptions& opt, Report& r) {
+  check_gradients(p, ref, cand, opt, r, nullptr);
+}
+
+void check_gradients(const BatchProblem& p, const Reference& ref, const CandidateOutputs& cand, const CheckOptions& opt, Report& r,
+                     BaselineMemo* memo) {
   const bool has_any = !cand.dq.empty() || !cand.dk.empty() || !cand.dv.empty() || !cand.dstate_parts.empty();
   if (!ref.grad) {
     if (has_any)
@@ -254,7 +259,10 @@ void check_gradients(const BatchProblem& p, const Reference& ref, const Candidat
                      std::string(p.has_state() ? "carries no reference for it" : "has no initial state"));
   r.gradient_bound = gradient_depth_bound(p.opt, longest_sequence(p), p.d, p.dv) + 1;
   const GradientYardstick y = has_any ? gradient_yardstick(p, ref, g, opt.form_class, r.u) : GradientYardstick{};
-  const Bases bases = has_any ? gradient_baselines(p, g, r.precision, opt.form_class) : Bases{};
+  const bool replay = memo && memo->mode == BaselineMemo::Mode::replay;
+  const size_t reused = replay ? memo->gradient_bases.size() : 0;
+  Bases bases = has_any ? gradient_baselines(p, g, r.precision, opt.form_class, replay ? &memo->gradient_bases : nullptr) : Bases{};
+  if (memo) memo->evaluated += bases.size() - std::min(reused, bases.size());
   const bool exact_tier = opt.exact_tier && (!cand.dq.empty() || !cand.dk.empty() || !cand.dv.empty()) && gradient_exact_tier(p, g);
   const Judge j{p, r, bases, exact_tier, info(r.precision).smallest_normal()};
   std::vector<std::string> missing;
@@ -271,6 +279,7 @@ void check_gradients(const BatchProblem& p, const Reference& ref, const Candidat
     r.reasons.push_back("the fixture's upstream has dden (∂L/∂den), so its gradients include the terms through den, but the candidate "
                         "returns no den: a kernel whose loss does not see den is judged against a fixture written with dden=false "
                         "(hla gen --case ...,grad=true,dden=false)");
+  if (memo && !replay) memo->gradient_bases = std::move(bases);
   if (!missing.empty()) {
     std::string list;
     for (const auto& s : missing) list += (list.empty() ? "" : ", ") + s;

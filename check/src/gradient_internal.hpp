@@ -96,8 +96,12 @@ inline double token_kappa(const Options& o, double den, double mden_err, const d
 
 // Rule 3's yardsticks for gradients: our own backward forms in precision prec
 // (gradient.cpp), named.
+// With `masked_done` (the masked class's orders, already evaluated: a class
+// hint's second judgement), only the orders the class adds are evaluated and
+// those are moved in after them.
 std::vector<std::pair<std::string, CandidateOutputs>> gradient_baselines(const BatchProblem& p, const GradientReference& g, Precision prec,
-                                                                         FormClass cls);
+                                                                         FormClass cls,
+                                                                         std::vector<std::pair<std::string, CandidateOutputs>>* masked_done = nullptr);
 // Whether an exact-tier case's gradients must be bit-exact (gradient.cpp).
 bool gradient_exact_tier(const BatchProblem& p, const GradientReference& g);
 

@@ -14,6 +14,7 @@
 #include <exception>
 #include <mutex>
 #include <thread>
+#include <map>
 #include <tuple>
 #include <vector>
 
@@ -61,5 +62,20 @@ inline bool certifies(const f113& x, const f113& e) {
 // permutation (its own inverse) to a vector in BatchProblem::state layout.
 BatchProblem with_reversed_features(BatchProblem p);
 void reverse_state_features(const BatchProblem& p, std::vector<double>& state);
+
+// What one check's baseline orders computed, kept for the class hint's second
+// judgement (check.cpp) so that no order is evaluated twice in one check:
+// `record` also scores each forward order under the state-difference
+// magnitudes and keeps the gradient orders; `replay` takes them from here and
+// evaluates only the orders the second class adds.
+struct BaselineMemo {
+  enum class Mode { record, replay } mode = Mode::record;
+  std::map<std::string, double> sd_worst;  // forward order name -> its worst score under the sd magnitudes
+  std::vector<std::pair<std::string, CandidateOutputs>> gradient_bases;  // the masked class's gradient orders
+  size_t evaluated = 0;                    // forward and gradient orders evaluated (tests count them)
+};
+Report check(const BatchProblem& p, const Reference& ref, const CandidateOutputs& cand, const CheckOptions& opt, BaselineMemo* memo);
+void check_gradients(const BatchProblem& p, const Reference& ref, const CandidateOutputs& cand, const CheckOptions& opt, Report& r,
+                     BaselineMemo* memo);
 
 }  // namespace hla::check
