@@ -56,14 +56,16 @@ class CaseOptions:
 
 
 class FuzzResult:
-    """The campaign's summary: cases, seconds, findings (dicts: kind, message,
-    shrunk, needs, fixture, candidate, precision, form_class, …), by_kind,
-    probes, inconclusive, ok (no findings), text (as `hla fuzz` prints it, with
-    how to reproduce each finding)."""
+    """The campaign's summary: cases, seconds, phases (seconds in the reference,
+    the candidate and the check, over all cases), findings (dicts: kind,
+    message, shrunk, needs, fixture, candidate, precision, form_class, …),
+    by_kind, probes, inconclusive, ok (no findings), text (as `hla fuzz` prints
+    it, with how to reproduce each finding)."""
 
     def __init__(self, d, header):
         self.cases = d["cases"]
         self.seconds = d["seconds"]
+        self.phases = dict(d["phases"])
         self.inconclusive = d["inconclusive"]
         self.by_kind = dict(d["by_kind"])
         self.probes = dict(d["probes"])

@@ -155,6 +155,9 @@ nb::dict summary_dict(const fuzz::Summary& s) {
   d["cases"] = s.cases;
   d["inconclusive"] = s.inconclusive;
   d["seconds"] = s.seconds;
+  nb::dict phases;
+  phases["reference"] = s.phases.reference, phases["candidate"] = s.phases.candidate, phases["check"] = s.phases.check;
+  d["phases"] = phases;
   d["by_kind"] = s.by_kind;
   d["probes"] = s.probes;
   d["text"] = s.text();

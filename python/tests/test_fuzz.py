@@ -17,8 +17,11 @@ def test_correct_kernel_runs_clean_and_fast(tmp_path):
     t = time.perf_counter()
     r = hla_oracle.fuzz(kernel, FULL, max_cases=300, seed=7, findings=tmp_path / "f", progress=False)
     wall = time.perf_counter() - t
-    print(f"\n[in-process adapter] {r.cases} cases in {wall:.2f} s: {r.cases / wall:.0f} cases/s (numpy hla2/la1, n <= 64)")
+    ph = {k: 1e3 * v / r.cases for k, v in r.phases.items()}
+    print(f"\n[in-process adapter] {r.cases} cases in {wall:.2f} s: {r.cases / wall:.0f} cases/s (numpy hla2/la1, n <= 64); "
+          f"per case: reference {ph['reference']:.2f} ms, candidate {ph['candidate']:.2f} ms, check {ph['check']:.2f} ms")
     assert r.ok, r.text
+    assert set(r.phases) == {"reference", "candidate", "check"} and sum(r.phases.values()) <= r.seconds
     assert r.cases == 300 and r.probes.get("nan_causality", 0) > 0
     assert "hla fuzz: 300 cases" in r.text
 

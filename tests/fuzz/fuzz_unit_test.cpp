@@ -552,6 +552,12 @@ TEST_CASE("campaign: case i of the stream, shards disjoint", "[fuzz][campaign]")
     o.findings_dir = dir.path.string();
     const fuzz::Summary r = fuzz::run_campaign(honest, o);
     CHECK(r.findings.empty());
+    // Every case's time is split into its phases, each spent, together within the whole.
+    CHECK(r.phases.reference > 0);
+    CHECK(r.phases.candidate > 0);
+    CHECK(r.phases.check > 0);
+    CHECK(r.phases.reference + r.phases.candidate + r.phases.check <= r.seconds);
+    CHECK(r.text().find("per case: reference ") != std::string::npos);
     REQUIRE(honest.calls.size() == 12);
     for (size_t i = 0; i < 12; ++i) {
       const fuzz::FuzzCase want = fuzz::make_case(s, gen::derive_seed(seed, shard + 2 * i));

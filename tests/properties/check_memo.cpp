@@ -130,6 +130,16 @@ TEST_CASE("class hint: no order evaluated twice, and the verdict of a separate s
     // hla2 masked in f32: the engine at 16, 64, 64 reversed, the library's 3 on a small head; sd adds the paper state twice.
     const size_t grad_masked = 6, grad_sd_only = 2;
     CHECK(memo.evaluated == (hint_ran ? all.size() + grad_masked + grad_sd_only : masked_orders + grad_masked));
+    // What the memo kept of each order is its worst score under the state-difference
+    // magnitudes: the max_score of that order's values as a candidate of that class.
+    for (BaselineForm f : baseline_forms(p, FormClass::masked)) {
+      if (f.reversed_features) continue;
+      if (is_chunked(f.form) && f.chunk >= p.n) f.chunk = p.n;
+      REQUIRE(memo.sd_worst.count(f.name()));
+      const Report as_sd = check::check(p, ref, ours(p, Precision::f32, f.form, f.chunk),
+                                        {.precision = Precision::f32, .form_class = FormClass::state_difference});
+      CHECK(memo.sd_worst.at(f.name()) == as_sd.max_score);
+    }
   }
   CHECK(hinted > 0);  // both branches were exercised
   CHECK(not_hinted > 0);

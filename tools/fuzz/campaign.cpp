@@ -178,14 +178,30 @@ bool nan_travelled(Adapter& a, const FuzzCase& c, const check::Reference& ref, c
   return travelled(ref.out, got.out, r.out.out) || travelled(ref.den, got.den, r.out.den);
 }
 
+// The running campaign's phase clocks (Summary::phases; none outside a campaign).
+thread_local Summary::Phases* phases = nullptr;
+
+// f(), its seconds added to the running campaign's phase `field`.
+template <class F> auto timed(double Summary::Phases::*field, F&& f) {
+  const auto t0 = std::chrono::steady_clock::now();
+  struct Add {
+    double Summary::Phases::*field;
+    std::chrono::steady_clock::time_point t0;
+    ~Add() {
+      if (phases) phases->*field += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    }
+  } add{field, t0};
+  return f();
+}
+
 Verdict run_and_check(Adapter& a, const FuzzCase& c, const check::Reference& ref, const check::Reference* zero_ref = nullptr) {
-  RunResult r = run_candidate(a, c, &ref);
+  RunResult r = timed(&Summary::Phases::candidate, [&] { return run_candidate(a, c, &ref); });
   if (r.status != RunResult::Status::ok) return failed_run(r);
   check::CheckOptions opt;
   opt.precision = a.supports().precision_for(c.p.dtype);
   opt.form_class = a.supports().form_class;
   opt.exact_tier = c.exact_tier;
-  const check::Report rep = check::check(c.p, ref, r.out, opt);
+  const check::Report rep = timed(&Summary::Phases::check, [&] { return check::check(c.p, ref, r.out, opt); });
   if (rep.pass) return {};
   if (rep.inconclusive) return inconclusive();  // nothing to judge on (e.g. every output depends on a NaN input)
   std::string kind = "numerics";
@@ -273,9 +289,11 @@ bool same_failure(const Verdict& w, const Verdict& v) {
 }  // namespace
 
 Verdict judge(Adapter& a, const FuzzCase& c, double reference_budget, Index exact_max_n) {
-  check::Reference ref = check::compute_reference(c.p, exact_max_n, reference_budget);
+  check::Reference ref = timed(&Summary::Phases::reference, [&] {
+    check::Reference r = check::compute_reference(c.p, exact_max_n, reference_budget);
+    return c.grad ? with_gradients(c, std::move(r), false) : r;
+  });
   std::optional<check::Reference> zero_ref;  // a NaN upstream's: the reference with the NaN as 0, unhidden
-  if (c.grad) ref = with_gradients(c, std::move(ref), false);
   if (c.grad && c.probe == Probe::grad_nan_causality) zero_ref = ref, hide_reach(c, ref);
   Verdict v = run_and_check(a, c, ref, zero_ref ? &*zero_ref : nullptr);
   if (!v.kind.empty()) {
@@ -342,7 +360,14 @@ Verdict judge(Adapter& a, const FuzzCase& c, double reference_budget, Index exac
 std::string Summary::text() const {
   std::ostringstream os;
   os << "hla fuzz: " << cases << " cases in " << seconds << " s (" << (cases ? 1e3 * seconds / cases : 0) << " ms/case); "
-     << findings.size() << " finding(s)\n  probes:";
+     << findings.size() << " finding(s)\n";
+  if (cases) {
+    const double ms = 1e3 / static_cast<double>(cases);
+    os << "  per case: reference " << ms * phases.reference << " ms, candidate " << ms * phases.candidate << " ms (with its I/O), check "
+       << ms * phases.check << " ms (our orders, scoring), other " << ms * (seconds - phases.reference - phases.candidate - phases.check)
+       << " ms\n";
+  }
+  os << "  probes:";
   for (const auto& [p, n] : probes) os << " " << p << " " << n;
   os << "\n";
   if (inconclusive) os << "  inconclusive (too little scored to judge, not findings): " << inconclusive << "\n";
@@ -373,6 +398,10 @@ Summary run_campaign(Adapter& a, const CampaignOptions& o) {
   Summary s;
   const auto t0 = std::chrono::steady_clock::now();
   auto elapsed = [&] { return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(); };
+  struct Clocks {
+    explicit Clocks(Summary::Phases* p) { phases = p; }
+    ~Clocks() { phases = nullptr; }
+  } clocks(&s.phases);
   const bool tty = o.progress && isatty(2);
   double last_print = -1;
   for (size_t i = o.shard; s.cases < o.max_cases; i += o.shards) {

@@ -49,6 +49,13 @@ struct Summary {
   size_t cases = 0;
   size_t inconclusive = 0;  // cases whose check had too little to score (check::Report::inconclusive)
   double seconds = 0;
+  // Seconds per phase over all cases, shrinking included: the reference
+  // (outputs and gradients), the candidate's runs (with their I/O) and the
+  // checks (our baseline orders and the scoring); the rest of `seconds` is
+  // generation and findings.
+  struct Phases {
+    double reference = 0, candidate = 0, check = 0;
+  } phases;
   std::map<std::string, size_t> by_kind;
   std::map<std::string, size_t> probes;  // cases run per probe
   std::vector<Finding> findings;

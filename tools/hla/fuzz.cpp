@@ -116,7 +116,9 @@ int run_fuzz(FuzzArgs a) {
             << (a.campaign.max_seconds > 0 ? " or " + std::to_string(a.campaign.max_seconds) + " s" : "") << "\n";
   const fuzz::Summary sum = fuzz::run_campaign(*adapter, a.campaign);
   if (a.json) {
-    nlohmann::json j{{"cases", sum.cases}, {"inconclusive", sum.inconclusive}, {"seconds", sum.seconds}, {"by_kind", sum.by_kind}, {"probes", sum.probes}};
+    nlohmann::json j{{"cases", sum.cases}, {"inconclusive", sum.inconclusive}, {"seconds", sum.seconds},
+                     {"phases", {{"reference", sum.phases.reference}, {"candidate", sum.phases.candidate}, {"check", sum.phases.check}}},
+                     {"by_kind", sum.by_kind}, {"probes", sum.probes}};
     j["findings"] = nlohmann::json::array();
     for (const auto& f : sum.findings)
       j["findings"].push_back({{"kind", f.kind}, {"message", f.message}, {"case_index", f.case_index}, {"cases_run", f.cases_run},
