@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
-# Adding a variant takes the edits README "Adding a variant" lists, and no
-# other: applies la1_twin.patch (a test-only variant, la1 under another name)
-# to a copy of the sources and checks that
-#   1. the patch touches exactly the files README lists (and no test, fixture
-#      or tool file);
+# Adding a variant takes the edits docs/contributing.md "Adding a variant"
+# lists, and no other: applies la1_twin.patch (a test-only variant, la1 under
+# another name) to a copy of the sources and checks that
+#   1. the patch touches exactly the files that section lists (and no test,
+#      fixture or tool file);
 #   2. the project builds with it;
 #   3. the per-variant property suites register and pass for it (every form
 #      equals naive exactly, operator laws, the binary128 bound) and the suites
@@ -20,17 +20,20 @@ work=${1:-$(mktemp -d "${TMPDIR:-/tmp}/hla-add-variant-XXXXXX")}
 mkdir -p "$work"
 echo "add_variant: work folder $work"
 
-# 1. Exactly the files README's "Adding a variant" names (its table's paths;
-#    ops/<name>.hpp stands for the new operator's header).
-listed=$(sed -n '/^### Adding a variant/,/^### Layout/p' "$root/README.md" | grep -o '`[a-z_/]*\(include\|reference\)/[a-z_/<>.]*`' |
+# 1. Exactly the files docs/contributing.md's "Adding a variant" names (its
+#    table's paths, from its heading to the next heading; ops/<name>.hpp stands
+#    for the new operator's header).
+doc="$root/docs/contributing.md"
+grep -q '^## Adding a variant$' "$doc" || { echo "add_variant: FAIL: no section \"## Adding a variant\" in $doc"; exit 1; }
+listed=$(sed -n '/^## Adding a variant$/,/^#/p' "$doc" | grep -o '`[a-z_/]*\(include\|reference\)/[a-z_/<>.]*`' |
          tr -d '`' | sed 's|<name>|la1_twin|' | sort -u)
 touched=$(grep '^+++ b/' "$patch" | sed 's|^+++ b/||' | sort -u)
 if [ "$listed" != "$touched" ]; then
   echo "add_variant: FAIL: the patch touches"; echo "$touched" | sed 's/^/  /'
-  echo "but README \"Adding a variant\" lists"; echo "$listed" | sed 's/^/  /'
+  echo "but docs/contributing.md \"Adding a variant\" lists"; echo "$listed" | sed 's/^/  /'
   exit 1
 fi
-echo "add_variant: the patch touches exactly the $(echo "$touched" | wc -l) files README lists"
+echo "add_variant: the patch touches exactly the $(echo "$touched" | wc -l) files docs/contributing.md lists"
 
 # 2. A copy of the tracked sources, patched, built.
 rm -rf "$work/src" && mkdir -p "$work/src"
