@@ -69,9 +69,9 @@ def test_fuzz(form, tmp_path):
 
 
 def test_readme_example_runs_as_written():
-    """The three lines of README "From Python and pytest", run from the repository root."""
+    """The three lines of README "Quick start: Python and pytest", run from the repository root."""
     readme = (REPO / "README.md").read_text()
-    section = readme[readme.index("### From Python and pytest"):]
+    section = readme[readme.index("## Quick start: Python and pytest"):]
     code = re.search(r"```python\n(.*?)```", section, re.S).group(1)
     assert len(code.strip().splitlines()) == 3, code
     env = dict(os.environ)
