@@ -67,7 +67,7 @@ extern "C" {
 typedef enum { HLA_LA1 = 0, HLA_HLA2 = 1, HLA_AHLA = 2, HLA_HLA3 = 3, HLA_HLA3_PAPER = 4 } hla_variant;
 typedef enum { HLA_F64 = 0, HLA_F32 = 1, HLA_BF16 = 2, HLA_F16 = 3 } hla_dtype;
 typedef enum { HLA_EPS_ADD = 0, HLA_EPS_CLAMP = 1 } hla_eps_mode;
-/* The kind of algorithm (README "The pass rule"): MASKED forms only masked
+/* The kind of algorithm (docs/pass-rule.md): MASKED forms only masked
  * terms (the corrected-state streaming form, the chunked form); STATE_DIFFERENCE
  * subtracts unmasked partial sums (the paper's o_t = q_t^T(S_t C_t - G_t)) and is
  * judged against the magnitude of the terms it forms. */

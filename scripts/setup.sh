@@ -37,7 +37,7 @@ echo "setup: build took $(( $(date +%s) - build_start )) s"
 
 # hla_oracle in .venv: the build's package (build/python: the module and a copy
 # of python/hla_oracle, refreshed by every build) through a .pth file, with its
-# pytest11 entry point. Elsewhere: pip install ./python (README "From Python and pytest").
+# pytest11 entry point. Elsewhere: pip install ./python (docs/python.md).
 if [ -d build/python/hla_oracle ]; then
   site=$(.venv/bin/python -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
   echo "$PWD/build/python" > "$site/hla_oracle_build.pth"

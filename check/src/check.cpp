@@ -1,4 +1,4 @@
-// The pass rule (README "The pass rule"):
+// The pass rule (docs/pass-rule.md):
 //  (a) no non-finite candidate value where the reference is finite;
 //  (b) every scored element within the a priori bound: score ≤ K + 1
 //      (K = depth_bound, +1 for the f64 rounding of the reference); scores

@@ -37,7 +37,7 @@ struct Options {
   Variant variant = Variant::hla2;
   double gamma = 1;      // decay, in (0, 1]
   double lambda = 0;     // ridge (hla2 only), >= 0
-  double scale = 1;      // q is multiplied by scale (applied to the outputs as scale^order; see README)
+  double scale = 1;      // q is multiplied by scale (applied to the outputs as scale^order; see gpu/README.md)
   bool normalize = false;
   EpsMode eps_mode = EpsMode::add;
   double eps = 1e-6;

@@ -95,7 +95,7 @@ BatchProblem problem_from_tensors(const std::map<std::string, Tensor>& tensors, 
       continue;
     if (name.find("state") != std::string::npos || name == "h0")
       throw InputError(src + " holds '" + printable(name) + "': an initial state goes in tensors named initial_state.<part> " +
-                       "(README \"Initial states\"; the parts of each variant's state are listed there)");
+                       "(docs/using.md \"Initial states\"; the parts of each variant's state are listed there)");
     throw InputError(src + " holds a tensor '" + printable(name) +
                      "'; expected q, k, v and optionally offsets or cu_seqlens, initial_state.<part>, and the upstream gradients do, dden");
   }

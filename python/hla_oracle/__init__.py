@@ -8,7 +8,7 @@ C++ core (hla_oracle._core), for kernels written and tested in Python.
 - ``reference(q, k, v, **options)``: the certified reference (out, den,
   magnitudes, certification flags) of your own inputs;
 - ``check(out, q, k, v, **options, precision=..., form_class=..., den=None)``:
-  a ``Report`` by the pass rule of ``hla check`` (README "The pass rule");
+  a ``Report`` by the pass rule of ``hla check`` (docs/pass-rule.md);
 - ``load_fixture(path)``, ``save_candidate(path, out, den=None)``,
   ``golden_dir()``, ``golden_fixtures(support)``: fixture files;
 - ``fuzz(fn, support=..., max_cases=..., seed=..., time=...)``: ``hla fuzz``'s
@@ -69,10 +69,10 @@ def _inputs(q, k, v, layout, cu_seqlens, dtype, initial_state):
         t["offsets"] = offsets_tensor(cu_seqlens, "cu_seqlens")
     if initial_state is not None:
         # {part: array}: the variant's streaming state per sequence and query head,
-        # values [N, H, rows, cols] and denominator columns [N, H, d] (README "Initial states").
+        # values [N, H, rows, cols] and denominator columns [N, H, d] (docs/using.md "Initial states").
         if not isinstance(initial_state, dict):
             raise TypeError("initial_state must be a dict {part name: array}, e.g. {'S': ..., 'F': ..., 'f': ...} for "
-                            f"masked hla2 (README \"Initial states\"), got {type(initial_state).__name__}")
+                            f"masked hla2 (docs/using.md \"Initial states\"), got {type(initial_state).__name__}")
         for name, x in initial_state.items():
             t["initial_state." + str(name)] = tensor(x, "initial_state." + str(name), None)
     return t
@@ -117,7 +117,7 @@ def reference(q, k, v, *, variant="hla2", masked=True, gamma=1, normalize=False,
     exact rationals for small heads, else the double-double engine with
     certification, binary128 where it cannot certify. Returns a Reference.
     initial_state: {part: array} — each sequence's streaming state before its
-    first token, per query head (README "Initial states": the parts of each
+    first token, per query head (docs/using.md "Initial states": the parts of each
     variant's state, e.g. masked hla2 {'S': [N,H,d,d], 'F': [N,H,d,dv],
     'f': [N,H,d]}, N = sequences); None: every sequence starts from zero."""
     opts = option_text(variant, masked, gamma, normalize, eps_mode, eps, lam, scale)
@@ -128,7 +128,7 @@ def reference(q, k, v, *, variant="hla2", masked=True, gamma=1, normalize=False,
 
 
 class Report:
-    """The verdict of the check (README "The pass rule").
+    """The verdict of the check (docs/pass-rule.md).
 
     passed: PASS; inconclusive: too little could be scored (not a pass);
     verdict: 'PASS', 'FAIL' or 'INCONCLUSIVE'; text: the report as `hla check`

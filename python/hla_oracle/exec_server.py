@@ -1,4 +1,4 @@
-"""The server side of `hla fuzz --exec-server CMD` (README: exec server protocol).
+"""The server side of `hla fuzz --exec-server CMD` (docs/fuzzing.md "Exec server": the protocol).
 
 hla starts CMD once and writes one request line per case on its stdin:
 

@@ -363,7 +363,7 @@ TEST_CASE("shrinker: findings shrink to the minimal case, in steps", "[fuzz][shr
 }
 
 TEST_CASE("shrinker: the reductions of a case, each of them", "[fuzz][shrink]") {
-  // README "Fuzz your kernel": fewer heads, tokens (a prefix, or without a
+  // docs/fuzzing.md (shrinking): fewer heads, tokens (a prefix, or without a
   // leading part), columns, simpler options, f32, small integers and zeros.
   fuzz::Supports s = all_supports();
   fuzz::FuzzCase c = one_case(Variant::hla2, 8, 4, 4, 12, 2);

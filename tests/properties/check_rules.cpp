@@ -1,6 +1,6 @@
 // The pass rule, rule by rule: each test decides a verdict by one rule alone
 // (the others hold, and the test says so), with its numbers pinned from the
-// formulas of README "The pass rule" worked out by hand; every skip category,
+// formulas of docs/pass-rule.md worked out by hand; every skip category,
 // the rounding allowance of the output dtype, the flags of the reference, and
 // single-element perturbations anywhere in (batch, head, token, column, den).
 #include "hla/check/check.hpp"

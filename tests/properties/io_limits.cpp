@@ -1,4 +1,4 @@
-// Every documented limit at its edge (README "What a PASS guarantees",
+// Every documented limit at its edge (docs/pass-rule.md "What a PASS guarantees",
 // bounded work): the limit itself is accepted, one past it refused with the
 // message that names that limit (not some later check's).
 #include "hla/io/fixture.hpp"

@@ -7,7 +7,7 @@ correct member passes a campaign with zero findings.
                    [--only NAME[,NAME...]] [--correct-cases N] [--worker persistent|fork]
 
 --seeds N runs each buggy member with seeds 1..N and --table prints the median
-cases and seconds to detection (README quotes the medians). --only runs the
+cases and seconds to detection (docs/fuzzing.md quotes the medians). --only runs the
 named members only; --correct-cases N runs each correct member for N cases
 instead of the default budgets (e.g. N = 2000, to measure false alarms).
 Exec members are declared to the fuzzer from their zoo.json entry: `args`

@@ -23,7 +23,7 @@ struct CampaignOptions {
   // Heads up to this long are judged against exact rationals, longer ones
   // against the certified double-double engine (the same f64 values wherever
   // it certifies them, which is nearly everywhere). The exact path costs most
-  // of a small case's time (README "From Python and pytest": measured); 0
+  // of a small case's time (docs/speed.md "Python": measured); 0
   // sends every head to the engine. A finding's fixture is always written
   // with the default reference.
   Index exact_max_n = 48;

@@ -59,7 +59,7 @@ class ExecAdapter final : public Adapter {
     if (!server && (cmd_.find("{in}") == std::string::npos || cmd_.find("{out}") == std::string::npos))
       throw InputError("--exec command must contain {in} and {out}, got: " + io::printable(cmd_));
     if (cmd_.empty()) throw InputError("--exec-server needs a command");
-    // State travels in files (README "Exec adapter": {state_in}, {state_out}).
+    // State travels in files (docs/fuzzing.md "State through files": {state_in}, {state_out}).
     if (!server && s_.has(HLA_FEAT_STATE) &&
         (cmd_.find("{state_in}") == std::string::npos || cmd_.find("{state_out}") == std::string::npos))
       throw InputError("--features state: the --exec command must contain {state_in} and {state_out}, got: " + io::printable(cmd_));

@@ -147,13 +147,13 @@ void add_fuzz(CLI::App& app, Action& action) {
   c->add_option("--exec", a->exec, "command reading the fixture {in} and writing the candidate file {out}")->check(non_empty);
   c->add_option("--exec-server", a->exec_server,
                 "command started once that answers each line 'run<TAB>IN<TAB>OUT' on stdin with 'ok' or 'error <message>' "
-                "on stdout (README: exec server protocol)")
+                "on stdout (docs/fuzzing.md: exec server)")
       ->check(non_empty);
   exec_only.push_back(c->add_option("--variants", a->variants, "exec: variants it supports (comma list)")->check(comma_list));
   exec_only.push_back(c->add_option("--dtypes", a->dtypes, "exec: input dtypes it supports (f64,f32,bf16,f16)")->check(comma_list));
   exec_only.push_back(c->add_option("--features", a->features, "exec: unmasked,normalize,clamp,decay,ridge,scale,gqa,varlen,den,state,backward, all (all but state and backward) "
                                     "or none (default none); state: the command takes {state_in} and writes {state_out}; backward: "
-                                    "where the fixture carries do (and dden), the candidate file also holds dq, dk, dv (README: exec adapter)")
+                                    "where the fixture carries do (and dden), the candidate file also holds dq, dk, dv (docs/fuzzing.md: exec adapter)")
                           ->check(comma_list));
   exec_only.push_back(c->add_option("--precision", a->precision,
                                     "exec: declared compute precision, one (f32) or per input dtype (bf16=f32,f16=f32,f32=f32,f64=f64)")

@@ -64,7 +64,7 @@ void write_case_fixture(const fs::path& file, const gen::Case& c, const std::str
   io::write_fixture(file, check::make_fixture(c.problem, ref, {suite, c.name, c.seed, c.exact_tier}));
 }
 
-// A described case: key=value pairs separated by commas (README "hla gen --case").
+// A described case: key=value pairs separated by commas (docs/using.md "Your own inputs").
 gen::Case parse_case(const std::string& spec) {
   ProblemOptionArgs opt;
   std::string dtype = "f32", dist = "gaussian";

@@ -5,7 +5,7 @@
 //
 // Adding a variant: its code in include/hla_impl.h, an enumerator and a row
 // here, its operator type in ops/<name>.hpp, that type in operators.hpp
-// (README "Adding a variant"); static_asserts here and in operators.hpp fail
+// (docs/contributing.md "Adding a variant"); static_asserts here and in operators.hpp fail
 // the build when the four disagree.
 #pragma once
 

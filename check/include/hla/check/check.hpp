@@ -1,5 +1,5 @@
 // The one way any candidate is judged: a fixture's outputs, a user's library
-// through the C ABI, our own forms, the CUDA kernel. See README "The pass rule".
+// through the C ABI, our own forms, the CUDA kernel. See docs/pass-rule.md.
 #pragma once
 
 #include "hla/check/precision.hpp"
@@ -47,7 +47,7 @@ struct CheckOptions {
   std::function<void(const char* stage, double done, double total)> progress = {};
 };
 
-// Rule 3 (README "The pass rule", measured there): the worst score may be at
+// Rule 3 (docs/pass-rule.md, measured there): the worst score may be at
 // most ratio_limit(N) × the worst of our honest orders, or × the floor when
 // that is larger. The worst of N elements is a steadier statistic for large N:
 // measured on independent correct kernels, their worst exceeded ours by up to
