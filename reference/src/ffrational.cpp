@@ -15,8 +15,14 @@ struct FFContext::State {
   uint32_t tag = 0;
   mp::mpz_int base{1};
   std::vector<mp::mpz_int> pow{mp::mpz_int(1)};  // pow[j] = B^j
+  // pow[j]'s limbs and their count (moving an mpz keeps its limbs where they are)
+  std::vector<std::pair<const mp_limb_t*, int>> limbs{{nullptr, 0}};
   const mp::mpz_int& power(int j) {
-    while (static_cast<int>(pow.size()) <= j) pow.push_back(pow.back() * base);
+    while (static_cast<int>(pow.size()) <= j) {
+      pow.push_back(pow.back() * base);
+      limbs.clear();
+      for (const auto& x : pow) limbs.emplace_back(x.backend().data()->_mp_d, std::abs(x.backend().data()->_mp_size));
+    }
     return pow[static_cast<size_t>(j)];
   }
 };
@@ -278,8 +284,10 @@ struct FFOps {
     int n = 0;
   };
   static Power power(uint32_t ctx, int j, const char* what) {
-    const mp::mpz_int& x = context_for(ctx, what).power(j);
-    return {limbs_of(x), size_of(x)};
+    FFContext::State& st = context_for(ctx, what);
+    if (__builtin_expect(j >= static_cast<int>(st.limbs.size()), 0)) st.power(j);
+    const auto& [p, n] = st.limbs[static_cast<size_t>(j)];
+    return {p, n};
   }
   // Limbs |N_x| · B^dk · 2^de needs.
   static int aligned_size(const F& x, int dk, int de, Power bk) { return x.limbs() + (dk > 0 ? bk.n : 0) + de / 64 + 1; }
@@ -355,6 +363,39 @@ struct FFOps {
     }
   };
 
+  // r = ±|a| ± |b| (nonzero, no Rational) where every magnitude fits the
+  // buffers on the stack and the result r's inline limbs; false otherwise.
+  static bool small_add(F& r, const F& a, const F& b, bool a_neg, bool b_neg) {
+    constexpr int kTmp = 24;
+    if (__builtin_expect(a.ctx_ != b.ctx_ && a.ctx_ != 0 && b.ctx_ != 0, 0)) foreign("+");
+    const int K = a.k_ > b.k_ ? a.k_ : b.k_, E = a.e_ < b.e_ ? a.e_ : b.e_;
+    const int dka = K - a.k_, dkb = K - b.k_, dea = a.e_ - E, deb = b.e_ - E;
+    Power bk;
+    if (dka | dkb) bk = power(a.ctx_ | b.ctx_, dka | dkb, "+");  // one of them is 0
+    const int ca = a.limbs() + (dka ? bk.n : 0) + dea / 64 + 1, cb = b.limbs() + (dkb ? bk.n : 0) + deb / 64 + 1;
+    if (ca > kTmp || cb > kTmp || ca + 1 > F::kInline || cb + 1 > F::kInline) return false;
+    L ta[kTmp], tb[kTmp];
+    const L* pa = a.d();
+    const L* pb = b.d();
+    int na = a.limbs(), nb = b.limbs();
+    if (dka | dea) na = align(a, dka, dea, bk, ta), pa = ta;
+    if (dkb | deb) nb = align(b, dkb, deb, bk, tb), pb = tb;
+    r.e_ = E;
+    r.k_ = K;
+    r.ctx_ = a.ctx_ | b.ctx_;
+    L* p = r.buf_;
+    if (a_neg == b_neg) {
+      if (na >= nb) p[na] = limb::add(p, pa, na, pb, nb), normalize(r, na + 1, a_neg);
+      else p[nb] = limb::add(p, pb, nb, pa, na), normalize(r, nb + 1, a_neg);
+    } else {
+      const int c = limb::cmp(pa, na, pb, nb);
+      if (c == 0) r.e_ = 0, r.k_ = 0, r.ctx_ = 0;
+      else if (c > 0) limb::sub(p, pa, na, pb, nb), normalize(r, na, a_neg);
+      else limb::sub(p, pb, nb, pa, na), normalize(r, nb, b_neg);
+    }
+    return true;
+  }
+
   // r (a fresh zero) = a ± b, a · b: one named result (returned in place).
   static void add_into(F& r, const F& a, const F& b, bool neg_b) {
     if (a.rat_ || b.rat_) {
@@ -371,6 +412,7 @@ struct FFOps {
       return;
     }
     const bool na_neg = a.size_ < 0, nb_neg = (b.size_ < 0) != neg_b;
+    if (small_add(r, a, b, na_neg, nb_neg)) return;
     const Aligned x(a, b, "+");
     r.e_ = x.E;
     r.k_ = x.K;
@@ -420,7 +462,7 @@ struct FFOps {
     const bool negative = (sa ^ sb) < 0;
     L* p = r.buf_;  // r is fresh: inline
     if (na == 1 && nb == 1) {  // the inputs' products: one or two limbs, no loop
-      const limb::W x = static_cast<limb::W>(a.buf_[0]) * b.buf_[0];
+      const limb::W x = static_cast<limb::W>(a.d()[0]) * b.d()[0];
       p[0] = static_cast<L>(x);
       p[1] = static_cast<L>(x >> 64);
       const int n = 1 + (p[1] != 0);
