@@ -6,6 +6,7 @@
 #include "hla/backward.hpp"
 #include "hla/bounds.hpp"
 #include "hla/evaluate.hpp"
+#include "hla/exact.hpp"
 #include "gradient_internal.hpp"
 #include "hla/fast/engine.hpp"
 #include "internal.hpp"
@@ -26,6 +27,21 @@ double gradient_depth_bound(const Options& o, Index n, Index d, Index dv) {
 
 namespace {
 
+// The backward of a head: the reference library's in S; exact ones (Rational)
+// by the fast exact engine (hla/exact.hpp), the same rationals.
+template <class S> struct BackwardEngine {
+  template <class... A> static auto grad(const A&... a) { return backward(a...); }
+  template <class... A> static auto mag(const A&... a) { return backward_magnitude(a...); }
+  template <class... A> static auto grad_from(const A&... a) { return backward_from(a...); }
+  template <class... A> static auto mag_from(const A&... a) { return backward_magnitude_from(a...); }
+};
+template <> struct BackwardEngine<Rational> {
+  template <class... A> static auto grad(const A&... a) { return exact::backward(a...); }
+  template <class... A> static auto mag(const A&... a) { return exact::backward_magnitude(a...); }
+  template <class... A> static auto grad_from(const A&... a) { return exact::backward_from(a...); }
+  template <class... A> static auto mag_from(const A&... a) { return exact::backward_magnitude_from(a...); }
+};
+
 template <class S>
 GroupGradient<S> group_gradient(const BatchProblem& p, const std::vector<double>& dout, const std::vector<double>& dden, Index b,
                                 Index kvh, Index t0, Index t1, BackwardForm form = BackwardForm::streaming, Index chunk = 16,
@@ -43,13 +59,14 @@ GroupGradient<S> group_gradient(const BatchProblem& p, const std::vector<double>
       if (!dden.empty()) dd(t) = BatchProblem::convert(dden[p.den_index(b, h, t0 + t)], S());
     }
     GradientFrom<S> x, m;
+    using E = BackwardEngine<S>;
     if (p.has_state()) {  // the continued sequence and ∂L/∂X0
       const StateMats<S> X0 = p.head_state<S>(p.sequence_of(b, t0), h);
-      x = backward_from(ph, X0, up, dd, form, chunk);
-      if (magnitudes) m = backward_magnitude_from(ph, X0, up, dd);
+      x = E::grad_from(ph, X0, up, dd, form, chunk);
+      if (magnitudes) m = E::mag_from(ph, X0, up, dd);
     } else {
-      x.tokens = backward(ph, up, dd, form, chunk);
-      if (magnitudes) m.tokens = backward_magnitude(ph, up, dd);
+      x.tokens = E::grad(ph, up, dd, form, chunk);
+      if (magnitudes) m.tokens = E::mag(ph, up, dd);
     }
     g.dq.push_back(x.tokens.dq);
     g.dk += x.tokens.dk, g.dv += x.tokens.dv;

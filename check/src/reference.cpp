@@ -3,6 +3,7 @@
 #include "hla/bounds.hpp"
 #include "hla/check/fast_reference.hpp"
 #include "hla/evaluate.hpp"
+#include "hla/exact.hpp"
 #include "hla/fast/engine.hpp"
 #include "internal.hpp"
 
@@ -97,18 +98,36 @@ void clear_flags(Sink& s, Index b, Index h, Index t0, Index t1) {
 
 bool has_state_difference_magnitude(const Options& o) { return o.masked && has_unmasked(o.variant); }
 
+namespace {
+// The evaluations of a sequence: the reference library's in S; exact ones
+// (Rational) by the fast exact engine (hla/exact.hpp), the same rationals.
+template <class S> struct Engine {
+  static Output<S> values(const Problem<S>& p) { return evaluate(p, Form::streaming); }
+  static Output<S> mag(const Problem<S>& p, bool unmasked = false) { return magnitude(p, unmasked); }
+  static Output<S> values_from(const Problem<S>& p, const StateMats<S>& X) { return evaluate_from(p, X); }
+  static Output<S> mag_from(const Problem<S>& p, const StateMats<S>& X) { return magnitude_from(p, X); }
+};
+template <> struct Engine<Rational> {
+  static Output<Rational> values(const Problem<Rational>& p) { return exact::evaluate(p, Form::streaming); }
+  static Output<Rational> mag(const Problem<Rational>& p, bool unmasked = false) { return exact::magnitude(p, unmasked); }
+  static Output<Rational> values_from(const Problem<Rational>& p, const StateMats<Rational>& X) { return exact::evaluate_from(p, X); }
+  static Output<Rational> mag_from(const Problem<Rational>& p, const StateMats<Rational>& X) { return exact::magnitude_from(p, X); }
+};
+}  // namespace
+
 template <class S>
 SequenceValues<S> evaluate_sequence(const BatchProblem& p, Index b, Index h, Index t0, Index t1, bool with_sd, bool with_values) {
+  using E = Engine<S>;
   const Problem<S> ph = p.head<S>(b, h, t0, t1);
   SequenceValues<S> r;
   if (!p.has_state()) {
-    if (with_values) r.values = evaluate(ph, Form::streaming), r.magnitude = magnitude(ph);
-    r.sd_magnitude = with_sd ? magnitude(ph, true) : r.magnitude;
+    if (with_values) r.values = E::values(ph), r.magnitude = E::mag(ph);
+    r.sd_magnitude = with_sd ? E::mag(ph, true) : r.magnitude;
     return r;
   }
   const StateMats<S> X = p.head_state<S>(p.sequence_of(b, t0), h);
-  if (with_values) r.values = evaluate_from(ph, X);
-  r.magnitude = magnitude_from(ph, X);  // from a state also a part of the state-difference magnitude
+  if (with_values) r.values = E::values_from(ph, X);
+  r.magnitude = E::mag_from(ph, X);  // from a state also a part of the state-difference magnitude
   if (!with_sd) {
     r.sd_magnitude = r.magnitude;
     return r;
@@ -123,7 +142,7 @@ SequenceValues<S> evaluate_sequence(const BatchProblem& p, Index b, Index h, Ind
   StateMats<S> Y;
   for (size_t i = 0; i < to.size(); ++i)
     Y.push_back(from[i].name == to[i].name ? X[i] : Mat<S>(Mat<S>::Zero(to[i].rows, to[i].width())));
-  r.sd_magnitude = magnitude_from(un, Y);
+  r.sd_magnitude = E::mag_from(un, Y);
   r.sd_magnitude.num += r.magnitude.num;
   r.sd_magnitude.den += r.magnitude.den;
   return r;

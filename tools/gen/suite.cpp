@@ -1,6 +1,7 @@
 #include "suite.hpp"
 
 #include "hla/backward.hpp"
+#include "hla/exact.hpp"
 #include "hla/evaluate.hpp"
 #include "hla/state.hpp"
 
@@ -235,7 +236,7 @@ bool qualifies_exact_tier(const BatchProblem& p) {
   const Rational limit = Rational(mp::mpz_int(1) << 24) / Rational(lden);
   bool below = true;
   p.for_each_sequence([&](Index b, Index h, Index t0, Index t1) {
-    const Output<Rational> m = magnitude(p.head<Rational>(b, h, t0, t1), true);
+    const Output<Rational> m = exact::magnitude(p.head<Rational>(b, h, t0, t1), true);
     if ((m.num.size() && m.num.maxCoeff() >= limit) || (m.den.size() && m.den.maxCoeff() >= limit)) below = false;
   });
   return below;

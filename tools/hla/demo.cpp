@@ -6,6 +6,7 @@
 
 #include "hla/bounds.hpp"
 #include "hla/evaluate.hpp"
+#include "hla/exact.hpp"
 
 #include <chrono>
 #include <cmath>
@@ -108,7 +109,8 @@ int run_demo(const DemoArgs& a) {
   const auto t0 = std::chrono::steady_clock::now();
   for (const Config& cfg : cfgs) {
     const Problem<Rational> p{cfg.opt, q, k, v};
-    const Output<Rational> exact = evaluate(p, Form::naive), mag = magnitude(p);
+    // The ground truth by the fast exact engine (the same rationals as evaluate() in Rational).
+    const Output<Rational> exact = hla::exact::evaluate(p, Form::naive), mag = hla::exact::magnitude(p);
     for (Form f : forms_of(cfg.opt.variant)) {
       const std::string fname = to_string(f) + (subtracts_partial_sums(cfg.opt, f) ? " *" : "");
       const std::string rcol = discrepancy(exact, mag, evaluate(p, f, a.chunk), cfg.opt);

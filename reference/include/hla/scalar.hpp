@@ -21,14 +21,16 @@ using Rational = mp::number<mp::gmp_rational, mp::et_off>;
 using f113 = mp::float128;
 using bf16 = Eigen::bfloat16;
 using f16 = Eigen::half;
+// Exact rationals without gcds (hla/ffrational.hpp): the fast exact engine.
+class FFRational;
 
 // Scalars whose matrix products Eigen evaluates coefficient by coefficient, at
 // every size, as it does small products (see below): the exact rationals and
 // the emulated precisions. Not double and float, whose blocked, vectorized
 // GEMM/GEMV kernels are the reference's fast path at production shapes.
 template <class S>
-concept coefficient_products = std::is_same_v<S, Rational> || std::is_same_v<S, f113> || std::is_same_v<S, bf16> ||
-                               std::is_same_v<S, f16>;
+concept coefficient_products = std::is_same_v<S, Rational> || std::is_same_v<S, FFRational> || std::is_same_v<S, f113> ||
+                               std::is_same_v<S, bf16> || std::is_same_v<S, f16>;
 }  // namespace hla
 
 // Products of the coefficient_products scalars: every dense product, whatever
@@ -61,7 +63,7 @@ struct generic_product_impl<Lhs, Rhs, DenseShape, DenseShape, CoeffBasedProductM
   // Rounded scalars as Eigen's kernels: zero, then add (an exact zero comes
   // out +0, whatever the signs of the zero products it sums); a rational zero has no sign.
   template <typename Dst> static void evalTo(Dst& dst, const Lhs& lhs, const Rhs& rhs) {
-    if constexpr (std::is_same_v<Scalar, hla::Rational>) {
+    if constexpr (std::is_same_v<Scalar, hla::Rational> || std::is_same_v<Scalar, hla::FFRational>) {
       if (rhs.rows() == 0) dst.setZero();  // an empty sum
       else run(dst, lhs, rhs, assign_op<typename Dst::Scalar, Scalar>());
     } else {
