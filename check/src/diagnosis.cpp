@@ -43,17 +43,22 @@ std::optional<std::string> hint_parts(const Report& r) {
   auto join = [](const std::vector<std::string>& v) {
     std::string s;
     for (size_t i = 0; i < v.size(); ++i) s += (i ? ", " : "") + v[i];
+    return s + (v.size() == 1 ? " is" : " are");
+  };
+  auto names = [](const std::vector<std::string>& v) {
+    std::string s;
+    for (size_t i = 0; i < v.size(); ++i) s += (i ? ", " : "") + v[i];
     return s;
   };
   if (bad.size() == 1 && bad[0] == "den")
     return "confined to den: den is wrong while " + join(good) +
-           " are right: look at the denominator's own sum (its decay, scale or ε, or den stored from another step)";
+           " right: look at the denominator's own sum (its decay, scale or ε, or den stored from another step)";
   const bool grads_only = std::none_of(r.maps.begin(), r.maps.end(), [](const ScoreMap& m) { return m.fails && !dx_is_gradient(m); });
   if (grads_only && bad.size() == 1)
-    return "confined to one gradient: " + bad[0] + " is wrong while " + join(good) + " are right: look at " + bad[0] +
+    return "confined to one gradient: " + bad[0] + " is wrong while " + join(good) + " right: look at " + bad[0] +
            "'s own terms in the backward";
-  if (grads_only) return "confined to the gradients " + join(bad) + " (" + join(good) + " are right): a bug in the backward";
-  return "confined to " + join(bad) + " (" + join(good) + " are right)";
+  if (grads_only) return "confined to the gradients " + names(bad) + " (" + join(good) + " right): a bug in the backward";
+  return "confined to " + names(bad) + " (" + join(good) + " right)";
 }
 
 // Which heads are wrong: some of them, or the same head of each GQA group.
