@@ -337,7 +337,7 @@ TEST_CASE("HTML report: at most 2 MB at [2, 8, 4096, 128] with gradients", "[che
   CHECK(dg_count(page, "class=\"cell\"") == 5 * 16 * 128);
 }
 
-TEST_CASE("HTML report: written atomically; an unwritable path is an InputError and leaves nothing", "[check][html]") {
+TEST_CASE("HTML report: written atomically, an unwritable path an InputError that leaves nothing", "[check][html]") {
   namespace fs = std::filesystem;
   const fs::path dir = fs::temp_directory_path() / ("hla_html_test_" + std::to_string(::getpid()));
   fs::remove_all(dir);
