@@ -184,6 +184,8 @@ TEST_CASE("diagnosis: right up to a chunk boundary (paper E5: no carry × chunk 
   INFO(dg_all_hints(r));
   CHECK(dg_has(r, "out: wrong from token 16 of each sequence on"));
   CHECK(dg_has(r, "chunk width 16"));
+  CHECK_FALSE(dg_has(r, "grows"));  // a step at one token, not growth
+  CHECK_FALSE(dg_has(r, "periodic"));
 }
 
 TEST_CASE("diagnosis: at sequence starts (cu_seqlens)", "[check][diagnosis]") {
