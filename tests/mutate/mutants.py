@@ -349,6 +349,10 @@ MUTANTS = [
          replacement="up(blocks[static_cast<size_t>((cur_row - row0) * m.blocks() + cur_pos / m.block) % blocks.size()]);"
                      " up(blocks[static_cast<size_t>((cur_row - row0 + 1) * m.blocks() + cur_pos / m.block) % blocks.size()]);",
          tests=r"^props_check:(score maps|diagnosis)", description="a block's score also lands in the next row's block"),
+    dict(id="score_map_position_halved", area="check", file="check/src/score_map.cpp",
+         original="up(positions[static_cast<size_t>(cur_pos / m.step)]);",
+         replacement="up(positions[static_cast<size_t>(cur_pos / m.step / 2)]);",
+         tests=r"^props_check:(score maps|diagnosis)", description="a position's score lands at half its token"),
     dict(id="html_cells_of_first_row", area="check", file="check/src/report_html.cpp",
          original="for (Index r = 0; r < rows; ++r)\n    for (Index k = 0; k < nb; ++k) {",
          replacement="for (Index r = 0; r < 1; ++r)\n    for (Index k = 0; k < nb; ++k) {",

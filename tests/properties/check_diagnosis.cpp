@@ -272,6 +272,18 @@ TEST_CASE("diagnosis: confined to one gradient", "[check][diagnosis]") {
     INFO(dg_all_hints(r));
     CHECK(dg_has(r, "confined to one gradient: dk is wrong while out, den, dq, dv are right"));
   }
+  SECTION("dk of one K/V head") {
+    CandidateOutputs c = base;
+    for (Index t = 0; t < p.n; ++t)
+      for (Index col = 0; col < p.d; ++col) {
+        double& x = c.dk[static_cast<size_t>(((0 * p.kv_heads + 1) * p.n + t) * p.d + col)];
+        x = static_cast<float>(x * (1 + 1e-3));
+      }
+    const Report r = check::check(p, ref, c);
+    REQUIRE_FALSE(r.pass);
+    INFO(dg_all_hints(r));
+    CHECK(dg_has(r, "dk: confined to some K/V heads: K/V heads 1 of 2 are wrong"));
+  }
   SECTION("dq at every 16th token (a carry read from the chunk before)") {
     CandidateOutputs c = base;
     for (Index h = 0; h < p.heads; ++h)
