@@ -5,8 +5,9 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
+# chromium: headless, renders `hla check --html` pages in ctest hla_html_report (skipped without it).
 packages=(cmake clang g++ make python3 python3-venv libboost-dev libgmp-dev libmpfr-dev libeigen3-dev catch2
-          librapidcheck-dev nlohmann-json3-dev libcli11-dev)
+          librapidcheck-dev nlohmann-json3-dev libcli11-dev chromium)
 bash scripts/apt_install.sh setup "${packages[@]}"
 
 # Python side: the test venv (numpy, safetensors, pytest), nanobind to build the

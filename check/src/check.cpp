@@ -15,6 +15,7 @@
 #include "hla/check/gradient.hpp"
 #include "hla/evaluate.hpp"
 #include "internal.hpp"
+#include "score_map.hpp"
 
 #include <algorithm>
 #include <cstdio>
@@ -139,6 +140,7 @@ struct Tally {
   std::vector<size_t> bins = std::vector<size_t>(23, 0);
   double max_score = 0, ratio = 0, floor = 0;
   Element ratio_element;
+  MapAcc out_map, den_map;     // this head's row of the out and den maps
   std::vector<Element> worst;  // a superset of its k worst, pruned to k whenever it reaches 2k + 16
   double cut = -HUGE_VAL;      // since a pruning: the k-th score kept; a lower one cannot enter
   void keep(const Element& e, size_t k) {
@@ -315,12 +317,16 @@ Report check(const BatchProblem& p, const Reference& given, const CandidateOutpu
 
   // Histogram bins: 0, (0,1], (1,2], (2,4], …, (2^19, 2^20], > 2^20.
   std::vector<size_t> bins(23, 0);
-  auto bin = [](double s) {
-    if (s == 0) return size_t(0);
-    if (s <= 1) return size_t(1);
-    if (!(s <= std::ldexp(1.0, 20))) return size_t(22);  // also +inf (error where the magnitude is 0)
-    const int e = static_cast<int>(std::ceil(std::log2(s)));
-    return static_cast<size_t>(std::min(e + 1, 22));
+  auto bin = score_bin;
+  // Where the scores lie: the out and den maps, each head's row gathered apart (score_map.hpp).
+  const MapLayout out_layout = map_layout(p, "out", p.batch * p.heads, p.heads, p.heads / p.kv_heads, p.n, true);
+  const MapLayout den_layout = map_layout(p, "den", p.batch * p.heads, p.heads, p.heads / p.kv_heads, p.n, true);
+  const bool den_map = !cand.den.empty();
+  auto gather = [&](MapAcc& out, MapAcc& den, const Element& e) {
+    const Index row = e.b * p.heads + e.h;
+    MapAcc& a = e.c < 0 ? den : out;
+    if (!a.started()) a.start(e.c < 0 ? den_layout : out_layout, row, 1);
+    a.add(row, e.t, e.score);
   };
   // NaN/Inf inputs reach only the elements that depend on them, which are not
   // scored; with those inputs set to 0 every order of ours (also the ones that
@@ -334,12 +340,32 @@ Report check(const BatchProblem& p, const Reference& given, const CandidateOutpu
   // them from the memo then.
   const bool replay = memo && memo->mode == BaselineMemo::Mode::replay;
   const bool record = memo && !replay && opt.form_class == FormClass::masked && has_state_difference_magnitude(p.opt);
-  auto worst_under = [&](const Mags& m, const CandidateOutputs& c) {
+  // An order's worst score; with `maps`, its out and den maps become ours_*
+  // of r.maps when it is the worst order so far (or the first).
+  struct OrderTally {
     double worst = 0;
-    for (double w : score_all<double>(p, ref, m, c, r.u, tiny, K, [](double& w, const Element& e) {
-           if (e.skip == Skip::none) w = std::max(w, e.score);
-         }))
-      worst = std::max(worst, w);
+    MapAcc out, den;
+  };
+  r.maps = {out_layout.proto};
+  if (den_map) r.maps.push_back(den_layout.proto);
+  auto worst_under = [&](const Mags& m, const CandidateOutputs& c, bool maps) {
+    std::vector<OrderTally> t = score_all<OrderTally>(p, ref, m, c, r.u, tiny, K, [&](OrderTally& w, const Element& e) {
+      if (e.skip != Skip::none) return;
+      w.worst = std::max(w.worst, e.score);
+      if (maps && (e.c >= 0 || den_map)) gather(w.out, w.den, e);
+    });
+    double worst = 0;
+    for (const OrderTally& w : t) worst = std::max(worst, w.worst);
+    if (maps && (worst > r.baseline_max_score || r.maps[0].ours_blocks.empty()))
+      for (size_t i = 0; i < r.maps.size(); ++i) {
+        r.maps[i].ours_blocks.clear();
+        for (OrderTally& w : t) {
+          MapAcc& a = i == 0 ? w.out : w.den;
+          if (!a.started()) continue;
+          a.flush();
+          merge_map(r.maps[i], a, true);
+        }
+      }
     return worst;
   };
   // Orders that compute the same values: chunk widths at or beyond the longest
@@ -365,8 +391,10 @@ Report check(const BatchProblem& p, const Reference& given, const CandidateOutpu
       const CandidateOutputs c = (large || fp.has_state()) && fast_baseline_applies(fp, f, true) ? fast_ours(fp, r.precision, f)
                                                                                                   : ours(fp, r.precision, f.form, f.chunk);
       if (memo) ++memo->evaluated;
-      worst = same[key] = worst_under(mag, c);
-      if (record) memo->sd_worst[key] = worst_under(mags_of(ref, FormClass::state_difference), c);
+      const bool first = r.maps[0].ours_blocks.empty();
+      worst = same[key] = worst_under(mag, c, true);
+      if (first || worst > r.baseline_max_score) r.maps[0].ours_form = f.name();
+      if (record) memo->sd_worst[key] = worst_under(mags_of(ref, FormClass::state_difference), c, false);
     }
     if (worst > r.baseline_max_score) {
       r.baseline_max_score = worst;
@@ -376,7 +404,7 @@ Report check(const BatchProblem& p, const Reference& given, const CandidateOutpu
   if (opt.progress) opt.progress("baseline", static_cast<double>(forms.size()), static_cast<double>(forms.size()));
 
   // The candidate, against the baseline's worst score.
-  const std::vector<Tally> tallies = score_all<Tally>(p, ref, mag, cand, r.u, tiny, K, [&](Tally& a, const Element& e) {
+  std::vector<Tally> tallies = score_all<Tally>(p, ref, mag, cand, r.u, tiny, K, [&](Tally& a, const Element& e) {
     ++a.elements;
     switch (e.skip) {
       case Skip::none: break;
@@ -393,6 +421,7 @@ Report check(const BatchProblem& p, const Reference& given, const CandidateOutpu
     if (e.score > r.bound) ++a.over_bound;
     a.max_score = std::max(a.max_score, e.score);
     a.keep(e, opt.worst);
+    if (e.c >= 0 || den_map) gather(a.out_map, a.den_map, e);
     // Rule 3 per element: its score against the worst of our orders, or against
     // kFloorRoundings roundings of its own value when that is larger.
     const double floor = kFloorRoundings * (std::isfinite(e.unit) ? e.unit : 0);
@@ -404,6 +433,9 @@ Report check(const BatchProblem& p, const Reference& given, const CandidateOutpu
     }
   });
   std::vector<Element> worst;
+  for (Tally& a : tallies)
+    for (size_t i = 0; i < r.maps.size(); ++i)
+      if (MapAcc& m = i == 0 ? a.out_map : a.den_map; m.started()) m.flush(), merge_map(r.maps[i], m, false);
   for (const Tally& a : tallies) {
     r.elements += a.elements, r.at_pole += a.at_pole, r.reference_nonfinite += a.reference_nonfinite;
     r.out_of_range += a.out_of_range, r.underflow += a.underflow, r.exact_mismatches += a.exact_mismatches;
@@ -442,6 +474,12 @@ Report check(const BatchProblem& p, const Reference& given, const CandidateOutpu
                         std::to_string(r.scored) + " scored elements");
   if (r.exact_mismatches)
     r.reasons.push_back(std::to_string(r.exact_mismatches) + " elements differ from the exact reference (exact tier demands bit equality)");
+  for (ScoreMap& m : r.maps) {
+    m.ours_form = r.maps[0].ours_form;
+    m.limit = r.ratio_limit * std::max(r.baseline_max_score, 1.0);
+    m.bound = r.bound;
+    m.fails = !r.reasons.empty() && map_worst(m) > std::min(m.limit, m.bound);
+  }
   // Gradients (SPEC §9): their own rows, by the a priori rule.
   check_gradients(p, ref, cand, opt, r, memo && (record || replay) ? memo : nullptr);
   bool grad_unscored = false;
@@ -486,6 +524,7 @@ Report check(const BatchProblem& p, const Reference& given, const CandidateOutpu
     dump_case(opt.dump_on_failure, make_fixture(p, ref, meta), cand);
     r.dumped = opt.dump_on_failure + ".safetensors";
   }
+  if (!r.pass && !r.inconclusive) r.hints = diagnose(p, r);
   return r;
 }
 
@@ -497,6 +536,8 @@ std::string Report::text() const {
   std::ostringstream os;
   os << verdict() << "\n";
   for (const auto& why : reasons) os << "  reason: " << why << "\n";
+  if (!hints.empty()) os << "  hints (from where the error lies; the verdict does not depend on them):\n";
+  for (const auto& h : hints) os << "    hint: " << h << "\n";
   os << "  precision " << to_string(precision) << " (u = " << fmt(u) << "); scores are |candidate - reference| / (u * magnitude)\n"
      << "  form class " << to_string(form_class) << (form_class == FormClass::masked ? " (masked magnitude)" : " (unmasked-order magnitude)")
      << "; normalized outputs are scored by the residual |out*(den+eps) - num| / (u*(M_num + |out|*(M_den+eps)))\n"
@@ -594,7 +635,7 @@ nlohmann::json Report::json() const {
                      {"ratio_limit", g.ratio_limit}, {"over_ratio", g.over_ratio}, {"exact_tier", g.exact_tier},
                      {"exact_mismatches", g.exact_mismatches}});
   }
-  return {{"gradients", grads}, {"gradient_bound", gradient_bound}, {"gradients_note", gradients_note}, {"gradients_ill_tokens", gradients_ill_tokens}, {"pass", pass}, {"verdict", verdict()}, {"inconclusive", inconclusive}, {"reasons", reasons}, {"precision", to_string(precision)}, {"u", u}, {"bound", bound},
+  return {{"gradients", grads}, {"gradient_bound", gradient_bound}, {"gradients_note", gradients_note}, {"gradients_ill_tokens", gradients_ill_tokens}, {"pass", pass}, {"verdict", verdict()}, {"hints", hints}, {"inconclusive", inconclusive}, {"reasons", reasons}, {"precision", to_string(precision)}, {"u", u}, {"bound", bound},
           {"noise_floor", noise_floor}, {"max_score", num(max_score)}, {"baseline_max_score", num(baseline_max_score)},
           {"baseline_ratio", num(baseline_ratio)}, {"ratio_limit", ratio_limit}, {"elements", elements}, {"scored", scored},
           {"at_pole", at_pole}, {"form_class", to_string(form_class)}, {"baseline_worst_form", baseline_worst_form},

@@ -5,6 +5,7 @@
 // our own backward orders in the candidate's precision and class, or the
 // element's floor) for every gradient and state part, as for outputs.
 #include "gradient_internal.hpp"
+#include "score_map.hpp"
 
 #include <algorithm>
 #include <cstdio>
@@ -24,11 +25,24 @@ struct Judge {
   double tiny;
 };
 
+// A row's map (Report::maps): the candidate's and each of our orders' scores.
+struct RowMaps {
+  MapLayout layout;
+  MapAcc cand;
+  std::vector<MapAcc> ours;  // per base
+  RowMaps(MapLayout l, size_t bases) : layout(std::move(l)), ours(bases) {
+    const Index rows = layout.proto.rows;
+    cand.start(layout, 0, rows);
+    for (MapAcc& a : ours) a.start(layout, 0, rows);
+  }
+  RowMaps(const RowMaps&) = delete;
+};
+
 // Scores element e (its magnitude the yardstick M*; +inf: ill-conditioned)
-// into row and all; `values(b)` gives our form b's value of the element (or
-// NaN when it has none).
+// into row and all, and into maps at (map_row, e.t); `values(b)` gives our
+// form b's value of the element (or NaN when it has none).
 void score(const Judge& j, GradientRow& row, std::vector<Element>& all, Element e, DType dtype,
-           const std::function<double(const CandidateOutputs&)>& ours) {
+           const std::function<double(const CandidateOutputs&)>& ours, RowMaps& maps, Index map_row) {
   ++row.elements;
   if (!std::isfinite(e.magnitude) || !std::isfinite(e.reference)) {
     ++row.ill_conditioned;
@@ -51,10 +65,13 @@ void score(const Judge& j, GradientRow& row, std::vector<Element>& all, Element 
     e.score = scored(std::max(0.0, std::fabs(e.candidate - e.reference) - info(dtype).rounding_error(e.reference)));
   }
   e.unit = e.magnitude > 0 ? std::fabs(e.reference) / e.magnitude : 0;
-  for (const auto& [form, b] : j.bases) {
+  maps.cand.add(map_row, e.t, e.score);
+  for (size_t k = 0; k < j.bases.size(); ++k) {
+    const auto& [form, b] = j.bases[k];
     const double x = ours(b);
     if (std::isnan(x)) continue;
     const double sb = std::isfinite(x) ? scored(std::fabs(x - e.reference)) : HUGE_VAL;
+    maps.ours[k].add(map_row, e.t, sb);
     if (sb > row.baseline_max_score || row.baseline_worst_form.empty()) {
       row.baseline_max_score = std::max(row.baseline_max_score, sb);
       if (sb >= row.baseline_max_score) row.baseline_worst_form = form;
@@ -76,9 +93,27 @@ double rule3_yardstick(const GradientRow& row, const Element& e) {
   return row.baseline_max_score > 0 ? std::max(row.baseline_max_score, floor) : std::max(floor, 1.0);
 }
 
+// The row's map into r.maps: the candidate's scores and those of the order rule 3 took as ours.
+void finish_map(const Judge& j, Report& r, const GradientRow& row, RowMaps& maps) {
+  ScoreMap m = maps.layout.proto;
+  maps.cand.flush();
+  merge_map(m, maps.cand, false);
+  for (size_t k = 0; k < j.bases.size(); ++k)
+    if (row.baseline_worst_form.rfind(j.bases[k].first, 0) == 0) {
+      maps.ours[k].flush();
+      merge_map(m, maps.ours[k], true);
+      m.ours_form = j.bases[k].first;
+      break;
+    }
+  m.bound = r.gradient_bound;
+  m.limit = row.baseline_applied ? row.ratio_limit * std::max(row.baseline_max_score, 1.0) : m.bound;
+  m.fails = row.fails();
+  r.maps.push_back(std::move(m));
+}
+
 // The row's rule 3, worst elements and reasons; `at` says where an element is.
 void finish(const Judge& j, const CheckOptions& opt, Report& r, GradientRow& row, std::vector<Element> all,
-            const std::function<std::string(const Element&)>& at) {
+            const std::function<std::string(const Element&)>& at, RowMaps& maps) {
   if (row.baseline_applied) {
     row.ratio_limit = ratio_limit(row.scored);
     for (const Element& e : all) {
@@ -112,7 +147,7 @@ void finish(const Judge& j, const CheckOptions& opt, Report& r, GradientRow& row
     std::snprintf(score_text, sizeof score_text, "%.4g", w.score);
     r.reasons.push_back(row.name + ": score " + score_text + " at " + at(w) + buf);
   }
-  (void)j;
+  finish_map(j, r, row, maps);
   r.gradients.push_back(std::move(row));
 }
 
@@ -167,16 +202,18 @@ void token_rows(const Judge& j, const CheckOptions& opt, const CandidateOutputs&
     if (x.cand.size() != size)
       throw InputError(std::string("candidate ") + x.name + " holds " + std::to_string(x.cand.size()) + " values, expected " + std::to_string(size));
     std::vector<Element> all;
+    const Index group = x.heads == p.heads ? p.heads / p.kv_heads : 1;
+    RowMaps maps(map_layout(p, x.name, p.batch * x.heads, x.heads, group, p.n, true), j.bases.size());
     size_t i = 0;
     for (Index b = 0; b < p.batch; ++b)
       for (Index h = 0; h < x.heads; ++h)
         for (Index t = 0; t < p.n; ++t)
           for (Index c = 0; c < x.cols; ++c, ++i)
             score(j, row, all, Element{b, h, t, c, x.cand[i], x.ref[i], x.mag[i]}, x.dtype,
-                  [&](const CandidateOutputs& o) { return (o.*x.ours)[i]; });
+                  [&](const CandidateOutputs& o) { return (o.*x.ours)[i]; }, maps, b * x.heads + h);
     finish(j, opt, r, row, std::move(all), [](const Element& w) {
       return "batch " + std::to_string(w.b) + " head " + std::to_string(w.h) + " token " + std::to_string(w.t) + " column " + std::to_string(w.c);
-    });
+    }, maps);
   }
 }
 
@@ -207,6 +244,7 @@ void state_rows(const Judge& j, const CheckOptions& opt, const CandidateOutputs&
         continue;
       }
       std::vector<Element> all;
+      RowMaps maps(map_layout(p, row.name, p.sequence_count() * p.heads, p.heads, 1, m.rows, false), j.bases.size());
       p.for_each_state_entry([&](Index seq, Index h, size_t i_m, Index rr, Index c, size_t at) {
         if (i_m != mi || (c == m.cols) != ones) return;
         score(j, row, all, Element{seq, h, rr, ones ? -1 : c, mine[at], g.dstate[at], y.state[at]}, cand.dstate_dtype,
@@ -214,12 +252,12 @@ void state_rows(const Judge& j, const CheckOptions& opt, const CandidateOutputs&
                 for (size_t k = 0; k < j.bases.size(); ++k)
                   if (&j.bases[k].second == &o) return ours[k].empty() ? NAN : ours[k][at];
                 return NAN;
-              });
+              }, maps, seq * p.heads + h);
       });
       finish(j, opt, r, row, std::move(all), [](const Element& w) {
         return "sequence " + std::to_string(w.b) + " head " + std::to_string(w.h) + " row " + std::to_string(w.t) +
                (w.c < 0 ? "" : " column " + std::to_string(w.c));
-      });
+      }, maps);
     }
   }
 }

@@ -135,11 +135,15 @@ class Report:
     prints it; json(): every field (scores, bound, ratio, counts, worst
     elements, histogram); worst: the worst elements (dicts with batch, head,
     token, column ('den' for the denominator), candidate, reference,
-    magnitude, score); reasons: why it failed."""
+    magnitude, score); reasons: why it failed; hints: where the error lies
+    (a failing report's diagnosis: growing with t, periodic at a chunk
+    width, at sequence starts, in some heads, in one part; the verdict does
+    not depend on them); html(path): the report as one HTML page."""
 
-    def __init__(self, text, json_text):
+    def __init__(self, text, json_text, native=None):
         self.text = text
         self._json = json.loads(json_text)
+        self._native = native
 
     passed = property(lambda self: bool(self._json["pass"]))
     inconclusive = property(lambda self: bool(self._json["inconclusive"]))
@@ -147,6 +151,20 @@ class Report:
     reasons = property(lambda self: list(self._json["reasons"]))
     worst = property(lambda self: [dict(e) for e in self._json["worst"]])
     max_score = property(lambda self: self._json["max_score"])
+    hints = property(lambda self: list(self._json["hints"]))
+
+    def html(self, path):
+        """Writes the report as one self-contained HTML page (inline SVG, nothing
+        fetched, no script) to `path`, atomically: the verdict, the pass-rule
+        numbers, the hints and per part (out, den, each gradient and state
+        part) a heatmap of the worst score per (batch·head, token block), the
+        worst score per token beside our worst order's, the score histograms
+        and the worst elements. Returns the path; InputError (a ValueError)
+        when it cannot be written."""
+        if self._native is None:
+            raise ValueError("this Report carries no score maps (it was not made by hla_oracle.check or Fixture.check)")
+        self._native.write_html(os.fspath(path))
+        return Path(path)
 
     def json(self):
         return json.loads(json.dumps(self._json))
@@ -192,10 +210,10 @@ def check(out, q, k, v, *, variant="hla2", masked=True, gamma=1, normalize=False
     t = _inputs(q, k, v, layout, cu_seqlens, dtype, initial_state)
     o = tensor(out, "out", out_dtype)
     d = None if den is None else tensor(den, "den")
-    text, js = _core.check(t, opts, layout, o, d, _precision(precision), str(form_class), bool(exact_tier), int(worst),
+    text, js, native = _core.check(t, opts, layout, o, d, _precision(precision), str(form_class), bool(exact_tier), int(worst),
                            "" if dump is None else os.fspath(dump), _gradients(do=do, dden=dden, dq=dq, dk=dk, dv=dv, dstate=dstate),
                            int(exact_max_n))
-    return Report(text, js)
+    return Report(text, js, native)
 
 
 def _gradients(dstate=None, **arrays):
@@ -301,9 +319,9 @@ class Fixture:
         initial state dstate={part: array}."""
         o = tensor(out, "out", out_dtype)
         d = None if den is None else tensor(den, "den")
-        text, js = _core.check_fixture(self._handle, o, d, layout, _precision(precision), str(form_class), int(worst),
-                                       _gradients(dq=dq, dk=dk, dv=dv, dstate=dstate))
-        return Report(text, js)
+        text, js, native = _core.check_fixture(self._handle, o, d, layout, _precision(precision), str(form_class), int(worst),
+                                               _gradients(dq=dq, dk=dk, dv=dv, dstate=dstate))
+        return Report(text, js, native)
 
     def __repr__(self):
         s = self.shape

@@ -14,7 +14,8 @@ fields; no mark: every golden fixture):
 
 ``assert_passes`` judges with the declared precision and form class and fails
 with the whole report (`hla check`'s text); a report of a failing test is also
-printed in its "hla-oracle report" section, however the test asserted it.
+printed in its "hla-oracle report" section, however the test asserted it, with
+the path of its HTML page (Report.html: where the error lies, with hints).
 A backward is tested on the gradient fixtures (``gradients=True`` in the mark):
 
     @pytest.mark.hla_golden(variants=["hla2"], gradients=True)
@@ -71,11 +72,15 @@ class GoldenCase:
         r = self.fixture.check(out, den, precision=p, form_class=fc, layout=layout, out_dtype=out_dtype, **grads)
         if not r.passed:  # the outputs as a candidate file: `hla check` reproduces the verdict
             folder = Path(tempfile.mkdtemp(prefix="hla-candidate-"))
-            cand = folder / (Path(self.fixture.path).name[:-len(".safetensors")] + ".candidate.safetensors")
+            stem = Path(self.fixture.path).name[:-len(".safetensors")]
+            cand = folder / (stem + ".candidate.safetensors")
             hla_oracle.save_candidate(cand, out, den, fixture=self.fixture, layout=layout, out_dtype=out_dtype, **grads)
             prec = hla_oracle._precision(p)
             r.text += (f"  reproduce: hla check {self.fixture.path} {cand}" + (f" --precision {prec}" if prec else "") +
                        ("" if fc == "masked" else f" --form-class {fc}") + "\n")
+            # The report as a page: heatmaps of where the error lies, the hints.
+            page = r.html(folder / (stem + ".report.html"))
+            r.text += f"  html report: {page}\n"
         self._reports.append(r)
         return r
 

@@ -134,13 +134,21 @@ check::CheckOptions check_options(const BatchProblem& p, const std::string& prec
   return opt;
 }
 
-// (text, json) of the report; the text starts with the case, as `hla check` prints it.
-std::pair<std::string, std::string> report_of(const check::Report& r, const BatchProblem& p, const std::string& what) {
+// The report itself, kept for its HTML page (hla_oracle.Report.html).
+struct NativeReport {
+  check::Report report;
+  std::string title;  // the case, the page's heading
+};
+using ReportTuple = std::tuple<std::string, std::string, NativeReport>;
+
+// (text, json, the report) of a check; the text starts with the case, as `hla check` prints it.
+ReportTuple report_of(check::Report&& r, const BatchProblem& p, const std::string& what) {
   const std::string head = what + ": " + p.opt.describe() + ", B=" + std::to_string(p.batch) + " H=" + std::to_string(p.heads) +
                            " Hkv=" + std::to_string(p.kv_heads) + " n=" + std::to_string(p.n) + " d=" + std::to_string(p.d) +
                            " dv=" + std::to_string(p.dv) + " inputs " + std::string(to_string(p.dtype)) +
-                           (p.offsets.empty() ? "" : ", " + std::to_string(p.offsets.size() - 1) + " packed sequences") + "\n";
-  return {head + r.text(), r.json().dump(-1, ' ', false, nlohmann::json::error_handler_t::replace)};
+                           (p.offsets.empty() ? "" : ", " + std::to_string(p.offsets.size() - 1) + " packed sequences");
+  std::string text = head + "\n" + r.text(), js = r.json().dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+  return {std::move(text), std::move(js), NativeReport{std::move(r), head}};
 }
 
 // The [B,heads,n,width] values of a per-head tensor in layout l (width 0: [B,heads,n]), its dtype.
@@ -220,7 +228,7 @@ check::CandidateOutputs outputs_moved(io::Candidate&& c) {
   return o;
 }
 
-std::pair<std::string, std::string> check_arrays(const std::map<std::string, TensorArg>& tensors,
+ReportTuple check_arrays(const std::map<std::string, TensorArg>& tensors,
                                                  const std::map<std::string, std::string>& options, const std::string& layout,
                                                  const TensorArg& out, const std::optional<TensorArg>& den,
                                                  const std::string& precision, const std::string& form_class, bool exact_tier,
@@ -244,7 +252,7 @@ std::pair<std::string, std::string> check_arrays(const std::map<std::string, Ten
       r = check::check(p, ref, c, opt);
     }
   }
-  return report_of(r, p, "hla_oracle.check");
+  return report_of(std::move(r), p, "hla_oracle.check");
 }
 
 // A fixture file, read (digest checked) once.
@@ -312,7 +320,7 @@ nb::dict fixture_info(const Fixture& fx) {
   return d;
 }
 
-std::pair<std::string, std::string> check_fixture(const Fixture& fx, const TensorArg& out, const std::optional<TensorArg>& den,
+ReportTuple check_fixture(const Fixture& fx, const TensorArg& out, const std::optional<TensorArg>& den,
                                                   const std::string& layout, const std::string& precision,
                                                   const std::string& form_class, size_t worst,
                                                   const std::map<std::string, TensorArg>& grads) {
@@ -323,7 +331,7 @@ std::pair<std::string, std::string> check_fixture(const Fixture& fx, const Tenso
     nb::gil_scoped_release unlocked;
     r = check::check_fixture(fx.f, c, opt);
   }
-  return report_of(r, fx.f.problem, "hla check " + fx.path + " (case " + fx.f.case_name + ")");
+  return report_of(std::move(r), fx.f.problem, "hla check " + fx.path + " (case " + fx.f.case_name + ")");
 }
 
 // Writes a candidate file: shapes checked against the fixture when given
@@ -365,6 +373,10 @@ NB_MODULE(_core, m) {
         nb::arg("precision"), nb::arg("form_class"), nb::arg("exact_tier"), nb::arg("worst"), nb::arg("dump"),
         nb::arg("grads") = std::map<std::string, TensorArg>{}, nb::arg("exact_max_n") = 48);
 
+  nb::class_<NativeReport>(m, "NativeReport")
+      .def("html", [](const NativeReport& r) { return r.report.html(r.title); })
+      .def("write_html", [](const NativeReport& r, const std::string& path) { hla::check::write_html_report(path, r.report, r.title); },
+           nb::arg("path"));
   nb::class_<Fixture>(m, "Fixture");
   m.def("load_fixture", &load_fixture, nb::arg("path"));
   m.def("fixture_arrays", &fixture_arrays);

@@ -64,6 +64,10 @@ def test_report_section_even_with_a_plain_assert(pytester):
     res = run(pytester, "decay_once", "assert hla_fixture.check(out, den).passed")
     assert res.parseoutcomes().get("failed", 0) > 0
     assert "hla-oracle report" in res.stdout.str() and "worst elements" in res.stdout.str()
+    # The section names the failing report's HTML page, which exists and says FAIL.
+    line = next(x for x in res.stdout.str().splitlines() if "html report:" in x)
+    page = Path(line.split("html report:", 1)[1].strip())
+    assert page.suffix == ".html" and 'data-verdict="FAIL"' in page.read_text(encoding="utf-8")
 
 
 def test_empty_support_is_a_usage_error(pytester):

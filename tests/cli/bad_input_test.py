@@ -324,6 +324,13 @@ ROWS = [
          text="\\x1b[31m"),
     # --- check ---
     dict(name="check candidate /dev/zero", argv=["check", "{fx}", "/dev/zero"], text="not a regular file"),
+    # --html: refused before any work, nothing written (the page itself is written atomically).
+    dict(name="check --html into a missing folder", argv=["check", "{fx}", "{fx}", "--html", "{d}/missing/r.html"],
+         text=["--html", "does not exist"]),
+    dict(name="check --html a folder", argv=["check", "{fx}", "{fx}", "--html", "{d}"], text=["--html", "is a directory"]),
+    dict(name="check --html a FIFO", argv=["check", "{fx}", "{fx}", "--html", "{d}/pipe"], text=["--html", "not a regular file"],
+         setup=fifo("pipe")),
+    dict(name="check --html empty", argv=["check", "{fx}", "{fx}", "--html", ""], text="--html"),
     dict(name="check fixture is a FIFO", argv=["check", "{d}/pipe", "{d}/cand.safetensors"], text="not a regular file",
          setup=lambda d: (fifo("pipe")(d), candidate()(d))),
     dict(name="check fixture is a folder", argv=["check", "{d}", "{fx}"], text="is a directory"),

@@ -280,6 +280,25 @@ TEST_CASE("state gradient: the checker passes a correct dstate and fails a dropp
     size_t rows = 0;
     for (const auto& g : good.gradients) rows += g.name.rfind("dstate.", 0) == 0 && g.checked && g.scored > 0;
     CHECK(rows == c.dstate_parts.size());
+    // Each part has its map (issue 32): rows (sequence, head), positions the part's rows, and a section of the page.
+    CHECK(good.hints.empty());
+    const std::string page = good.html();
+    for (const auto& m : good.maps) {
+      if (m.name.rfind("dstate.", 0) != 0) continue;
+      CHECK_FALSE(m.tokens);
+      CHECK(m.rows == p.sequence_count() * p.heads);
+      CHECK(m.cand_blocks.size() == static_cast<size_t>(m.rows * m.blocks()));
+      CHECK(page.find("id=\"part-" + m.name + "\"") != std::string::npos);
+    }
+    {
+      check::CandidateOutputs zeros = c;
+      std::fill(zeros.dstate.begin(), zeros.dstate.end(), 0.0);
+      const auto r = check::check(p, ref, zeros, opt);
+      bool hinted = false;
+      for (const auto& h : r.hints) hinted = hinted || h.rfind("confined to the gradients dstate.", 0) == 0 || h.rfind("confined to one gradient: dstate.", 0) == 0;
+      INFO(r.text());
+      CHECK(hinted);
+    }
     auto fails_naming_dstate = [&](const check::CandidateOutputs& bad, const char* what) {
       const auto r = check::check(p, ref, bad, opt);
       INFO(what << ":\n" << r.text());

@@ -1,5 +1,5 @@
-// `hla check FIXTURE CANDIDATE [--json]`: judges a kernel's outputs against a
-// fixture. Exit 0 pass, 1 fail, 2 usage or input error (also a fixture whose
+// `hla check FIXTURE CANDIDATE [--json] [--html FILE]`: judges a kernel's
+// outputs against a fixture (--html: also the report as one HTML page). Exit 0 pass, 1 fail, 2 usage or input error (also a fixture whose
 // reference does not belong to its inputs), 4 inconclusive (too little scored).
 #include "commands.hpp"
 #include "progress.hpp"
@@ -14,13 +14,15 @@ namespace hla::cli {
 namespace {
 
 struct CheckArgs {
-  std::string fixture, candidate, precision, form_class = "masked";
+  std::string fixture, candidate, precision, form_class = "masked", html;
   bool json = false, verify_inputs = false, quiet = false, progress = false, require_grad = false;
   size_t worst = 10;
   double budget = 600;
 };
 
 int run_check(const CheckArgs& a) {
+  // An unwritable --html path is refused before any work (exit 2); the page is written atomically.
+  if (!a.html.empty()) check_output_file("--html", a.html);
   Progress bar("hla check: reading", progress_wanted(a.quiet, a.progress));
   bar.update(0, 1);
   io::Fixture f = io::read_fixture(a.fixture);
@@ -53,6 +55,11 @@ int run_check(const CheckArgs& a) {
               << " inputs " << to_string(f.problem.dtype) << "\n"
               << r.text();
   }
+  if (!a.html.empty())
+    check::write_html_report(a.html, r, "case " + f.case_name + ": " + f.problem.opt.describe() + ", B=" + std::to_string(f.problem.batch) +
+                                            " H=" + std::to_string(f.problem.heads) + " Hkv=" + std::to_string(f.problem.kv_heads) +
+                                            " n=" + std::to_string(f.problem.n) + " d=" + std::to_string(f.problem.d) +
+                                            " dv=" + std::to_string(f.problem.dv) + ", inputs " + to_string(f.problem.dtype));
   return r.pass ? 0 : r.inconclusive ? 4 : 1;
 }
 
@@ -71,6 +78,9 @@ void add_check(CLI::App& app, Action& action) {
                 "masked (default: sums only masked terms) or state_difference (subtracts unmasked partial sums, S*C - G)")
       ->check(non_empty);
   c->add_flag("--json", a->json, "print the report as JSON");
+  c->add_option("--html", a->html,
+                "also write the report as one self-contained HTML page (heatmaps of where the error lies, hints) to this file")
+      ->check(non_empty);
   c->add_flag("--require-grad", a->require_grad,
               "fail when the fixture carries gradients and the candidate lacks dq, dk or dv (else: reported as not checked)");
   c->add_flag("--verify-inputs", a->verify_inputs,

@@ -112,6 +112,35 @@ struct GradientRow {
   bool fails() const { return nonfinite > 0 || over_bound > 0 || over_ratio || exact_mismatches > 0; }
 };
 
+// Where one part's scores lie (the HTML report's plots; the diagnosis hints):
+// the worst score per (row, block of positions) and per position, of the
+// candidate and of our worst honest order (rule 3's baseline), with both
+// score histograms. Gathered while scoring. A row is a (batch entry, head),
+// b·heads + h (dk, dv: a K/V head; a state part: (sequence, head)); a position
+// a token (a state part: the state's row). A value -1: nothing scored there;
+// +inf: a non-finite candidate value (or a score of an error on magnitude 0).
+struct ScoreMap {
+  std::string name;               // out, den, dq, dk, dv, dstate.<part>
+  bool tokens = true;             // positions are tokens (not a state's rows)
+  Index rows = 0, heads = 1;      // heads: per batch entry or sequence (row = b·heads + h)
+  Index group = 1;                // query heads per K/V head (GQA; 1: none or a K/V-head part)
+  Index positions = 0;            // tokens (a state part: rows)
+  Index block = 1;                // positions per heatmap block (blocks() of them per row, at most kMaxBlocks)
+  Index step = 1;                 // positions per entry of the per-position arrays
+  std::vector<float> cand_blocks, ours_blocks;        // [rows][blocks()]
+  std::vector<float> cand_positions, ours_positions;  // [ceil(positions / step)], the worst over rows
+  // By phase: (token − its sequence's first token) mod kPhases, the worst over rows
+  // and tokens: periodicity of any length of sequence (a state part: its row).
+  std::vector<float> cand_phase, ours_phase;
+  std::vector<size_t> cand_bins, ours_bins;  // Report::histogram's first 23 bins (finite scores)
+  std::string ours_form;          // the order the ours_* arrays are of ("" when none was run)
+  double limit = 0;               // rule 3's line on the score scale: ratio_limit × max(ours worst, 1)
+  double bound = 0;               // rule 2's a priori bound
+  bool fails = false;             // the part fails the pass rule
+  static constexpr Index kMaxBlocks = 128, kPhases = 256;
+  Index blocks() const { return positions == 0 ? 0 : (positions + block - 1) / block; }
+};
+
 struct Report {
   bool pass = false;
   bool inconclusive = false;  // too little was scored to judge (then pass = false; see kMaxUnscoredFraction)
@@ -144,11 +173,26 @@ struct Report {
   // Normalized: the tokens whose den ⊕ ε lies within its error bound of the
   // pole, on which the gradients judged as ill-conditioned depend (empty: none).
   std::string gradients_ill_tokens;
+  // Where the scores lie, per part (out, den when given, each checked gradient and state part).
+  std::vector<ScoreMap> maps;
+  // Diagnosis of a failing report from its score pattern (error growing with
+  // the token, periodic at a chunk width, at sequence starts, in some heads, in
+  // one part): hints only, the verdict does not depend on them; none on a pass.
+  std::vector<std::string> hints;
 
   std::string verdict() const { return pass ? "PASS" : inconclusive ? "INCONCLUSIVE" : "FAIL"; }
   std::string text() const;
   nlohmann::json json() const;
+  // One self-contained HTML page (inline SVG, nothing fetched, no scripts):
+  // the verdict, the pass-rule numbers, hints and per part a heatmap, the
+  // worst score per position beside our worst order's, the histograms and the
+  // worst elements. `title`: the case, as a heading. Same report, same bytes.
+  std::string html(const std::string& title = "") const;
 };
+
+// Writes r.html(title) to `path` atomically (a temporary file renamed over it:
+// never a half-written file); InputError naming the path when it cannot.
+void write_html_report(const std::string& path, const Report& r, const std::string& title = "");
 
 // Throws InputError when the candidate's shapes do not match the problem.
 Report check(const BatchProblem& p, const Reference& ref, const CandidateOutputs& cand, const CheckOptions& opt = {});
