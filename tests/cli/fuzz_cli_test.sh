@@ -82,6 +82,17 @@ for f in files:
 PY
 "$hla" fuzz --lib "$good" --d 128 --max-cases 1 2> "$work/err"; [ $? = 2 ] && grep -q "above the max_d" "$work/err" \
   && note "ok: --lib --d above its max_d -> 2" || note "FAILED: --lib --d above max_d must exit 2"
+# --max-n narrows a --lib's declared max_n: the cases of 8 findings (unshrunk) all have n <= 9.
+"$hla" fuzz --lib "$buggy" --seed 3 --max-cases 200 --stop-after 8 --shrink-attempts 0 --max-n 9 --findings "$work/maxn" \
+  --json --no-progress > "$work/maxn.json" 2> /dev/null
+python3 - "$work/maxn.json" <<'PY' && note "ok: --lib --max-n 9 keeps every case at n <= 9" || note "FAILED: --lib --max-n 9"
+import json, re, sys
+f = json.load(open(sys.argv[1]))["findings"]
+ns = [int(re.search(r" n=(\d+)", x["original"]).group(1)) for x in f]
+assert len(ns) == 8 and max(ns) <= 9, ns
+PY
+"$hla" fuzz --lib "$good" --max-n 100000 --max-cases 1 2> "$work/err"; [ $? = 2 ] && grep -q "above the max_n" "$work/err" \
+  && note "ok: --lib --max-n above its max_n -> 2" || note "FAILED: --lib --max-n above max_n must exit 2"
 
 # Usage errors.
 "$hla" fuzz --max-cases 3 2> /dev/null; [ $? = 2 ] && note "ok: no adapter -> 2" || note "FAILED: no adapter must exit 2"

@@ -473,13 +473,17 @@ class CabiAdapter final : public Adapter, public StateBackward {
   }
 
   // The head sizes and block the command line declares (hla_impl_info has no
-  // fields for them), inside what the library declares.
+  // fields for them) and a shorter max_n, inside what the library declares.
   void narrow(const Supports& z) {
     for (const auto& [list, max, name] : {std::tuple{&z.d_values, s_.max_d, "d"}, std::tuple{&z.dv_values, s_.max_dv, "dv"}})
       for (Index x : *list)
         if (x > max)
           throw InputError(std::string("--") + name + " " + std::to_string(x) + " is above the max_" + name + " " +
                            std::to_string(max) + " that " + path_ + " declares in hla_impl_info");
+    if (z.max_n > s_.max_n)
+      throw InputError("--max-n " + std::to_string(z.max_n) + " is above the max_n " + std::to_string(s_.max_n) + " that " + path_ +
+                       " declares in hla_impl_info");
+    if (z.max_n > 0) s_.max_n = z.max_n;
     if (z.n_multiple > s_.max_n)
       throw InputError("--n-multiple " + std::to_string(z.n_multiple) + " is above the max_n " + std::to_string(s_.max_n) +
                        " that " + path_ + " declares");

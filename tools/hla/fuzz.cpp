@@ -21,7 +21,7 @@ namespace {
 struct FuzzArgs {
   std::string lib, exec, exec_server, variants = variant_csv(false), dtypes = "f32", features, precision = "f32", form_class = "masked", shard = "0/1", replay;
   std::string d_values, dv_values;
-  Index max_n = 4096, n_multiple = 1;
+  Index max_n = 0, n_multiple = 1;  // max_n 0: not given (an exec candidate: 4096; a --lib: its declared max_n)
   double timeout = 10, budget = 600;
   std::string worker = "persistent";
   fuzz::CampaignOptions campaign;
@@ -65,6 +65,7 @@ std::unique_ptr<fuzz::Adapter> make_adapter(const FuzzArgs& a) {
     throw InputError("give exactly one of --lib LIB.so, --exec 'CMD {in} {out}' and --exec-server 'CMD'");
   fuzz::Supports s;
   parse_sizes(a, s);
+  s.max_n = a.max_n;  // a --lib: 0 keeps its declared max_n
   if (!a.lib.empty()) {
     if (!a.exec_only_given.empty())
       throw InputError(a.exec_only_given.front() + " describes an --exec candidate; a --lib declares its support in hla_impl_info");
@@ -79,7 +80,7 @@ std::unique_ptr<fuzz::Adapter> make_adapter(const FuzzArgs& a) {
   s.features = a.features == "none" ? 0 : fuzz::parse_features(a.features);
   s.precision = check::parse_precision_map(a.precision);
   if (s.precision.empty()) throw InputError("--precision must name a precision (e.g. f32, or bf16=f32,f32=f32)");
-  s.max_n = a.max_n;
+  s.max_n = a.max_n > 0 ? a.max_n : 4096;
   s.form_class = check::parse_form_class(a.form_class);
   if (!s.d_values.empty()) s.max_d = *std::max_element(s.d_values.begin(), s.d_values.end());
   if (!s.dv_values.empty()) s.max_dv = *std::max_element(s.dv_values.begin(), s.dv_values.end());
@@ -160,7 +161,8 @@ void add_fuzz(CLI::App& app, Action& action) {
                           ->check(comma_list));
   exec_only.push_back(c->add_option("--form-class", a->form_class, "exec: masked (default) or state_difference (subtracts unmasked partial sums)")
                           ->check(non_empty));
-  exec_only.push_back(c->add_option("--max-n", a->max_n, "exec: longest sequence it takes")->check(integer_in(1, 1 << 20)));
+  c->add_option("--max-n", a->max_n, "the longest sequence it takes (default 4096; a --lib: its declared max_n, or less)")
+      ->check(integer_in(1, 1 << 20));
   // Sizes, for every adapter (a --lib: within its hla_impl_info, which has no fields for them).
   c->add_option("--d", a->d_values, "the head dimensions d it takes (e.g. 64,128; default: any up to 64, or a --lib's max_d)")
       ->check(comma_list);
