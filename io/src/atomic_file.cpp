@@ -101,13 +101,17 @@ void sweep_once(const fs::path& dir) {
 }
 
 // Test hook (HLA_TEST_WRITE_DELAY_MS): pause with the temporary file written
-// but not yet renamed, so that a test can kill a writer mid-write.
+// but not yet renamed, so that a test can kill a writer mid-write. Compiled
+// only into test builds (CMake option HLA_TEST_HOOKS, on with BUILD_TESTING):
+// an installed library or a wheel reads no such variable.
 void test_write_delay() {
+#ifdef HLA_TEST_HOOKS
   static const long ms = [] {
     const char* s = std::getenv("HLA_TEST_WRITE_DELAY_MS");
     return s ? std::strtol(s, nullptr, 10) : 0L;
   }();
   if (ms > 0) std::this_thread::sleep_for(std::chrono::milliseconds(ms));
+#endif
 }
 
 }  // namespace
