@@ -1,18 +1,24 @@
 # install() rules and the CMake package hla_oracle: the static libraries
-# hla::reference, hla::io, hla::check, the header-only C ABI hla::impl_abi,
-# their headers, and the `hla` tool.
+# hla::reference, hla::io, hla::check, the generator and fuzzer hla::gen and
+# hla::fuzz (when built), the header-only C ABI hla::impl_abi, their headers,
+# and the `hla` tool.
 #
 #   find_package(hla_oracle CONFIG REQUIRED)
 #   target_link_libraries(my_test PRIVATE hla::check)
 include(CMakePackageConfigHelpers)
 set(hla_package_dir ${CMAKE_INSTALL_LIBDIR}/cmake/hla_oracle)
 
-install(TARGETS hla_reference hla_io hla_check hla_impl_abi EXPORT hla_oracleTargets
+set(hla_installed_libraries hla_reference hla_io hla_check hla_impl_abi)
+set(hla_installed_headers ${PROJECT_SOURCE_DIR}/reference/include/ ${PROJECT_SOURCE_DIR}/io/include/
+                          ${PROJECT_SOURCE_DIR}/check/include/)
+if(TARGET hla_fuzz)
+  list(APPEND hla_installed_libraries hla_gen hla_fuzz)
+  list(APPEND hla_installed_headers ${PROJECT_SOURCE_DIR}/fuzz/include/)
+endif()
+install(TARGETS ${hla_installed_libraries} EXPORT hla_oracleTargets
   ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR}
   LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR})  # include dirs: $<INSTALL_INTERFACE:include> on each target
-install(DIRECTORY ${PROJECT_SOURCE_DIR}/reference/include/ ${PROJECT_SOURCE_DIR}/io/include/
-                  ${PROJECT_SOURCE_DIR}/check/include/
-        DESTINATION ${CMAKE_INSTALL_INCLUDEDIR} FILES_MATCHING PATTERN "*.hpp")
+install(DIRECTORY ${hla_installed_headers} DESTINATION ${CMAKE_INSTALL_INCLUDEDIR} FILES_MATCHING PATTERN "*.hpp")
 install(FILES ${PROJECT_SOURCE_DIR}/include/hla_impl.h DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
 if(TARGET hla)
   install(TARGETS hla RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})

@@ -13,10 +13,10 @@
 // f64 for their dtype (as `hla fuzz` generates exact-tier cases).
 // Exit 0 when every fixture in support passes (and at least one is), 1 when one
 // fails or is inconclusive, 2 on bad input.
-#include "features.hpp"
 #include "hla_impl.h"
 
 #include "hla/check/fixture.hpp"
+#include "hla/fuzz/features.hpp"
 #include "hla/io/candidate.hpp"
 #include "hla/io/fixture.hpp"
 #include "hla/io/float_bits.hpp"

@@ -2,7 +2,7 @@
 
 The generator, the probes (NaN/Inf causality, state continuation, varlen
 isolation), the check, the shrinker and the findings are the C++ fuzzer's
-(tools/fuzz, through fuzz::make_function_adapter); this file only converts
+(fuzz/, through fuzz::make_function_adapter); this file only converts
 each case's arrays for `fn` and its results back.
 """
 import traceback

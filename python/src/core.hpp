@@ -3,10 +3,9 @@
 #pragma once
 
 #include "hla/batch.hpp"
+#include "hla/fuzz/adapter.hpp"
+#include "hla/fuzz/features.hpp"
 #include "hla/io/safetensors.hpp"
-
-#include "adapter.hpp"
-#include "features.hpp"
 
 #include <nanobind/nanobind.h>
 #include <nanobind/ndarray.h>

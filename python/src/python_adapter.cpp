@@ -1,4 +1,4 @@
-// hla_oracle.fuzz: the fuzzer's campaign (tools/fuzz: generator, probes,
+// hla_oracle.fuzz: the fuzzer's campaign (fuzz/: generator, probes,
 // shrinker, findings) over a Python callable, through the in-process adapter
 // fuzz::make_function_adapter. The Python side (hla_oracle/_fuzz.py) wraps the
 // user's fn(q, k, v, options) into `run_case`, which this file calls per case:
@@ -16,8 +16,8 @@
 // and reaches the caller.
 #include "core.hpp"
 
-#include "campaign.hpp"
 #include "hla_impl.h"
+#include "hla/fuzz/campaign.hpp"
 #include "hla/io/fixture.hpp"
 #include "hla/io/inputs.hpp"
 

@@ -1,6 +1,8 @@
 // Uses the installed libraries as a kernel's test would: a small batched hla2
 // problem, its reference, and the pass rule on a correct and a corrupted
-// candidate. Exit 0 only when the correct one PASSes and the corrupted one FAILs.
+// candidate; then a short fuzz campaign of each kind (consumer_fuzz.cpp).
+// Exit 0 only when the correct one PASSes and the corrupted one FAILs, and the
+// correct function fuzzes clean and the broken one does not.
 #include "hla/check/check.hpp"
 #include "hla/check/reference.hpp"
 #include "hla_impl.h"
@@ -8,8 +10,11 @@
 #include <algorithm>
 #include <cstdio>
 #include <exception>
+#include <string>
 
-int main() try {
+size_t consumer_fuzz(bool broken, const std::string& dir);  // consumer_fuzz.cpp
+
+int main(int argc, char** argv) try {
   hla::BatchProblem p;
   p.opt.variant = hla::Variant::hla2;
   p.opt.gamma = hla::Rational(7, 8);
@@ -40,7 +45,9 @@ int main() try {
               r_bad.verdict().c_str());
   if (!r_good.pass) std::printf("%s\n", r_good.text().c_str());
   if (r_bad.pass || r_bad.inconclusive) std::printf("%s\n", r_bad.text().c_str());
-  return r_good.pass && !r_bad.pass && !r_bad.inconclusive ? 0 : 1;
+  const std::string findings = argc > 1 ? argv[1] : "consumer-findings";
+  const bool fuzz_ok = consumer_fuzz(false, findings + "/correct") == 0 && consumer_fuzz(true, findings + "/broken") > 0;
+  return r_good.pass && !r_bad.pass && !r_bad.inconclusive && fuzz_ok ? 0 : 1;
 } catch (const std::exception& ex) {
   std::fprintf(stderr, "consumer: %s\n", ex.what());
   return 2;

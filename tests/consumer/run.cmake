@@ -23,7 +23,8 @@ if(CONFIG)
 endif()
 step("install into ${prefix}" "${CMAKE_COMMAND}" --install "${BUILD_DIR}" --prefix "${prefix}" ${config_args})
 foreach(f ${LIBDIR}/libhla_reference.a ${LIBDIR}/libhla_io.a ${LIBDIR}/libhla_check.a ${INCLUDEDIR}/hla_impl.h
-          ${INCLUDEDIR}/hla/check/check.hpp ${INCLUDEDIR}/hla/io/fixture.hpp ${INCLUDEDIR}/hla/ops/hla2.hpp ${BINDIR}/hla
+          ${INCLUDEDIR}/hla/check/check.hpp ${INCLUDEDIR}/hla/io/fixture.hpp
+          ${INCLUDEDIR}/hla/fuzz/campaign.hpp ${INCLUDEDIR}/hla/gen/suite.hpp ${LIBDIR}/libhla_fuzz.a ${LIBDIR}/libhla_gen.a ${INCLUDEDIR}/hla/ops/hla2.hpp ${BINDIR}/hla
           ${LIBDIR}/cmake/hla_oracle/hla_oracleConfig.cmake ${LIBDIR}/cmake/hla_oracle/hla_oracleConfigVersion.cmake)
   if(NOT EXISTS "${prefix}/${f}")
     message(FATAL_ERROR "consumer_package: the install lacks ${f}")
@@ -32,5 +33,5 @@ endforeach()
 step("configure" "${CMAKE_COMMAND}" -S "${SOURCE}" -B "${build}" "-DCMAKE_PREFIX_PATH=${prefix}"
      "-DCMAKE_BUILD_TYPE=${CONFIG}" "-DCMAKE_CXX_COMPILER=${CXX}" "-DCMAKE_EXE_LINKER_FLAGS=${LINK_FLAGS}")
 step("build" "${CMAKE_COMMAND}" --build "${build}" ${config_args})
-step("run" "${build}/consumer")
+step("run" "${build}/consumer" "${WORK}/findings")
 message(STATUS "${step_output}")

@@ -2,9 +2,9 @@
 // intermediate of every legal order is representable — so the exact result
 // rounded to the output dtype must pass, bit for bit, every exact-tier case
 // the fuzzer and the suites generate (and an f32 kernel of ours in any order).
-#include "cases.hpp"
+#include "hla/fuzz/cases.hpp"
+#include "hla/gen/suite.hpp"
 #include "hla_impl.h"
-#include "suite.hpp"
 
 #include <catch2/catch.hpp>
 

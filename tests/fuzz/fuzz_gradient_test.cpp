@@ -3,9 +3,9 @@
 // dtype); the judge reports `gradient` and `gradient_nan_causality` findings
 // and passes our own backward; a finding shrinks with its upstream in step,
 // and its fixture carries gradients that check_fixture (`hla check`) fails.
-#include "campaign.hpp"
-#include "cases.hpp"
-#include "gradients.hpp"
+#include "hla/fuzz/campaign.hpp"
+#include "hla/fuzz/cases.hpp"
+#include "hla/fuzz/gradients.hpp"
 #include "hla_impl.h"
 
 #include "hla/check/fixture.hpp"

@@ -5,11 +5,11 @@
 // needs, campaigns draw distinct cases and shards are disjoint. The candidates
 // are in-process adapters around our own float64 streaming form (honest), with
 // one planted bug each. Deterministic: fixed seeds, printed.
-#include "campaign.hpp"
-#include "cases.hpp"
-#include "features.hpp"
+#include "hla/fuzz/campaign.hpp"
+#include "hla/fuzz/cases.hpp"
+#include "hla/fuzz/features.hpp"
+#include "hla/gen/suite.hpp"
 #include "hla_impl.h"
-#include "suite.hpp"
 
 #include <catch2/catch.hpp>
 

@@ -9,8 +9,8 @@
 //   gain: planted at n > n0/2: shrinking the unhinted case must not gain it.
 // Deterministic: the first case of the stream (seed printed) that fails by
 // cancellation alone, also in a prefix of at most half its tokens.
-#include "campaign.hpp"
-#include "cases.hpp"
+#include "hla/fuzz/campaign.hpp"
+#include "hla/fuzz/cases.hpp"
 
 #include "hla/check/check.hpp"
 

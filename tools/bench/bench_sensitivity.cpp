@@ -12,9 +12,9 @@
 // Run on demand (not a test); everything is measured in this one run. The
 // limit is read from the Report (ratio_limit × baseline, and the bound),
 // so the program keeps working when the checker's floor changes.
-#include "distributions.hpp"
 #include "hla/bounds.hpp"
 #include "hla/check/check.hpp"
+#include "hla/gen/distributions.hpp"
 #include "hla/ops/ahla.hpp"
 #include "hla/ops/hla2.hpp"
 #include "hla/ops/hla3.hpp"

@@ -3,8 +3,8 @@
 // Exit 0 no findings, 1 findings, 2 usage or input error.
 #include "commands.hpp"
 
-#include "campaign.hpp"
-#include "features.hpp"
+#include "hla/fuzz/campaign.hpp"
+#include "hla/fuzz/features.hpp"
 #include "hla_impl.h"
 
 #include "hla/io/fixture.hpp"

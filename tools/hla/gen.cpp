@@ -16,11 +16,11 @@
 
 #include "hla/check/fixture.hpp"
 #include "hla/check/gradient.hpp"
+#include "hla/gen/suite.hpp"
 #include "hla/io/atomic_file.hpp"
 #include "hla/io/manifest.hpp"
 #include "hla/io/printable.hpp"
 #include "hla/io/safetensors.hpp"
-#include "suite.hpp"
 
 #include <chrono>
 #include <cstdio>

@@ -5,8 +5,8 @@
 // exactly the golden fixtures inside its support. Exit 0, or 2 on bad input.
 #include "commands.hpp"
 
-#include "adapter.hpp"
-#include "features.hpp"
+#include "hla/fuzz/adapter.hpp"
+#include "hla/fuzz/features.hpp"
 
 #include "hla/io/fixture.hpp"
 #include "hla/io/printable.hpp"

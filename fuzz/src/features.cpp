@@ -1,4 +1,4 @@
-#include "features.hpp"
+#include "hla/fuzz/features.hpp"
 
 #include "hla_impl.h"
 

@@ -1,4 +1,4 @@
-#include "gradients.hpp"
+#include "hla/fuzz/gradients.hpp"
 
 #include "hla/check/gradient.hpp"
 #include "hla_impl.h"

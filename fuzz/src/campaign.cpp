@@ -1,7 +1,7 @@
-#include "campaign.hpp"
+#include "hla/fuzz/campaign.hpp"
 
-#include "features.hpp"
-#include "gradients.hpp"
+#include "hla/fuzz/features.hpp"
+#include "hla/fuzz/gradients.hpp"
 #include "hla_impl.h"
 #include "state_backward.hpp"
 

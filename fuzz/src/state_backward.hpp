@@ -3,7 +3,7 @@
 // so that an adapter offers it by inheriting this interface too.
 #pragma once
 
-#include "adapter.hpp"
+#include "hla/fuzz/adapter.hpp"
 
 namespace hla::fuzz {
 

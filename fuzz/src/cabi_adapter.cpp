@@ -2,7 +2,7 @@
 // dlopen()s it once and serves calls until it crashes, hangs or reports an
 // error (then the next call starts a fresh one), or, in fork mode, in a fresh
 // child per call. Inputs and outputs travel in shared memory (an Arena).
-#include "adapter.hpp"
+#include "hla/fuzz/adapter.hpp"
 #include "hla_impl.h"
 #include "process.hpp"
 #include "state_backward.hpp"

@@ -1,11 +1,11 @@
-#include "cases.hpp"
+#include "hla/fuzz/cases.hpp"
 
-#include "features.hpp"
-#include "gradients.hpp"
+#include "hla/fuzz/features.hpp"
+#include "hla/fuzz/gradients.hpp"
 #include "hla_impl.h"
-#include "suite.hpp"
 
 #include "hla/backward.hpp"
+#include "hla/gen/suite.hpp"
 
 #include <algorithm>
 #include <cmath>

@@ -1,4 +1,4 @@
-#include "suite.hpp"
+#include "hla/gen/suite.hpp"
 
 #include "hla/backward.hpp"
 #include "hla/exact.hpp"

@@ -3,7 +3,7 @@
 // judges them), and the upstream's part that follows a shrinker's reduction.
 #pragma once
 
-#include "cases.hpp"
+#include "hla/fuzz/cases.hpp"
 
 namespace hla::fuzz {
 

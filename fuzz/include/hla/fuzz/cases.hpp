@@ -2,8 +2,8 @@
 // probe it is run under, and the reductions the shrinker tries.
 #pragma once
 
-#include "adapter.hpp"
-#include "distributions.hpp"
+#include "hla/fuzz/adapter.hpp"
+#include "hla/gen/distributions.hpp"
 
 #include <string>
 #include <vector>

@@ -2,7 +2,7 @@
 // it was made; the reference is computed when it is written.
 #pragma once
 
-#include "distributions.hpp"
+#include "hla/gen/distributions.hpp"
 
 #include <string>
 #include <vector>

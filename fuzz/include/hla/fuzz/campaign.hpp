@@ -3,7 +3,7 @@
 // minimal failing case and write it as a fixture that `hla check` reproduces.
 #pragma once
 
-#include "cases.hpp"
+#include "hla/fuzz/cases.hpp"
 
 #include <map>
 #include <string>

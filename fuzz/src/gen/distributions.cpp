@@ -1,4 +1,4 @@
-#include "distributions.hpp"
+#include "hla/gen/distributions.hpp"
 
 #include <cmath>
 

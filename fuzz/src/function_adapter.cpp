@@ -1,7 +1,7 @@
 // The in-process adapter: a function computes each case (the Python package's
 // hla_oracle.fuzz calls a Python callable through it). The same campaign,
 // probes, shrinker and findings as the C ABI and exec adapters.
-#include "adapter.hpp"
+#include "hla/fuzz/adapter.hpp"
 
 #include "hla_impl.h"
 

@@ -7,7 +7,7 @@
 // the request's 4th and 5th fields. A candidate that declares backward finds
 // the upstream gradient `do` (and `dden`) in fixtures of cases that judge
 // gradients, and writes dq, dk, dv into the same candidate file.
-#include "adapter.hpp"
+#include "hla/fuzz/adapter.hpp"
 #include "hla_impl.h"
 #include "process.hpp"
 
