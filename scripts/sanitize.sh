@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # CI sanitizer job: builds the I/O, check, fuzzer and bug-zoo tests
-# with g++ -fsanitize=address,undefined (HLA_SANITIZE=ON: every target, the
+# with clang -fsanitize=address,undefined (HLA_SANITIZE=ON: every target, the
 # zoo's dlopen()ed libraries too) in build-asan/, runs them and a short zoo
 # campaign, and fails on any test failure or any sanitizer report — also on a
 # report from a forked child whose crash the fuzzer would otherwise just record.
@@ -11,15 +11,22 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 start=$(date +%s)
-dir=build-asan
+dir=${HLA_SAN_DIR:-build-asan}  # HLA_SAN_DIR: another build folder
 jobs=$(nproc)
 
 # The reference instantiations (most of a build, tested by the properties) come
 # from the main build, uninstrumented; everything of io/check/fuzz/tools and
 # the zoo is compiled with the sanitizers.
+# clang, not GCC: the same build takes about 30% less compile time (measured
+# 2026-12-04: 509 s of CPU against 693 s over the same units); GCC still
+# compiles the product in CI (the wheel's build) and the installed headers
+# (consumer_package). clang's sanitizer runtimes are Debian's libclang-rt-14-dev.
+bash scripts/apt_install.sh sanitize clang libclang-rt-14-dev
 ref=build/reference/libhla_reference.a
 [ -f "$ref" ] || { echo "sanitize: $ref missing: run scripts/setup.sh first" >&2; exit 2; }
-cmake -S . -B "$dir" -DCMAKE_BUILD_TYPE=Debug -DHLA_SANITIZE=ON -DCMAKE_C_COMPILER=gcc -DCMAKE_CXX_COMPILER=g++ \
+# A folder configured with another compiler (GCC, before) starts afresh.
+if [ -f "$dir/CMakeCache.txt" ] && ! grep -q '^CMAKE_CXX_COMPILER:[A-Z]*=.*clang++' "$dir/CMakeCache.txt"; then rm -rf "$dir"; fi
+cmake -S . -B "$dir" -DCMAKE_BUILD_TYPE=Debug -DHLA_SANITIZE=ON -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++ \
   "-DHLA_REFERENCE_LIBRARY=$PWD/$ref" "-DHLA_RC_EXTRA=${HLA_SAN_RC_PARAMS:-max_success=25}" >/dev/null
 cmake --build "$dir" -j"$jobs" --target props_io props_check props_state hla zoo zoo_selftest example_cabi_la1 \
   fuzz_exact_tier_test fuzz_fixture_reader_replay fuzz_candidate_reader_replay
@@ -32,7 +39,7 @@ echo "sanitize: build took $((built - start)) s"
 # children end with _exit(), which skips LeakSanitizer, so only whole processes
 # are leak-checked. The zoo's crash_long member writes through a null pointer
 # on purpose: its report is expected and allowed below, nothing else is.
-logs="$PWD/$dir/sanitizer-logs"
+logs="$(cd "$dir" && pwd)/sanitizer-logs"
 rm -rf "$logs" && mkdir -p "$logs"
 export ASAN_OPTIONS="detect_leaks=1:abort_on_error=1:log_path=$logs/asan"
 export UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1:abort_on_error=1:log_path=$logs/ubsan"
