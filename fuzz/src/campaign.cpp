@@ -216,11 +216,15 @@ Verdict run_and_check(Adapter& a, const FuzzCase& c, const check::Reference& ref
   return failing(kind, summarize(rep), r.out, rep);
 }
 
+void note(const CampaignOptions& o, const std::string& message) {
+  if (o.on_note) o.on_note(message);
+}
+
 // Writes a finding's fixture (and candidate) as DIR/NAME.safetensors. When the
 // findings folder fails (removed, full, read-only, a name taken by a folder),
 // the files go to a fallback folder made once per campaign under $TMPDIR or
 // /tmp: a finding that took minutes to find and shrink is never lost, and the
-// campaign goes on. Says where on stderr; the summary says it too.
+// campaign goes on. Says where in a note (on_note); the summary says it too.
 void write_finding(Finding& f, const std::string& name, const io::Fixture& fx, const Verdict& v, const CampaignOptions& o,
                    Summary& s) {
   auto write_to = [&](const fs::path& dir) {
@@ -258,16 +262,15 @@ void write_finding(Finding& f, const std::string& name, const io::Fixture& fx, c
   if (!s.fallback_dir.empty()) {
     error2 = attempt(s.fallback_dir);
     if (error2.empty()) {
-      std::fprintf(stderr, "hla fuzz: cannot write finding %s to %s (%s); wrote it to %s instead\n", name.c_str(),
-                   io::printable(o.findings_dir).c_str(), io::printable(error, 1000).c_str(), io::printable(s.fallback_dir).c_str());
+      note(o, "cannot write finding " + name + " to " + io::printable(o.findings_dir) + " (" + io::printable(error, 1000) +
+                  "); wrote it to " + io::printable(s.fallback_dir) + " instead");
       return;
     }
   }
   f.fixture.clear();
   f.candidate.clear();
   f.write_error = error + "; fallback: " + error2;
-  std::fprintf(stderr, "hla fuzz: cannot write finding %s anywhere (%s); its case is in the summary\n", name.c_str(),
-               io::printable(f.write_error, 1000).c_str());
+  note(o, "cannot write finding " + name + " anywhere (" + io::printable(f.write_error, 1000) + "); its case is in the summary");
 }
 
 // The shrinker's test: w (a reduction's verdict) fails as v (the finding's)
@@ -357,6 +360,17 @@ Verdict judge(Adapter& a, const FuzzCase& c, double reference_budget, Index exac
                  out, rep);
 }
 
+std::string Progress::text() const {
+  char buf[120];
+  std::snprintf(buf, sizeof buf, "[%zu/%zu cases] %zu finding(s), %.1f s", cases, max_cases, findings, seconds);
+  return buf;
+}
+
+// The message may quote the candidate's output.
+std::string Finding::headline() const {
+  return "finding [" + kind + "] at case " + std::to_string(case_index) + ": " + io::printable(message, 2000);
+}
+
 std::string Summary::text() const {
   std::ostringstream os;
   os << "hla fuzz: " << cases << " cases in " << seconds << " s (" << (cases ? 1e3 * seconds / cases : 0) << " ms/case); "
@@ -402,8 +416,6 @@ Summary run_campaign(Adapter& a, const CampaignOptions& o) {
     explicit Clocks(Summary::Phases* p) { phases = p; }
     ~Clocks() { phases = nullptr; }
   } clocks(&s.phases);
-  const bool tty = o.progress && isatty(2);
-  double last_print = -1;
   for (size_t i = o.shard; s.cases < o.max_cases; i += o.shards) {
     if (o.max_seconds > 0 && elapsed() >= o.max_seconds) break;
     const FuzzCase c = make_case(a.supports(), gen::derive_seed(o.seed, i));
@@ -449,19 +461,12 @@ Summary run_campaign(Adapter& a, const CampaignOptions& o) {
       f.precision = check::to_string(a.supports().precision_for(cur.p.dtype));
       f.form_class = check::to_string(a.supports().form_class);
       ++s.by_kind[f.kind];
-      if (o.progress)
-        std::fprintf(stderr, "%sfinding [%s] at case %zu: %s\n", tty ? "\r\033[K" : "", f.kind.c_str(), i,
-                     io::printable(f.message, 2000).c_str());  // the message may quote the candidate's output
+      if (o.on_finding) o.on_finding(f);
       s.findings.push_back(std::move(f));
-      if (o.stop_after && s.findings.size() >= o.stop_after) break;
     }
-    if (o.progress && (elapsed() - last_print > (tty ? 0.25 : 10.0))) {
-      last_print = elapsed();
-      std::fprintf(stderr, tty ? "\r\033[K[%zu/%zu cases] %zu finding(s), %.1f s" : "[%zu/%zu cases] %zu finding(s), %.1f s\n",
-                   s.cases, o.max_cases, s.findings.size(), last_print);
-    }
+    if (o.on_progress) o.on_progress({s.cases, o.max_cases, s.findings.size(), elapsed()});
+    if (o.stop_after && s.findings.size() >= o.stop_after) break;
   }
-  if (tty) std::fprintf(stderr, "\r\033[K");
   s.seconds = elapsed();
   return s;
 }

@@ -15,6 +15,9 @@
 
 #include <nlohmann/json.hpp>
 
+#include <fcntl.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
@@ -190,7 +193,6 @@ fuzz::Summary campaign(Ours& a, uint64_t seed, size_t cases, size_t stop_after, 
   o.max_cases = cases;
   o.stop_after = stop_after;
   o.findings_dir = dir.string();
-  o.progress = false;
   std::cout << "[campaign] seed " << seed << ", " << cases << " cases (deterministic)" << std::endl;
   return fuzz::run_campaign(a, o);
 }
@@ -547,7 +549,7 @@ TEST_CASE("campaign: case i of the stream, shards disjoint", "[fuzz][campaign]")
   for (size_t shard : {0, 1}) {
     Ours honest(Bug::none, s);
     fuzz::CampaignOptions o;
-    o.seed = seed, o.max_cases = 12, o.shard = shard, o.shards = 2, o.progress = false;
+    o.seed = seed, o.max_cases = 12, o.shard = shard, o.shards = 2;
     ScratchDir dir;
     o.findings_dir = dir.path.string();
     const fuzz::Summary r = fuzz::run_campaign(honest, o);
@@ -567,6 +569,50 @@ TEST_CASE("campaign: case i of the stream, shards disjoint", "[fuzz][campaign]")
                        [](double a, double b) { return a == b || (std::isnan(a) && std::isnan(b)); }));
     }
   }
+}
+
+TEST_CASE("campaign: reports through its callbacks and prints nothing", "[fuzz][campaign]") {
+  // A findings folder that is a file: each finding goes to the fallback folder, which a note names.
+  fuzz::Supports s = all_supports();
+  s.features &= ~HLA_FEAT_STATE;
+  Ours buggy(Bug::second_token, s);
+  ScratchDir dir;
+  const fs::path blocked = dir.path / "not-a-folder";
+  std::ofstream(blocked) << "x";
+  fuzz::CampaignOptions o;
+  o.seed = 5, o.max_cases = 20, o.stop_after = 2, o.shrink_attempts = 20, o.findings_dir = blocked.string();
+  std::vector<fuzz::Progress> progress;
+  std::vector<std::string> findings, notes;
+  o.on_progress = [&](const fuzz::Progress& p) { progress.push_back(p); };
+  o.on_finding = [&](const fuzz::Finding& f) { findings.push_back(f.headline()); };
+  o.on_note = [&](const std::string& m) { notes.push_back(m); };
+  // Everything written to file descriptor 2 while the campaign runs.
+  const fs::path err = dir.path / "stderr";
+  std::fflush(stderr);
+  const int saved = ::dup(2), fd = ::open(err.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  REQUIRE(saved >= 0);
+  REQUIRE(fd >= 0);
+  ::dup2(fd, 2);
+  const fuzz::Summary r = fuzz::run_campaign(buggy, o);
+  std::fflush(stderr);
+  ::dup2(saved, 2);
+  ::close(fd), ::close(saved);
+  if (!r.fallback_dir.empty()) fs::remove_all(r.fallback_dir);
+  INFO(r.text());
+  CHECK(fs::file_size(err) == 0);
+  REQUIRE(r.findings.size() == 2);
+  REQUIRE(findings.size() == 2);
+  CHECK(findings[0] == "finding [" + r.findings[0].kind + "] at case " + std::to_string(r.findings[0].case_index) + ": " +
+                           r.findings[0].message);
+  REQUIRE(progress.size() == r.cases);
+  for (size_t i = 0; i < progress.size(); ++i) {
+    CHECK(progress[i].cases == i + 1);
+    CHECK(progress[i].max_cases == 20);
+  }
+  CHECK(progress.back().findings == 2);
+  CHECK(progress.back().text().rfind("[" + std::to_string(r.cases) + "/20 cases] 2 finding(s), ", 0) == 0);
+  REQUIRE(notes.size() == 2);
+  CHECK(notes[0].find("wrote it to " + r.fallback_dir + " instead") != std::string::npos);
 }
 
 TEST_CASE("campaign: inconclusive cases are counted, not reported", "[fuzz][campaign]") {
