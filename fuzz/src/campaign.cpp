@@ -2,6 +2,7 @@
 
 #include "hla/fuzz/features.hpp"
 #include "hla/fuzz/gradients.hpp"
+#include "hla/fuzz/signals.hpp"
 #include "hla_impl.h"
 #include "state_backward.hpp"
 
@@ -16,6 +17,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <optional>
 #include <sstream>
@@ -385,6 +387,7 @@ std::string Summary::text() const {
   for (const auto& [p, n] : probes) os << " " << p << " " << n;
   os << "\n";
   if (inconclusive) os << "  inconclusive (too little scored to judge, not findings): " << inconclusive << "\n";
+  if (signal) os << "  stopped by signal " << signal << " (" << strsignal(signal) << ")\n";
   if (!by_kind.empty()) {
     os << "  findings by kind:";
     for (const auto& [k, n] : by_kind) os << " " << k << " " << n;
@@ -418,13 +421,15 @@ Summary run_campaign(Adapter& a, const CampaignOptions& o) {
   } clocks(&s.phases);
   for (size_t i = o.shard; s.cases < o.max_cases; i += o.shards) {
     if (o.max_seconds > 0 && elapsed() >= o.max_seconds) break;
+    if (stop_signal()) break;
     const FuzzCase c = make_case(a.supports(), gen::derive_seed(o.seed, i));
+    Verdict v = judge(a, c, 0, o.exact_max_n);
+    if (stop_signal()) break;  // its candidate was killed mid-case: no verdict
     ++s.cases;
     // Plain cases that also run the backward; state cases that also hand back the state's gradient.
     ++s.probes[c.grad && c.probe == Probe::plain                ? "gradients"
                : c.grad && c.probe == Probe::state_continuation ? "state_gradient_continuation"
                                                                 : to_string(c.probe)];
-    Verdict v = judge(a, c, 0, o.exact_max_n);
     if (v.inconclusive) ++s.inconclusive;
     if (!v.kind.empty()) {
       Finding f;
@@ -443,6 +448,7 @@ Summary run_campaign(Adapter& a, const CampaignOptions& o) {
         for (const FuzzCase& k : reductions(cur, a.supports())) {
           if (++attempts > budget) break;
           Verdict w = judge(a, k, 0, o.exact_max_n);
+          if (stop_signal()) break;  // keeps the smallest case so far
           if (same_failure(w, v)) {
             cur = k, v = std::move(w), ++f.shrink_steps, progressed = true;
             break;
@@ -468,6 +474,7 @@ Summary run_campaign(Adapter& a, const CampaignOptions& o) {
     if (o.stop_after && s.findings.size() >= o.stop_after) break;
   }
   s.seconds = elapsed();
+  s.signal = stop_signal();
   return s;
 }
 

@@ -100,6 +100,7 @@ ChildOutcome end_child(int pid, bool kill_first) {
     kill(-pid, SIGKILL);
     kill(pid, SIGKILL);
   }
+  untrack_child(pid);
   int status = 0;
   while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
   }
@@ -147,12 +148,14 @@ std::pair<int, int> spawn_connected(const std::function<void(int)>& child) {
     throw std::runtime_error(std::string("fork failed: ") + std::strerror(errno));
   }
   if (pid == 0) {
+    reset_signals_in_child();
     setpgid(0, 0);
     close(sv[0]);
     child(sv[1]);
     _exit(127);
   }
   setpgid(pid, pid);
+  track_child(pid);
   close(sv[1]);
   return {pid, sv[0]};
 }
@@ -264,6 +267,7 @@ ChildOutcome run_in_child(const std::function<int()>& body, double timeout_s) {
   const pid_t pid = fork();
   if (pid < 0) throw std::runtime_error(std::string("fork failed: ") + std::strerror(errno));
   if (pid == 0) {
+    reset_signals_in_child();
     setpgid(0, 0);
     int rc = 125;
     try {
@@ -274,25 +278,25 @@ ChildOutcome run_in_child(const std::function<int()>& body, double timeout_s) {
     _exit(rc);
   }
   setpgid(pid, pid);  // also from here: no race with the child's own call
+  track_child(pid);
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(timeout_s);
   // Wake when the child exits (a pidfd becomes readable then), not on a timer:
   // a nap loop made each call up to 5 ms late. Without pidfds, naps.
   const int pidfd = static_cast<int>(syscall(SYS_pidfd_open, pid, 0));  // glibc 2.36's <sys/pidfd.h> lacks extern "C"
   auto nap = std::chrono::microseconds(50);
-  int status = 0;
   for (;;) {
-    const pid_t r = waitpid(pid, &status, WNOHANG);
-    if (r == pid) break;
+    // Whether it ended, without reaping it yet (end_child reaps it, untracked first).
+    siginfo_t info{};
+    const int r = waitid(P_PID, static_cast<id_t>(pid), &info, WEXITED | WNOHANG | WNOWAIT);
+    if (r == 0 && info.si_pid == pid) break;
     if (r < 0 && errno != EINTR) {
       if (pidfd >= 0) close(pidfd);
-      throw std::runtime_error(std::string("waitpid failed: ") + std::strerror(errno));
+      end_child(pid, true);
+      throw std::runtime_error(std::string("waitid failed: ") + std::strerror(errno));
     }
     const auto left = deadline - std::chrono::steady_clock::now();
     if (left <= std::chrono::steady_clock::duration::zero()) {
-      kill(-pid, SIGKILL);
-      kill(pid, SIGKILL);
-      while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
-      }
+      end_child(pid, true);
       if (pidfd >= 0) close(pidfd);
       return {ChildOutcome::Kind::timed_out, 0};
     }
@@ -306,8 +310,7 @@ ChildOutcome run_in_child(const std::function<int()>& body, double timeout_s) {
     }
   }
   if (pidfd >= 0) close(pidfd);
-  if (WIFSIGNALED(status)) return {ChildOutcome::Kind::signaled, WTERMSIG(status)};
-  return {ChildOutcome::Kind::exited, WEXITSTATUS(status)};
+  return end_child(pid, false);
 }
 
 }  // namespace hla::fuzz

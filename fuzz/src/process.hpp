@@ -101,4 +101,12 @@ class LineServer {
 // group, so a timeout kills everything it started). Waits at most timeout_s.
 ChildOutcome run_in_child(const std::function<int()>& body, double timeout_s);
 
+// The process groups StopSignals' handler kills (signals.cpp): every child
+// above is tracked from its fork until just before it is reaped (so that its
+// number is never another process's), and runs with the default actions of
+// SIGTERM and SIGINT.
+void track_child(int pgid);
+void untrack_child(int pgid);
+void reset_signals_in_child();
+
 }  // namespace hla::fuzz

@@ -5,6 +5,7 @@
 
 #include "hla/fuzz/campaign.hpp"
 #include "hla/fuzz/features.hpp"
+#include "hla/fuzz/signals.hpp"
 #include "hla_impl.h"
 
 #include "hla/io/fixture.hpp"
@@ -109,7 +110,7 @@ std::function<void()> report_on_stderr(fuzz::CampaignOptions& o, bool progress) 
   };
 }
 
-int run_fuzz(FuzzArgs a) {
+int run_campaign_or_replay(FuzzArgs a) {
   parse_shard(a.shard, a.campaign);
   // Findings go there: a folder that cannot take them is an error now, not
   // after the first finding.
@@ -152,6 +153,7 @@ int run_fuzz(FuzzArgs a) {
                                {"write_error", f.write_error}});
     j["findings_error"] = sum.findings_error;
     j["fallback_dir"] = sum.fallback_dir;
+    j["signal"] = sum.signal;
     // Messages quote the candidate's output, which may not be UTF-8.
     std::cout << j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
   } else {
@@ -159,6 +161,28 @@ int run_fuzz(FuzzArgs a) {
     std::cout << io::printable_message(sum.text(), size_t(1) << 24);
   }
   return sum.findings.empty() ? 0 : 1;
+}
+
+// SIGTERM or SIGINT (a CI timeout, Ctrl-C) ends the candidate's processes at
+// once and the campaign after its current step; its summary is printed, the
+// adapter's temporary folder removed (the adapter is gone by then), and the
+// signal raised again: the exit status says how `hla fuzz` ended.
+int run_fuzz(FuzzArgs a) {
+  fuzz::StopSignals signals;
+  auto end_if_signalled = [&] {
+    if (!signals.received()) return;
+    std::cout.flush();
+    std::fflush(nullptr);
+    signals.reraise();
+  };
+  try {
+    const int rc = run_campaign_or_replay(std::move(a));
+    end_if_signalled();
+    return rc;
+  } catch (...) {
+    end_if_signalled();  // whatever failed, failed because of it
+    throw;
+  }
 }
 
 }  // namespace

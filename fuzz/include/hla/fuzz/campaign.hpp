@@ -78,6 +78,7 @@ struct Summary {
   // Set when a finding could not be written to the findings folder: the
   // first such error, and the folder ($TMPDIR or /tmp) the files went to instead.
   std::string findings_error, fallback_dir;
+  int signal = 0;  // the stop signal that ended the campaign early (StopSignals), 0 none
   std::string text() const;
 };
 
