@@ -649,6 +649,10 @@ MUTANTS = [
     dict(id="stop_signal_not_reraised", area="fuzz", file="tools/hla/fuzz.cpp",
          original="    signals.reraise();\n", replacement="",
          tests=r"^hla_fuzz_signal$", description="hla fuzz stopped by a signal exits as if it had finished"),
+    dict(id="exec_server_restarted_on_error", area="fuzz", file="fuzz/src/exec_adapter.cpp",
+         original='if (answer.rfind("error", 0) == 0)\n          return fail(',
+         replacement='if (answer.rfind("error", 0) == 0)\n          return server_->stop(), fail(',
+         tests=r"^hla_fuzz_cli$", description="an exec server that answers error is restarted for the next case"),
     # ------------------------------------------------------------ io
     dict(id="header_cap_x2", area="io", file="io/src/safetensors.cpp",
          original="  if (n > kMaxHeaderBytes)\n    throw fail(\"header length \"",
