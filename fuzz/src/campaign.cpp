@@ -4,6 +4,7 @@
 #include "hla/fuzz/gradients.hpp"
 #include "hla/fuzz/signals.hpp"
 #include "hla_impl.h"
+#include "process.hpp"
 #include "state_backward.hpp"
 
 #include "hla/check/fixture.hpp"
@@ -410,72 +411,106 @@ std::string Summary::text() const {
   return os.str();
 }
 
-Summary run_campaign(Adapter& a, const CampaignOptions& o) {
-  if (o.shards == 0 || o.shard >= o.shards) throw InputError("--shard i/N needs 0 <= i < N");
-  Summary s;
-  const auto t0 = std::chrono::steady_clock::now();
-  auto elapsed = [&] { return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(); };
+namespace {
+
+// A running campaign: its options, clock and summary so far.
+class Campaign {
+ public:
+  Campaign(Adapter& a, const CampaignOptions& o)
+      : a_(a), o_(o), t0_(std::chrono::steady_clock::now()), clocks_(&s_.phases), deadline_(o.max_seconds) {}
+
+  Summary run() {
+    for (size_t i = o_.shard; s_.cases < o_.max_cases && !must_stop(); i += o_.shards) {
+      const FuzzCase c = make_case(a_.supports(), gen::derive_seed(o_.seed, i));
+      Verdict v = judge(a_, c, 0, o_.exact_max_n);
+      if (must_stop()) break;  // cut short (its candidate killed, or past --time): no verdict
+      ++s_.cases;
+      // Plain cases that also run the backward; state cases that also hand back the state's gradient.
+      ++s_.probes[c.grad && c.probe == Probe::plain                ? "gradients"
+                  : c.grad && c.probe == Probe::state_continuation ? "state_gradient_continuation"
+                                                                   : to_string(c.probe)];
+      if (v.inconclusive) ++s_.inconclusive;
+      if (!v.kind.empty()) record(i, c, std::move(v));
+      if (o_.on_progress) o_.on_progress({s_.cases, o_.max_cases, s_.findings.size(), elapsed()});
+      if (o_.stop_after && s_.findings.size() >= o_.stop_after) break;
+    }
+    s_.seconds = elapsed();
+    s_.signal = stop_signal();
+    return std::move(s_);
+  }
+
+ private:
+  double elapsed() const { return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0_).count(); }
+  // A stop signal, or --time spent (a hard limit: candidate calls end by then too).
+  bool must_stop() const { return stop_signal() || (o_.max_seconds > 0 && elapsed() >= o_.max_seconds); }
+
+  // Shrinks cur, failing as v: accepts any reduction that fails the same way,
+  // until none does, the budget is spent or the campaign must stop (keeping
+  // the smallest case so far). Each attempt at a timeout costs the whole
+  // timeout: a few only. Returns the steps taken.
+  size_t shrink(FuzzCase& cur, Verdict& v) const {
+    const size_t budget = v.kind == "timeout" ? std::min<size_t>(o_.shrink_attempts, 6) : o_.shrink_attempts;
+    size_t attempts = 0, steps = 0;
+    for (bool progressed = true; progressed && attempts < budget && !must_stop();) {
+      progressed = false;
+      for (const FuzzCase& k : reductions(cur, a_.supports())) {
+        if (++attempts > budget) break;
+        Verdict w = judge(a_, k, 0, o_.exact_max_n);
+        if (must_stop()) break;  // w may be cut short
+        if (same_failure(w, v)) {
+          cur = k, v = std::move(w), ++steps, progressed = true;
+          break;
+        }
+      }
+    }
+    return steps;
+  }
+
+  // Case i (c) failed as v: shrinks it, writes its files, reports it.
+  void record(size_t i, const FuzzCase& c, Verdict v) {
+    Finding f;
+    f.kind = v.kind;
+    f.case_index = i;
+    f.cases_run = s_.cases;
+    f.seconds = elapsed();
+    f.original = c.describe();
+    FuzzCase cur = c;
+    f.shrink_steps = shrink(cur, v);
+    f.message = v.message;
+    f.shrunk = cur.describe();
+    f.needs = features_of(cur);
+    // With gradients: the upstream with its non-finite entries as 0 (a fixture's upstream is finite).
+    check::Reference ref = check::compute_reference(cur.p);
+    if (cur.grad) ref = with_gradients(cur, std::move(ref), false);
+    const io::Fixture fx =
+        check::make_fixture(cur.p, ref, {"fuzz", f.kind + ": " + f.shrunk, gen::derive_seed(o_.seed, i), cur.exact_tier});
+    write_finding(f, f.kind + "-" + std::to_string(i), fx, v, o_, s_);
+    f.precision = check::to_string(a_.supports().precision_for(cur.p.dtype));
+    f.form_class = check::to_string(a_.supports().form_class);
+    ++s_.by_kind[f.kind];
+    if (o_.on_finding) o_.on_finding(f);
+    s_.findings.push_back(std::move(f));
+  }
+
+  // Sets the running campaign's phase clocks for its lifetime.
   struct Clocks {
     explicit Clocks(Summary::Phases* p) { phases = p; }
     ~Clocks() { phases = nullptr; }
-  } clocks(&s.phases);
-  for (size_t i = o.shard; s.cases < o.max_cases; i += o.shards) {
-    if (o.max_seconds > 0 && elapsed() >= o.max_seconds) break;
-    if (stop_signal()) break;
-    const FuzzCase c = make_case(a.supports(), gen::derive_seed(o.seed, i));
-    Verdict v = judge(a, c, 0, o.exact_max_n);
-    if (stop_signal()) break;  // its candidate was killed mid-case: no verdict
-    ++s.cases;
-    // Plain cases that also run the backward; state cases that also hand back the state's gradient.
-    ++s.probes[c.grad && c.probe == Probe::plain                ? "gradients"
-               : c.grad && c.probe == Probe::state_continuation ? "state_gradient_continuation"
-                                                                : to_string(c.probe)];
-    if (v.inconclusive) ++s.inconclusive;
-    if (!v.kind.empty()) {
-      Finding f;
-      f.kind = v.kind;
-      f.case_index = i;
-      f.cases_run = s.cases;
-      f.seconds = elapsed();
-      f.original = c.describe();
-      // Shrink: accept any reduction that fails the same way, until none does.
-      // Each attempt at a timeout costs the whole timeout: a few only.
-      const size_t budget = v.kind == "timeout" ? std::min<size_t>(o.shrink_attempts, 6) : o.shrink_attempts;
-      FuzzCase cur = c;
-      size_t attempts = 0;
-      for (bool progressed = true; progressed && attempts < budget;) {
-        progressed = false;
-        for (const FuzzCase& k : reductions(cur, a.supports())) {
-          if (++attempts > budget) break;
-          Verdict w = judge(a, k, 0, o.exact_max_n);
-          if (stop_signal()) break;  // keeps the smallest case so far
-          if (same_failure(w, v)) {
-            cur = k, v = std::move(w), ++f.shrink_steps, progressed = true;
-            break;
-          }
-        }
-      }
-      f.message = v.message;
-      f.shrunk = cur.describe();
-      f.needs = features_of(cur);
-      // With gradients: the upstream with its non-finite entries as 0 (a fixture's upstream is finite).
-      check::Reference ref = check::compute_reference(cur.p);
-      if (cur.grad) ref = with_gradients(cur, std::move(ref), false);
-      const io::Fixture fx = check::make_fixture(cur.p, ref,
-                                                 {"fuzz", f.kind + ": " + f.shrunk, gen::derive_seed(o.seed, i), cur.exact_tier});
-      write_finding(f, f.kind + "-" + std::to_string(i), fx, v, o, s);
-      f.precision = check::to_string(a.supports().precision_for(cur.p.dtype));
-      f.form_class = check::to_string(a.supports().form_class);
-      ++s.by_kind[f.kind];
-      if (o.on_finding) o.on_finding(f);
-      s.findings.push_back(std::move(f));
-    }
-    if (o.on_progress) o.on_progress({s.cases, o.max_cases, s.findings.size(), elapsed()});
-    if (o.stop_after && s.findings.size() >= o.stop_after) break;
-  }
-  s.seconds = elapsed();
-  s.signal = stop_signal();
-  return s;
+  };
+
+  Adapter& a_;
+  const CampaignOptions& o_;
+  const std::chrono::steady_clock::time_point t0_;
+  Summary s_;
+  Clocks clocks_;
+  CampaignDeadline deadline_;
+};
+
+}  // namespace
+
+Summary run_campaign(Adapter& a, const CampaignOptions& o) {
+  if (o.shards == 0 || o.shard >= o.shards) throw InputError("--shard i/N needs 0 <= i < N");
+  return Campaign(a, o).run();
 }
 
 }  // namespace hla::fuzz

@@ -10,6 +10,7 @@
 
 #include <cerrno>
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <climits>
 #include <csignal>
@@ -89,9 +90,15 @@ bool wait_readable(int fd, std::chrono::steady_clock::time_point deadline) {
   }
 }
 
+// The running campaign's end (CampaignDeadline), as steady_clock ticks; 0: none.
+std::atomic<std::chrono::steady_clock::rep> campaign_end{0};
+
+// When a call given `seconds` must end: then, or at the campaign's end if sooner.
 std::chrono::steady_clock::time_point deadline_in(double seconds) {
-  return std::chrono::steady_clock::now() +
-         std::chrono::duration_cast<std::chrono::steady_clock::duration>(std::chrono::duration<double>(seconds));
+  const auto own = std::chrono::steady_clock::now() +
+                   std::chrono::duration_cast<std::chrono::steady_clock::duration>(std::chrono::duration<double>(seconds));
+  const auto end = campaign_end.load();
+  return end == 0 ? own : std::min(own, std::chrono::steady_clock::time_point(std::chrono::steady_clock::duration(end)));
 }
 
 // Kills a child's process group and reaps it; how it ended.
@@ -262,6 +269,12 @@ bool LineServer::call(const std::string& line, std::string& answer, double timeo
   return false;
 }
 
+CampaignDeadline::CampaignDeadline(double seconds) {
+  if (seconds > 0) campaign_end = deadline_in(seconds).time_since_epoch().count();
+}
+
+CampaignDeadline::~CampaignDeadline() { campaign_end = 0; }
+
 ChildOutcome run_in_child(const std::function<int()>& body, double timeout_s) {
   std::fflush(nullptr);
   const pid_t pid = fork();
@@ -279,7 +292,7 @@ ChildOutcome run_in_child(const std::function<int()>& body, double timeout_s) {
   }
   setpgid(pid, pid);  // also from here: no race with the child's own call
   track_child(pid);
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(timeout_s);
+  const auto deadline = deadline_in(timeout_s);
   // Wake when the child exits (a pidfd becomes readable then), not on a timer:
   // a nap loop made each call up to 5 ms late. Without pidfds, naps.
   const int pidfd = static_cast<int>(syscall(SYS_pidfd_open, pid, 0));  // glibc 2.36's <sys/pidfd.h> lacks extern "C"
