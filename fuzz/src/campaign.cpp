@@ -197,6 +197,33 @@ template <class F> auto timed(double Summary::Phases::*field, F&& f) {
   return f();
 }
 
+// Whether the candidate's outputs overflowed: ±inf where the reference is
+// finite (so are the inputs that element depends on), and no NaN there.
+bool overflowed(const check::Reference& ref, const check::CandidateOutputs& got) {
+  bool inf = false;
+  auto scan = [&](const std::vector<double>& reference, const std::vector<double>& candidate) {
+    for (size_t i = 0; i < reference.size() && i < candidate.size(); ++i)
+      if (std::isfinite(reference[i]) && !std::isfinite(candidate[i])) {
+        if (std::isnan(candidate[i])) return false;
+        inf = true;
+      }
+    return true;
+  };
+  return scan(ref.out, got.out) && scan(ref.den, got.den) && inf;
+}
+
+// An overflow's verdict: its own kind, and rule "overflow" for "nonfinite".
+Verdict overflow(Verdict v) {
+  v.kind = "overflow";
+  v.message = "an output overflows to ±inf from finite inputs: " + v.message;
+  std::vector<std::string> rules = split_list(v.rules);
+  for (auto& r : rules)
+    if (r == "nonfinite") r = "overflow";
+  v.rules.clear();
+  for (const auto& r : rules) v.rules += (v.rules.empty() ? "" : ",") + r;
+  return v;
+}
+
 Verdict run_and_check(Adapter& a, const FuzzCase& c, const check::Reference& ref, const check::Reference* zero_ref = nullptr) {
   RunResult r = timed(&Summary::Phases::candidate, [&] { return run_candidate(a, c, &ref); });
   if (r.status != RunResult::Status::ok) return failed_run(r);
@@ -216,7 +243,8 @@ Verdict run_and_check(Adapter& a, const FuzzCase& c, const check::Reference& ref
                ? "gradient_nan_causality"
                : "gradient";
   else if (rep.exact_mismatches > 0 && rep.over_bound == 0 && rep.nonfinite == 0 && rep.baseline_ratio <= rep.ratio_limit) kind = "exact_tier";
-  return failing(kind, summarize(rep), r.out, rep);
+  Verdict v = failing(kind, summarize(rep), r.out, rep);
+  return kind == "numerics" && rep.nonfinite > 0 && overflowed(ref, r.out) ? overflow(std::move(v)) : v;
 }
 
 void note(const CampaignOptions& o, const std::string& message) {

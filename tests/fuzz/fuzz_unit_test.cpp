@@ -43,6 +43,7 @@ enum class Bug {
   exact_ulp,     // the last output one double ulp off
   fixed_error,   // every element 40 u64·M off: within the a priori bound while K + 1 > 40, never within our orders
   own_nan,       // output (token 0, column 0) of every head NaN, whatever the inputs (a kernel's own 0/0)
+  own_inf,       // output (token 0, column 0) of every head +inf, whatever the inputs (an overflow)
 };
 
 fuzz::Supports all_supports() {
@@ -99,6 +100,11 @@ class Ours : public fuzz::Adapter {
         for (Index b = 0; b < p.batch; ++b)
           for (Index h = 0; h < p.heads; ++h)
             if (p.n > 0) o.out[p.out_index(b, h, 0, 0)] = std::nan("");
+        break;
+      case Bug::own_inf:
+        for (Index b = 0; b < p.batch; ++b)
+          for (Index h = 0; h < p.heads; ++h)
+            if (p.n > 0) o.out[p.out_index(b, h, 0, 0)] = INFINITY;
         break;
       case Bug::exact_ulp:
         if (!o.out.empty()) o.out.back() = std::nextafter(o.out.back(), INFINITY);
@@ -282,6 +288,14 @@ TEST_CASE("judge: each probe reports its finding kind, honest candidates pass", 
     INFO(o.message);
     CHECK(o.kind == "numerics");
     CHECK(o.rules.find("nonfinite") != std::string::npos);
+    // +inf where every input it depends on is finite (token 0, before the NaN) is an overflow.
+    Ours inf(Bug::own_inf, s);
+    const fuzz::Verdict i = fuzz::judge(inf, c);
+    INFO(i.message);
+    CHECK(i.kind == "overflow");
+    CHECK(i.rules.find("overflow") != std::string::npos);
+    CHECK(i.rules.find("nonfinite") == std::string::npos);
+    CHECK(fuzz::judge(inf, one_case(Variant::hla2, 9, 3, 2, 1, 2)).kind == "overflow");
     // Poison at token 0: every output depends on it; nothing to judge is no finding.
     c.p.k[c.p.k_index(0, 0, 3, 1)] = 0.5;
     c.p.k[c.p.k_index(0, 0, 0, 0)] = INFINITY;

@@ -656,6 +656,10 @@ MUTANTS = [
     dict(id="time_limit_not_on_calls", area="fuzz", file="fuzz/src/campaign.cpp",
          original="clocks_(&s_.phases), deadline_(o.max_seconds) {}", replacement="clocks_(&s_.phases), deadline_(0) {}",
          tests=r"^hla_fuzz_time_limit$", description="--time does not cut a candidate call: a hang runs to its --timeout"),
+    dict(id="overflow_labelled_numerics", area="fuzz", file="fuzz/src/campaign.cpp",
+         original='return kind == "numerics" && rep.nonfinite > 0 && overflowed(ref, r.out) ? overflow(std::move(v)) : v;',
+         replacement="return v;",
+         tests=r"^fuzz_unit:judge: each probe reports its finding kind", description="an overflow to ±inf is labelled numerics"),
     # ------------------------------------------------------------ io
     dict(id="header_cap_x2", area="io", file="io/src/safetensors.cpp",
          original="  if (n > kMaxHeaderBytes)\n    throw fail(\"header length \"",

@@ -45,7 +45,8 @@ struct CampaignOptions {
 };
 
 struct Finding {
-  std::string kind;      // crash, timeout, error, bad_output, numerics, exact_tier, nan_causality, state_continuation, varlen,
+  std::string kind;      // crash, timeout, error, bad_output, numerics, overflow (±inf from finite inputs), exact_tier,
+                         // nan_causality, state_continuation, varlen,
                          // gradient (outputs right, dq/dk/dv not), gradient_nan_causality
   std::string message;   // what went wrong, on the shrunk case
   size_t case_index = 0;     // in the campaign stream
@@ -88,7 +89,7 @@ struct Verdict {
   std::string kind, message;
   check::CandidateOutputs outputs;
   bool has_outputs = false;
-  // Numeric kinds: which rules failed ("nonfinite", "bound", "ratio", "exact",
+  // Numeric kinds: which rules failed ("nonfinite", "overflow", "bound", "ratio", "exact",
   // and grad_ of each), and whether the other evaluation class would pass (the
   // failure is then explained by cancellation, not by the kernel's terms). The
   // shrinker keeps a reduction only when the second stays as it was and the
