@@ -2,7 +2,9 @@
 
 #include "hla/fuzz/features.hpp"
 #include "hla/fuzz/gradients.hpp"
+#include "hla/fuzz/signals.hpp"
 #include "hla_impl.h"
+#include "process.hpp"
 #include "state_backward.hpp"
 
 #include "hla/check/fixture.hpp"
@@ -16,6 +18,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <optional>
 #include <sstream>
@@ -194,6 +197,33 @@ template <class F> auto timed(double Summary::Phases::*field, F&& f) {
   return f();
 }
 
+// Whether the candidate's outputs overflowed: ±inf where the reference is
+// finite (so are the inputs that element depends on), and no NaN there.
+bool overflowed(const check::Reference& ref, const check::CandidateOutputs& got) {
+  bool inf = false;
+  auto scan = [&](const std::vector<double>& reference, const std::vector<double>& candidate) {
+    for (size_t i = 0; i < reference.size() && i < candidate.size(); ++i)
+      if (std::isfinite(reference[i]) && !std::isfinite(candidate[i])) {
+        if (std::isnan(candidate[i])) return false;
+        inf = true;
+      }
+    return true;
+  };
+  return scan(ref.out, got.out) && scan(ref.den, got.den) && inf;
+}
+
+// An overflow's verdict: its own kind, and rule "overflow" for "nonfinite".
+Verdict overflow(Verdict v) {
+  v.kind = "overflow";
+  v.message = "an output overflows to ±inf from finite inputs: " + v.message;
+  std::vector<std::string> rules = split_list(v.rules);
+  for (auto& r : rules)
+    if (r == "nonfinite") r = "overflow";
+  v.rules.clear();
+  for (const auto& r : rules) v.rules += (v.rules.empty() ? "" : ",") + r;
+  return v;
+}
+
 Verdict run_and_check(Adapter& a, const FuzzCase& c, const check::Reference& ref, const check::Reference* zero_ref = nullptr) {
   RunResult r = timed(&Summary::Phases::candidate, [&] { return run_candidate(a, c, &ref); });
   if (r.status != RunResult::Status::ok) return failed_run(r);
@@ -213,14 +243,19 @@ Verdict run_and_check(Adapter& a, const FuzzCase& c, const check::Reference& ref
                ? "gradient_nan_causality"
                : "gradient";
   else if (rep.exact_mismatches > 0 && rep.over_bound == 0 && rep.nonfinite == 0 && rep.baseline_ratio <= rep.ratio_limit) kind = "exact_tier";
-  return failing(kind, summarize(rep), r.out, rep);
+  Verdict v = failing(kind, summarize(rep), r.out, rep);
+  return kind == "numerics" && rep.nonfinite > 0 && overflowed(ref, r.out) ? overflow(std::move(v)) : v;
+}
+
+void note(const CampaignOptions& o, const std::string& message) {
+  if (o.on_note) o.on_note(message);
 }
 
 // Writes a finding's fixture (and candidate) as DIR/NAME.safetensors. When the
 // findings folder fails (removed, full, read-only, a name taken by a folder),
 // the files go to a fallback folder made once per campaign under $TMPDIR or
 // /tmp: a finding that took minutes to find and shrink is never lost, and the
-// campaign goes on. Says where on stderr; the summary says it too.
+// campaign goes on. Says where in a note (on_note); the summary says it too.
 void write_finding(Finding& f, const std::string& name, const io::Fixture& fx, const Verdict& v, const CampaignOptions& o,
                    Summary& s) {
   auto write_to = [&](const fs::path& dir) {
@@ -258,16 +293,15 @@ void write_finding(Finding& f, const std::string& name, const io::Fixture& fx, c
   if (!s.fallback_dir.empty()) {
     error2 = attempt(s.fallback_dir);
     if (error2.empty()) {
-      std::fprintf(stderr, "hla fuzz: cannot write finding %s to %s (%s); wrote it to %s instead\n", name.c_str(),
-                   io::printable(o.findings_dir).c_str(), io::printable(error, 1000).c_str(), io::printable(s.fallback_dir).c_str());
+      note(o, "cannot write finding " + name + " to " + io::printable(o.findings_dir) + " (" + io::printable(error, 1000) +
+                  "); wrote it to " + io::printable(s.fallback_dir) + " instead");
       return;
     }
   }
   f.fixture.clear();
   f.candidate.clear();
   f.write_error = error + "; fallback: " + error2;
-  std::fprintf(stderr, "hla fuzz: cannot write finding %s anywhere (%s); its case is in the summary\n", name.c_str(),
-               io::printable(f.write_error, 1000).c_str());
+  note(o, "cannot write finding " + name + " anywhere (" + io::printable(f.write_error, 1000) + "); its case is in the summary");
 }
 
 // The shrinker's test: w (a reduction's verdict) fails as v (the finding's)
@@ -357,6 +391,17 @@ Verdict judge(Adapter& a, const FuzzCase& c, double reference_budget, Index exac
                  out, rep);
 }
 
+std::string Progress::text() const {
+  char buf[120];
+  std::snprintf(buf, sizeof buf, "[%zu/%zu cases] %zu finding(s), %.1f s", cases, max_cases, findings, seconds);
+  return buf;
+}
+
+// The message may quote the candidate's output.
+std::string Finding::headline() const {
+  return "finding [" + kind + "] at case " + std::to_string(case_index) + ": " + io::printable(message, 2000);
+}
+
 std::string Summary::text() const {
   std::ostringstream os;
   os << "hla fuzz: " << cases << " cases in " << seconds << " s (" << (cases ? 1e3 * seconds / cases : 0) << " ms/case); "
@@ -371,6 +416,7 @@ std::string Summary::text() const {
   for (const auto& [p, n] : probes) os << " " << p << " " << n;
   os << "\n";
   if (inconclusive) os << "  inconclusive (too little scored to judge, not findings): " << inconclusive << "\n";
+  if (signal) os << "  stopped by signal " << signal << " (" << strsignal(signal) << ")\n";
   if (!by_kind.empty()) {
     os << "  findings by kind:";
     for (const auto& [k, n] : by_kind) os << " " << k << " " << n;
@@ -393,77 +439,106 @@ std::string Summary::text() const {
   return os.str();
 }
 
-Summary run_campaign(Adapter& a, const CampaignOptions& o) {
-  if (o.shards == 0 || o.shard >= o.shards) throw InputError("--shard i/N needs 0 <= i < N");
-  Summary s;
-  const auto t0 = std::chrono::steady_clock::now();
-  auto elapsed = [&] { return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(); };
+namespace {
+
+// A running campaign: its options, clock and summary so far.
+class Campaign {
+ public:
+  Campaign(Adapter& a, const CampaignOptions& o)
+      : a_(a), o_(o), t0_(std::chrono::steady_clock::now()), clocks_(&s_.phases), deadline_(o.max_seconds) {}
+
+  Summary run() {
+    for (size_t i = o_.shard; s_.cases < o_.max_cases && !must_stop(); i += o_.shards) {
+      const FuzzCase c = make_case(a_.supports(), gen::derive_seed(o_.seed, i));
+      Verdict v = judge(a_, c, 0, o_.exact_max_n);
+      if (must_stop()) break;  // cut short (its candidate killed, or past --time): no verdict
+      ++s_.cases;
+      // Plain cases that also run the backward; state cases that also hand back the state's gradient.
+      ++s_.probes[c.grad && c.probe == Probe::plain                ? "gradients"
+                  : c.grad && c.probe == Probe::state_continuation ? "state_gradient_continuation"
+                                                                   : to_string(c.probe)];
+      if (v.inconclusive) ++s_.inconclusive;
+      if (!v.kind.empty()) record(i, c, std::move(v));
+      if (o_.on_progress) o_.on_progress({s_.cases, o_.max_cases, s_.findings.size(), elapsed()});
+      if (o_.stop_after && s_.findings.size() >= o_.stop_after) break;
+    }
+    s_.seconds = elapsed();
+    s_.signal = stop_signal();
+    return std::move(s_);
+  }
+
+ private:
+  double elapsed() const { return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0_).count(); }
+  // A stop signal, or --time spent (a hard limit: candidate calls end by then too).
+  bool must_stop() const { return stop_signal() || (o_.max_seconds > 0 && elapsed() >= o_.max_seconds); }
+
+  // Shrinks cur, failing as v: accepts any reduction that fails the same way,
+  // until none does, the budget is spent or the campaign must stop (keeping
+  // the smallest case so far). Each attempt at a timeout costs the whole
+  // timeout: a few only. Returns the steps taken.
+  size_t shrink(FuzzCase& cur, Verdict& v) const {
+    const size_t budget = v.kind == "timeout" ? std::min<size_t>(o_.shrink_attempts, 6) : o_.shrink_attempts;
+    size_t attempts = 0, steps = 0;
+    for (bool progressed = true; progressed && attempts < budget && !must_stop();) {
+      progressed = false;
+      for (const FuzzCase& k : reductions(cur, a_.supports())) {
+        if (++attempts > budget) break;
+        Verdict w = judge(a_, k, 0, o_.exact_max_n);
+        if (must_stop()) break;  // w may be cut short
+        if (same_failure(w, v)) {
+          cur = k, v = std::move(w), ++steps, progressed = true;
+          break;
+        }
+      }
+    }
+    return steps;
+  }
+
+  // Case i (c) failed as v: shrinks it, writes its files, reports it.
+  void record(size_t i, const FuzzCase& c, Verdict v) {
+    Finding f;
+    f.kind = v.kind;
+    f.case_index = i;
+    f.cases_run = s_.cases;
+    f.seconds = elapsed();
+    f.original = c.describe();
+    FuzzCase cur = c;
+    f.shrink_steps = shrink(cur, v);
+    f.message = v.message;
+    f.shrunk = cur.describe();
+    f.needs = features_of(cur);
+    // With gradients: the upstream with its non-finite entries as 0 (a fixture's upstream is finite).
+    check::Reference ref = check::compute_reference(cur.p);
+    if (cur.grad) ref = with_gradients(cur, std::move(ref), false);
+    const io::Fixture fx =
+        check::make_fixture(cur.p, ref, {"fuzz", f.kind + ": " + f.shrunk, gen::derive_seed(o_.seed, i), cur.exact_tier});
+    write_finding(f, f.kind + "-" + std::to_string(i), fx, v, o_, s_);
+    f.precision = check::to_string(a_.supports().precision_for(cur.p.dtype));
+    f.form_class = check::to_string(a_.supports().form_class);
+    ++s_.by_kind[f.kind];
+    if (o_.on_finding) o_.on_finding(f);
+    s_.findings.push_back(std::move(f));
+  }
+
+  // Sets the running campaign's phase clocks for its lifetime.
   struct Clocks {
     explicit Clocks(Summary::Phases* p) { phases = p; }
     ~Clocks() { phases = nullptr; }
-  } clocks(&s.phases);
-  const bool tty = o.progress && isatty(2);
-  double last_print = -1;
-  for (size_t i = o.shard; s.cases < o.max_cases; i += o.shards) {
-    if (o.max_seconds > 0 && elapsed() >= o.max_seconds) break;
-    const FuzzCase c = make_case(a.supports(), gen::derive_seed(o.seed, i));
-    ++s.cases;
-    // Plain cases that also run the backward; state cases that also hand back the state's gradient.
-    ++s.probes[c.grad && c.probe == Probe::plain                ? "gradients"
-               : c.grad && c.probe == Probe::state_continuation ? "state_gradient_continuation"
-                                                                : to_string(c.probe)];
-    Verdict v = judge(a, c, 0, o.exact_max_n);
-    if (v.inconclusive) ++s.inconclusive;
-    if (!v.kind.empty()) {
-      Finding f;
-      f.kind = v.kind;
-      f.case_index = i;
-      f.cases_run = s.cases;
-      f.seconds = elapsed();
-      f.original = c.describe();
-      // Shrink: accept any reduction that fails the same way, until none does.
-      // Each attempt at a timeout costs the whole timeout: a few only.
-      const size_t budget = v.kind == "timeout" ? std::min<size_t>(o.shrink_attempts, 6) : o.shrink_attempts;
-      FuzzCase cur = c;
-      size_t attempts = 0;
-      for (bool progressed = true; progressed && attempts < budget;) {
-        progressed = false;
-        for (const FuzzCase& k : reductions(cur, a.supports())) {
-          if (++attempts > budget) break;
-          Verdict w = judge(a, k, 0, o.exact_max_n);
-          if (same_failure(w, v)) {
-            cur = k, v = std::move(w), ++f.shrink_steps, progressed = true;
-            break;
-          }
-        }
-      }
-      f.message = v.message;
-      f.shrunk = cur.describe();
-      f.needs = features_of(cur);
-      // With gradients: the upstream with its non-finite entries as 0 (a fixture's upstream is finite).
-      check::Reference ref = check::compute_reference(cur.p);
-      if (cur.grad) ref = with_gradients(cur, std::move(ref), false);
-      const io::Fixture fx = check::make_fixture(cur.p, ref,
-                                                 {"fuzz", f.kind + ": " + f.shrunk, gen::derive_seed(o.seed, i), cur.exact_tier});
-      write_finding(f, f.kind + "-" + std::to_string(i), fx, v, o, s);
-      f.precision = check::to_string(a.supports().precision_for(cur.p.dtype));
-      f.form_class = check::to_string(a.supports().form_class);
-      ++s.by_kind[f.kind];
-      if (o.progress)
-        std::fprintf(stderr, "%sfinding [%s] at case %zu: %s\n", tty ? "\r\033[K" : "", f.kind.c_str(), i,
-                     io::printable(f.message, 2000).c_str());  // the message may quote the candidate's output
-      s.findings.push_back(std::move(f));
-      if (o.stop_after && s.findings.size() >= o.stop_after) break;
-    }
-    if (o.progress && (elapsed() - last_print > (tty ? 0.25 : 10.0))) {
-      last_print = elapsed();
-      std::fprintf(stderr, tty ? "\r\033[K[%zu/%zu cases] %zu finding(s), %.1f s" : "[%zu/%zu cases] %zu finding(s), %.1f s\n",
-                   s.cases, o.max_cases, s.findings.size(), last_print);
-    }
-  }
-  if (tty) std::fprintf(stderr, "\r\033[K");
-  s.seconds = elapsed();
-  return s;
+  };
+
+  Adapter& a_;
+  const CampaignOptions& o_;
+  const std::chrono::steady_clock::time_point t0_;
+  Summary s_;
+  Clocks clocks_;
+  CampaignDeadline deadline_;
+};
+
+}  // namespace
+
+Summary run_campaign(Adapter& a, const CampaignOptions& o) {
+  if (o.shards == 0 || o.shard >= o.shards) throw InputError("--shard i/N needs 0 <= i < N");
+  return Campaign(a, o).run();
 }
 
 }  // namespace hla::fuzz

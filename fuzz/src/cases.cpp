@@ -117,18 +117,11 @@ Index pick_n(gen::Rng& r, const Supports& s) {
   return s.n_multiple > 1 ? block_length(n, s) : n;
 }
 
-}  // namespace
-
-FuzzCase make_case(const Supports& s, uint64_t seed) {
-  gen::Rng r(seed);
-  FuzzCase c;
-  BatchProblem& p = c.p;
-  Options& o = p.opt;
+// The case's options: variant, mask, normalization, decay, ridge, scale.
+// `modes`: the eps modes the candidate declares.
+void draw_options(Options& o, const Supports& s, const std::vector<EpsMode>& modes, gen::Rng& r) {
   o.variant = pick(r, s.variants);
   o.masked = !(has_unmasked(o.variant) && s.has(HLA_FEAT_UNMASKED) && chance(r, 3));
-  std::vector<EpsMode> modes;
-  if (s.has(HLA_FEAT_NORMALIZE)) modes.push_back(EpsMode::add);
-  if (s.has(HLA_FEAT_CLAMP)) modes.push_back(EpsMode::clamp);
   if (!modes.empty() && chance(r, 3)) {
     o.normalize = true;
     o.eps_mode = pick(r, modes);
@@ -140,6 +133,10 @@ FuzzCase make_case(const Supports& s, uint64_t seed) {
     o.lambda = pick(r, std::vector<Rational>{Rational(1, 4), Rational(1), Rational(1, 10)});
   if (s.has(HLA_FEAT_SCALE) && chance(r, 3))
     o.scale = pick(r, std::vector<Rational>{Rational(1, 8), Rational(17677669529663687, 100000000000000000), Rational(2)});
+}
+
+// The dtype and sizes: batch, heads (GQA), d, dv, n; long sequences on small heads.
+void draw_sizes(BatchProblem& p, const Supports& s, gen::Rng& r) {
   p.dtype = pick(r, s.dtypes);
   p.batch = chance(r, 3) ? 2 : 1;
   p.heads = std::vector<Index>{1, 2, 4}[static_cast<size_t>(r.int_in(0, 2))];
@@ -154,11 +151,17 @@ FuzzCase make_case(const Supports& s, uint64_t seed) {
   if (s.dv_equals_d) p.dv = p.d;
   p.n = pick_n(r, s);
   if (p.n >= 1024) {
-    o.gamma = 1, p.d = std::min<Index>(p.d, 8), p.dv = std::min<Index>(p.dv, 8), p.batch = 1, p.heads = p.kv_heads = 1;
+    p.opt.gamma = 1, p.d = std::min<Index>(p.d, 8), p.dv = std::min<Index>(p.dv, 8), p.batch = 1, p.heads = p.kv_heads = 1;
     if (!s.d_values.empty()) p.d = declared_at_most(s.d_values, 8);
     if (!s.dv_values.empty()) p.dv = declared_at_most(s.dv_values, 8);
     if (s.dv_equals_d) p.dv = p.d;
   }
+}
+
+// The input distribution, and what it asks of the options.
+void draw_distribution(FuzzCase& c, const Supports& s, const std::vector<EpsMode>& modes, gen::Rng& r) {
+  BatchProblem& p = c.p;
+  Options& o = p.opt;
   c.dist = pick(r, std::vector<gen::Dist>{gen::Dist::gaussian, gen::Dist::gaussian, gen::Dist::gaussian, gen::Dist::uniform,
                                           gen::Dist::small_int, gen::Dist::dynamic_range, gen::Dist::cancellation,
                                           gen::Dist::near_zero_den, gen::Dist::repeated, gen::Dist::zero_vectors});
@@ -167,7 +170,10 @@ FuzzCase make_case(const Supports& s, uint64_t seed) {
     if (s.n_multiple > 1) p.n = block_length(p.n, s);
   }
   if (c.dist == gen::Dist::near_zero_den && !modes.empty()) o.normalize = true, o.eps_mode = pick(r, modes);
-  // Sequences (and the state split below) in whole blocks of n_multiple tokens.
+}
+
+// Packed sequences (varlen), in whole blocks of n_multiple tokens.
+void draw_packing(BatchProblem& p, const Supports& s, gen::Rng& r) {
   const Index m = s.n_multiple, blocks = p.n / m;
   if (s.has(HLA_FEAT_VARLEN) && blocks >= 4 && chance(r, 4)) {
     p.batch = 1;
@@ -180,11 +186,13 @@ FuzzCase make_case(const Supports& s, uint64_t seed) {
     std::sort(cuts.begin(), cuts.end());
     p.offsets = cuts;
   }
-  p.resize_buffers();
-  gen::fill(p, c.dist, r);
-  const check::Precision prec = s.precision_for(p.dtype);
-  c.exact_tier = c.dist == gen::Dist::small_int && (prec == check::Precision::f32 || prec == check::Precision::f64) &&
-                 (p.dtype == DType::f32 || p.dtype == DType::f64) && gen::qualifies_exact_tier(p);
+}
+
+// The probe (state continuation, a planted NaN/Inf, or plain) and, for a
+// candidate with a backward, the upstream of a gradient case.
+void draw_probe(FuzzCase& c, const Supports& s, gen::Rng& r) {
+  BatchProblem& p = c.p;
+  const Index m = s.n_multiple;
   // State cases, packed ones too: each sequence split at its own token, each
   // continued from its own state (a state mixed up between sequences shows).
   const auto seqs = p.sequences();
@@ -200,11 +208,33 @@ FuzzCase make_case(const Supports& s, uint64_t seed) {
   }
   // Gradients (drawn only for candidates with a backward: the streams of the
   // others stay as they were), on finite inputs without state.
+  const Options& o = p.opt;
   if (s.has(HLA_FEAT_BACKWARD) && c.probe == Probe::plain && has_backward(o.variant) && chance(r, 2)) draw_upstream(c, s, r);
   // With HLA_FEAT_BACKWARD_STATE, half the state cases also hand the state's
   // gradient back (campaign.cpp: state-gradient continuation).
   else if (s.has(HLA_FEAT_BACKWARD_STATE) && c.probe == Probe::state_continuation && has_backward(o.variant) && chance(r, 2))
     draw_upstream(c, s, r);
+}
+
+}  // namespace
+
+FuzzCase make_case(const Supports& s, uint64_t seed) {
+  gen::Rng r(seed);
+  FuzzCase c;
+  BatchProblem& p = c.p;
+  std::vector<EpsMode> modes;
+  if (s.has(HLA_FEAT_NORMALIZE)) modes.push_back(EpsMode::add);
+  if (s.has(HLA_FEAT_CLAMP)) modes.push_back(EpsMode::clamp);
+  draw_options(p.opt, s, modes, r);
+  draw_sizes(p, s, r);
+  draw_distribution(c, s, modes, r);
+  draw_packing(p, s, r);
+  p.resize_buffers();
+  gen::fill(p, c.dist, r);
+  const check::Precision prec = s.precision_for(p.dtype);
+  c.exact_tier = c.dist == gen::Dist::small_int && (prec == check::Precision::f32 || prec == check::Precision::f64) &&
+                 (p.dtype == DType::f32 || p.dtype == DType::f64) && gen::qualifies_exact_tier(p);
+  draw_probe(c, s, r);
   return c;
 }
 
@@ -328,113 +358,131 @@ std::vector<Index> first_n(Index n) {
   return xs;
 }
 
-}  // namespace
-
-std::vector<FuzzCase> reductions(const FuzzCase& c, const Supports& s) {
+// The reductions of one case, by kind, in the order the shrinker tries them
+// (each method adds its own to `out`).
+class Reducer {
+ public:
+  Reducer(const FuzzCase& c, const Supports& s) : c_(c), s_(s), p_(c.p), all_{{}, {}, {}, c.p.dv} {}
   std::vector<FuzzCase> out;
+
   // keep: the upstream's part that belongs to the reduced problem (gradient
   // cases); splits: the state splits when the tokens moved.
-  const Keep all{{}, {}, {}, c.p.dv};
-  auto add = [&](BatchProblem p, const Keep& keep, const std::vector<Index>* splits = nullptr) {
-    FuzzCase k = c;
+  void add(BatchProblem p, const Keep& keep, const std::vector<Index>* splits = nullptr) {
+    FuzzCase k = c_;
     k.p = std::move(p);
     if (splits) k.splits = *splits;
-    keep_upstream(k, c, keep);
-    if (c.probe == Probe::nan_causality && k.p.all_finite()) return;  // the probe needs its NaN
-    if (c.probe == Probe::grad_nan_causality && upstream_finite(k)) return;
-    if (c.probe == Probe::state_continuation && !splits_fit(k, s.n_multiple)) return;
-    if (!s.admits_sizes(k.p)) return;  // a kernel's declared sizes hold for shrunk cases too
-    k.exact_tier = c.exact_tier && gen::qualifies_exact_tier(k.p);
+    keep_upstream(k, c_, keep);
+    if (c_.probe == Probe::nan_causality && k.p.all_finite()) return;  // the probe needs its NaN
+    if (c_.probe == Probe::grad_nan_causality && upstream_finite(k)) return;
+    if (c_.probe == Probe::state_continuation && !splits_fit(k, s_.n_multiple)) return;
+    if (!s_.admits_sizes(k.p)) return;  // a kernel's declared sizes hold for shrunk cases too
+    k.exact_tier = c_.exact_tier && gen::qualifies_exact_tier(k.p);
     out.push_back(std::move(k));
-  };
-  const BatchProblem& p = c.p;
+  }
+
   // Fewer heads and batch entries: one head of one entry; then, for a finding
   // that needs several entries or heads sharing K/V, every entry with one head,
   // one entry with every head, one K/V group (its GQA ratio kept), half of each
   // group, half of the groups.
-  auto keep_heads = [&](const std::vector<Index>& bs, const std::vector<Index>& hs, Index kv_heads) {
-    add(subset(p, bs, hs, kv_heads), {bs, hs, {}, p.dv});
-  };
-  auto heads_where = [&](auto&& pred) {
-    std::vector<Index> hs;
-    for (Index h = 0; h < p.heads; ++h)
-      if (pred(h)) hs.push_back(h);
-    return hs;
-  };
-  const std::vector<Index> batches = first_n(p.batch), heads = first_n(p.heads);
-  const Index group = p.heads / p.kv_heads;
-  if (p.batch * p.heads > 1)
-    for (Index b = 0; b < p.batch; ++b)
-      for (Index h = 0; h < p.heads; ++h) keep_heads({b}, {h}, 1);
-  if (p.batch > 1) {
-    for (Index b = 0; b < p.batch; ++b) keep_heads({b}, heads, p.kv_heads);
-    if (p.heads > 1)
-      for (Index h = 0; h < p.heads; ++h) keep_heads(batches, {h}, 1);
+  void fewer_heads() {
+    const BatchProblem& p = p_;
+    auto keep_heads = [&](const std::vector<Index>& bs, const std::vector<Index>& hs, Index kv_heads) {
+      add(subset(p, bs, hs, kv_heads), {bs, hs, {}, p.dv});
+    };
+    auto heads_where = [&](auto&& pred) {
+      std::vector<Index> hs;
+      for (Index h = 0; h < p.heads; ++h)
+        if (pred(h)) hs.push_back(h);
+      return hs;
+    };
+    const std::vector<Index> batches = first_n(p.batch), heads = first_n(p.heads);
+    const Index group = p.heads / p.kv_heads;
+    if (p.batch * p.heads > 1)
+      for (Index b = 0; b < p.batch; ++b)
+        for (Index h = 0; h < p.heads; ++h) keep_heads({b}, {h}, 1);
+    if (p.batch > 1) {
+      for (Index b = 0; b < p.batch; ++b) keep_heads({b}, heads, p.kv_heads);
+      if (p.heads > 1)
+        for (Index h = 0; h < p.heads; ++h) keep_heads(batches, {h}, 1);
+    }
+    if (p.kv_heads > 1 && group > 1)
+      for (Index g = 0; g < p.kv_heads; ++g) keep_heads(batches, heads_where([&](Index h) { return h / group == g; }), 1);
+    if (group >= 4) keep_heads(batches, heads_where([&](Index h) { return h % group < group / 2; }), p.kv_heads);
+    if (p.kv_heads >= 4 && p.kv_heads % 2 == 0)
+      keep_heads(batches, heads_where([&](Index h) { return h / group < p.kv_heads / 2; }), p.kv_heads / 2);
   }
-  if (p.kv_heads > 1 && group > 1)
-    for (Index g = 0; g < p.kv_heads; ++g) keep_heads(batches, heads_where([&](Index h) { return h / group == g; }), 1);
-  if (group >= 4) keep_heads(batches, heads_where([&](Index h) { return h % group < group / 2; }), p.kv_heads);
-  if (p.kv_heads >= 4 && p.kv_heads % 2 == 0)
-    keep_heads(batches, heads_where([&](Index h) { return h / group < p.kv_heads / 2; }), p.kv_heads / 2);
+
   // Token reductions: ranges of p's tokens, one packed sequence each (one: unpacked).
-  auto add_ranges = [&](const Ranges& rs) {
+  void add_ranges(const Ranges& rs) {
     std::vector<Index> splits;
-    if (c.probe == Probe::state_continuation && !moved_splits(c, rs, splits)) return;
-    add(pieces(p, rs), {{}, {}, rs, p.dv}, c.probe == Probe::state_continuation ? &splits : nullptr);
-  };
-  // Fewer packed sequences: the first k, the last ones, or one between left out.
-  const Ranges seqs = p.sequences();
-  const size_t S = seqs.size();
-  const auto at = [](size_t i) { return static_cast<std::ptrdiff_t>(i); };
-  for (size_t k = 1; k < S; ++k) add_ranges(Ranges(seqs.begin(), seqs.begin() + at(k)));
-  for (size_t k = 1; k < S; ++k) add_ranges(Ranges(seqs.begin() + at(k), seqs.end()));
-  for (size_t i = 1; i + 1 < S; ++i) {
-    Ranges rs = seqs;
-    rs.erase(rs.begin() + at(i));
-    add_ranges(rs);
+    if (c_.probe == Probe::state_continuation && !moved_splits(c_, rs, splits)) return;
+    add(pieces(p_, rs), {{}, {}, rs, p_.dv}, c_.probe == Probe::state_continuation ? &splits : nullptr);
   }
+
+  // Fewer packed sequences: the first k, the last ones, or one between left out.
+  void fewer_sequences() {
+    const Ranges seqs = p_.sequences();
+    const size_t S = seqs.size();
+    const auto at = [](size_t i) { return static_cast<std::ptrdiff_t>(i); };
+    for (size_t k = 1; k < S; ++k) add_ranges(Ranges(seqs.begin(), seqs.begin() + at(k)));
+    for (size_t k = 1; k < S; ++k) add_ranges(Ranges(seqs.begin() + at(k), seqs.end()));
+    for (size_t i = 1; i + 1 < S; ++i) {
+      Ranges rs = seqs;
+      rs.erase(rs.begin() + at(i));
+      add_ranges(rs);
+    }
+  }
+
   // Fewer tokens: a prefix (outputs depend only on earlier tokens), then
   // without a leading part (the failure may not need it); of every packed
   // sequence at once (they stay packed), then of each sequence alone.
   // With a declared block, whole blocks (rounded down; add() drops the rest).
-  const Index m = s.n_multiple;
-  auto blocks = [m](Index x) { return x / m * m; };
-  if (S > 1) {
-    // keep(t0, t1): the part of [t0, t1) kept, or all of it where nothing shorter is.
-    auto every = [&](auto&& keep) {
-      Ranges rs;
-      bool shorter = false;
-      for (const auto& [t0, t1] : seqs) {
-        auto r = keep(t0, t1);
-        if (r.second - r.first < 1 || r.second - r.first >= t1 - t0) r = {t0, t1};
-        shorter = shorter || r.second - r.first < t1 - t0;
-        rs.push_back(r);
-      }
-      if (shorter) add_ranges(rs);
-    };
-    for (Index q : {1, 2, 3}) every([&](Index t0, Index t1) { return std::pair{t0, t0 + blocks(q * (t1 - t0) / 4)}; });
-    every([&](Index t0, Index t1) { return std::pair{t0 + blocks((t1 - t0) / 2), t1}; });
+  void fewer_tokens() {
+    const Ranges seqs = p_.sequences();
+    const size_t S = seqs.size();
+    const Index m = s_.n_multiple;
+    auto blocks = [m](Index x) { return x / m * m; };
+    if (S > 1) {
+      // keep(t0, t1): the part of [t0, t1) kept, or all of it where nothing shorter is.
+      auto every = [&](auto&& keep) {
+        Ranges rs;
+        bool shorter = false;
+        for (const auto& [t0, t1] : seqs) {
+          auto r = keep(t0, t1);
+          if (r.second - r.first < 1 || r.second - r.first >= t1 - t0) r = {t0, t1};
+          shorter = shorter || r.second - r.first < t1 - t0;
+          rs.push_back(r);
+        }
+        if (shorter) add_ranges(rs);
+      };
+      for (Index q : {1, 2, 3}) every([&](Index t0, Index t1) { return std::pair{t0, t0 + blocks(q * (t1 - t0) / 4)}; });
+      every([&](Index t0, Index t1) { return std::pair{t0 + blocks((t1 - t0) / 2), t1}; });
+    }
+    for (size_t i = 0; i < S; ++i) {
+      const auto [t0, t1] = seqs[i];
+      const Index L = t1 - t0;
+      auto only = [&](Index a, Index b) {
+        Ranges rs = seqs;
+        rs[i] = {a, b};
+        add_ranges(rs);
+      };
+      for (Index n2 : distinct({blocks(L / 4), blocks(L / 2), blocks((3 * L) / 4), blocks(L - 1)}))
+        if (n2 >= 1 && n2 < L) only(t0, t0 + n2);
+      for (Index d0 : distinct({blocks(L / 2), blocks(L / 4), blocks(1)}))
+        if (d0 >= 1 && d0 < L) only(t0 + d0, t1);
+    }
   }
-  for (size_t i = 0; i < S; ++i) {
-    const auto [t0, t1] = seqs[i];
-    const Index L = t1 - t0;
-    auto only = [&](Index a, Index b) {
-      Ranges rs = seqs;
-      rs[i] = {a, b};
-      add_ranges(rs);
-    };
-    for (Index n2 : distinct({blocks(L / 4), blocks(L / 2), blocks((3 * L) / 4), blocks(L - 1)}))
-      if (n2 >= 1 && n2 < L) only(t0, t0 + n2);
-    for (Index d0 : distinct({blocks(L / 2), blocks(L / 4), blocks(1)}))
-      if (d0 >= 1 && d0 < L) only(t0 + d0, t1);
-  }
+
   // Narrower heads; with declared dimensions, the smaller declared ones (both
   // at once with dv = d).
-  if (s.d_values.empty() && s.dv_values.empty() && !s.dv_equals_d) {
-    for (auto [d2, dv2] : {std::pair{std::max<Index>(1, p.d / 2), p.dv}, std::pair{p.d, std::max<Index>(1, p.dv / 2)},
-                           std::pair{p.d - 1, p.dv}, std::pair{p.d, p.dv - 1}})
-      if (d2 >= 1 && dv2 >= 1 && (d2 < p.d || dv2 < p.dv)) add(narrow(p, d2, dv2), {{}, {}, {}, dv2});
-  } else {
+  void narrower() {
+    const BatchProblem& p = p_;
+    if (s_.d_values.empty() && s_.dv_values.empty() && !s_.dv_equals_d) {
+      for (auto [d2, dv2] : {std::pair{std::max<Index>(1, p.d / 2), p.dv}, std::pair{p.d, std::max<Index>(1, p.dv / 2)},
+                             std::pair{p.d - 1, p.dv}, std::pair{p.d, p.dv - 1}})
+        if (d2 >= 1 && dv2 >= 1 && (d2 < p.d || dv2 < p.dv)) add(narrow(p, d2, dv2), {{}, {}, {}, dv2});
+      return;
+    }
     auto smaller = [](const std::vector<Index>& declared, Index x) {
       std::vector<Index> out;
       if (declared.empty()) {
@@ -447,64 +495,72 @@ std::vector<FuzzCase> reductions(const FuzzCase& c, const Supports& s) {
       }
       return out;
     };
-    if (s.dv_equals_d) {
-      for (Index d2 : smaller(s.d_values, p.d)) add(narrow(p, d2, d2), {{}, {}, {}, d2});
+    if (s_.dv_equals_d) {
+      for (Index d2 : smaller(s_.d_values, p.d)) add(narrow(p, d2, d2), {{}, {}, {}, d2});
     } else {
-      for (Index d2 : smaller(s.d_values, p.d)) add(narrow(p, d2, p.dv), all);
-      for (Index dv2 : smaller(s.dv_values, p.dv)) add(narrow(p, p.d, dv2), {{}, {}, {}, dv2});
+      for (Index d2 : smaller(s_.d_values, p.d)) add(narrow(p, d2, p.dv), all_);
+      for (Index dv2 : smaller(s_.dv_values, p.dv)) add(narrow(p, p.d, dv2), {{}, {}, {}, dv2});
     }
   }
-  // Simpler options.
-  auto with = [&](auto&& edit) {
-    BatchProblem q = p;
-    edit(q.opt);
-    if (!(q.opt == p.opt)) add(std::move(q), all);
-  };
-  with([](Options& o) { o.lambda = 0; });
-  with([](Options& o) { o.normalize = false; });
-  with([&](Options& o) { if (!needs_unit_gamma(o.variant)) o.gamma = 1; });
-  with([](Options& o) { o.scale = 1; });
-  with([](Options& o) { o.masked = true; });
-  if (p.dtype != DType::f32 && std::find(s.dtypes.begin(), s.dtypes.end(), DType::f32) != s.dtypes.end()) {
-    BatchProblem q = p;
-    q.dtype = DType::f32;
-    for (auto* x : {&q.q, &q.k, &q.v})
-      for (double& e : *x) e = round_to(DType::f32, e);
-    size_t before = out.size();
-    add(std::move(q), all);
-    if (out.size() > before)
-      for (auto* x : {&out.back().dout, &out.back().dden})
+
+  // Simpler options, then f32 inputs instead of another dtype.
+  void simpler_options() {
+    auto with = [&](auto&& edit) {
+      BatchProblem q = p_;
+      edit(q.opt);
+      if (!(q.opt == p_.opt)) add(std::move(q), all_);
+    };
+    with([](Options& o) { o.lambda = 0; });
+    with([](Options& o) { o.normalize = false; });
+    with([&](Options& o) { if (!needs_unit_gamma(o.variant)) o.gamma = 1; });
+    with([](Options& o) { o.scale = 1; });
+    with([](Options& o) { o.masked = true; });
+    if (p_.dtype != DType::f32 && std::find(s_.dtypes.begin(), s_.dtypes.end(), DType::f32) != s_.dtypes.end()) {
+      BatchProblem q = p_;
+      q.dtype = DType::f32;
+      for (auto* x : {&q.q, &q.k, &q.v})
         for (double& e : *x) e = round_to(DType::f32, e);
+      size_t before = out.size();
+      add(std::move(q), all_);
+      if (out.size() > before)
+        for (auto* x : {&out.back().dout, &out.back().dden})
+          for (double& e : *x) e = round_to(DType::f32, e);
+    }
   }
+
   // Simpler values: small integers (keeping signs and the NaN), then zeros.
-  using Member = std::vector<double> BatchProblem::*;
-  for (Member which : {&BatchProblem::q, &BatchProblem::k, &BatchProblem::v}) {
-    BatchProblem q = p;
-    bool changed = false;
-    for (double& e : q.*which)
-      if (std::isfinite(e)) {
-        const double r = std::clamp(std::round(e), -2.0, 2.0);
-        changed = changed || r != e;
-        e = r;
-      }
-    if (changed) add(q, all);
-    BatchProblem z = p;
-    bool nonzero = false;
-    for (double& e : z.*which)
-      if (std::isfinite(e) && e != 0) e = 0, nonzero = true;
-    if (nonzero) add(z, all);
+  void simpler_values() {
+    using Member = std::vector<double> BatchProblem::*;
+    for (Member which : {&BatchProblem::q, &BatchProblem::k, &BatchProblem::v}) {
+      BatchProblem q = p_;
+      bool changed = false;
+      for (double& e : q.*which)
+        if (std::isfinite(e)) {
+          const double r = std::clamp(std::round(e), -2.0, 2.0);
+          changed = changed || r != e;
+          e = r;
+        }
+      if (changed) add(q, all_);
+      BatchProblem z = p_;
+      bool nonzero = false;
+      for (double& e : z.*which)
+        if (std::isfinite(e) && e != 0) e = 0, nonzero = true;
+      if (nonzero) add(z, all_);
+    }
   }
+
   // A simpler upstream: its NaN/Inf moved to column 0 (narrower heads keep it
   // then), small integers (keeping the NaN), without dden.
-  if (c.grad) {
-    for (size_t i = 0; i < c.dout.size(); ++i)
-      if (!std::isfinite(c.dout[i]) && i % static_cast<size_t>(p.dv) != 0) {
-        FuzzCase k = c;
-        std::swap(k.dout[i], k.dout[i - i % static_cast<size_t>(p.dv)]);
+  void simpler_upstream() {
+    if (!c_.grad) return;
+    for (size_t i = 0; i < c_.dout.size(); ++i)
+      if (!std::isfinite(c_.dout[i]) && i % static_cast<size_t>(p_.dv) != 0) {
+        FuzzCase k = c_;
+        std::swap(k.dout[i], k.dout[i - i % static_cast<size_t>(p_.dv)]);
         out.push_back(std::move(k));
       }
     const size_t before = out.size();
-    add(p, all);
+    add(p_, all_);
     if (out.size() > before) {
       bool changed = false;
       for (auto* x : {&out.back().dout, &out.back().dden})
@@ -516,17 +572,36 @@ std::vector<FuzzCase> reductions(const FuzzCase& c, const Supports& s) {
           }
       if (!changed) out.pop_back();
     }
-    if (!c.dden.empty() && c.probe != Probe::grad_nan_causality) {
-      FuzzCase k = c;
+    if (!c_.dden.empty() && c_.probe != Probe::grad_nan_causality) {
+      FuzzCase k = c_;
       k.dden.clear();
       out.push_back(std::move(k));
     }
   }
+
+ private:
+  const FuzzCase& c_;
+  const Supports& s_;
+  const BatchProblem& p_;
+  const Keep all_;
+};
+
+}  // namespace
+
+std::vector<FuzzCase> reductions(const FuzzCase& c, const Supports& s) {
+  Reducer r(c, s);
+  r.fewer_heads();
+  r.fewer_sequences();
+  r.fewer_tokens();
+  r.narrower();
+  r.simpler_options();
+  r.simpler_values();
+  r.simpler_upstream();
   // Without the planted NaN/Inf: 0 there, a plain case. Kept only when the
   // finding stays the same (a kernel's own NaN, a wrong gradient), never for
   // a causality finding; last, so that it costs an attempt only once the rest is done.
-  if (c.probe == Probe::nan_causality || c.probe == Probe::grad_nan_causality) out.push_back(without_planted_nan(c));
-  return out;
+  if (c.probe == Probe::nan_causality || c.probe == Probe::grad_nan_causality) r.out.push_back(without_planted_nan(c));
+  return std::move(r.out);
 }
 
 FuzzCase without_planted_nan(const FuzzCase& c) {

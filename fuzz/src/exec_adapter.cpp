@@ -1,7 +1,9 @@
 // The exec adapter: writes the problem as a fixture file, runs the user's
 // command with {in} and {out} replaced, reads the candidate file it wrote. In
 // server mode the command starts once and gets one request line per case:
-// "run<TAB>{in}<TAB>{out}", answered by "ok" or "error <message>". A candidate
+// "run<TAB>{in}<TAB>{out}", answered by "ok" or "error <message>" (the server
+// keeps running after an error; it is restarted after a crash, a timeout or
+// an answer that is neither). A candidate
 // that declares state gets two more: {state_in} (a state file to start from,
 // or "-") and {state_out} (where to write its final state, or "-"), also as
 // the request's 4th and 5th fields. A candidate that declares backward finds
@@ -108,10 +110,10 @@ class ExecAdapter final : public Adapter {
       std::string request = "run\t" + in.string() + "\t" + out.string();
       if (s_.has(HLA_FEAT_STATE)) request += "\t" + state_in_arg + "\t" + state_out_arg;
       if (server_->call(request, answer, timeout_, o)) {
-        if (answer.rfind("error", 0) == 0) {
-          server_->stop();  // a fresh process for the next case, as after a crash
+        // An `error` answer keeps the server: it is alive and reads the next
+        // request (a restart per error cost a start-up, seconds for torch, per case).
+        if (answer.rfind("error", 0) == 0)
           return fail(RunResult::Status::error, "server answered: " + io::printable(answer.substr(0, 300)));
-        }
         if (answer != "ok") {
           server_->stop();
           return fail(RunResult::Status::bad_output, "server answered '" + io::printable(answer.substr(0, 100)) +

@@ -10,6 +10,7 @@
 
 #include <cerrno>
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <climits>
 #include <csignal>
@@ -89,9 +90,15 @@ bool wait_readable(int fd, std::chrono::steady_clock::time_point deadline) {
   }
 }
 
+// The running campaign's end (CampaignDeadline), as steady_clock ticks; 0: none.
+std::atomic<std::chrono::steady_clock::rep> campaign_end{0};
+
+// When a call given `seconds` must end: then, or at the campaign's end if sooner.
 std::chrono::steady_clock::time_point deadline_in(double seconds) {
-  return std::chrono::steady_clock::now() +
-         std::chrono::duration_cast<std::chrono::steady_clock::duration>(std::chrono::duration<double>(seconds));
+  const auto own = std::chrono::steady_clock::now() +
+                   std::chrono::duration_cast<std::chrono::steady_clock::duration>(std::chrono::duration<double>(seconds));
+  const auto end = campaign_end.load();
+  return end == 0 ? own : std::min(own, std::chrono::steady_clock::time_point(std::chrono::steady_clock::duration(end)));
 }
 
 // Kills a child's process group and reaps it; how it ended.
@@ -100,6 +107,7 @@ ChildOutcome end_child(int pid, bool kill_first) {
     kill(-pid, SIGKILL);
     kill(pid, SIGKILL);
   }
+  untrack_child(pid);
   int status = 0;
   while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
   }
@@ -147,12 +155,14 @@ std::pair<int, int> spawn_connected(const std::function<void(int)>& child) {
     throw std::runtime_error(std::string("fork failed: ") + std::strerror(errno));
   }
   if (pid == 0) {
+    reset_signals_in_child();
     setpgid(0, 0);
     close(sv[0]);
     child(sv[1]);
     _exit(127);
   }
   setpgid(pid, pid);
+  track_child(pid);
   close(sv[1]);
   return {pid, sv[0]};
 }
@@ -259,11 +269,18 @@ bool LineServer::call(const std::string& line, std::string& answer, double timeo
   return false;
 }
 
+CampaignDeadline::CampaignDeadline(double seconds) {
+  if (seconds > 0) campaign_end = deadline_in(seconds).time_since_epoch().count();
+}
+
+CampaignDeadline::~CampaignDeadline() { campaign_end = 0; }
+
 ChildOutcome run_in_child(const std::function<int()>& body, double timeout_s) {
   std::fflush(nullptr);
   const pid_t pid = fork();
   if (pid < 0) throw std::runtime_error(std::string("fork failed: ") + std::strerror(errno));
   if (pid == 0) {
+    reset_signals_in_child();
     setpgid(0, 0);
     int rc = 125;
     try {
@@ -274,25 +291,25 @@ ChildOutcome run_in_child(const std::function<int()>& body, double timeout_s) {
     _exit(rc);
   }
   setpgid(pid, pid);  // also from here: no race with the child's own call
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(timeout_s);
+  track_child(pid);
+  const auto deadline = deadline_in(timeout_s);
   // Wake when the child exits (a pidfd becomes readable then), not on a timer:
   // a nap loop made each call up to 5 ms late. Without pidfds, naps.
   const int pidfd = static_cast<int>(syscall(SYS_pidfd_open, pid, 0));  // glibc 2.36's <sys/pidfd.h> lacks extern "C"
   auto nap = std::chrono::microseconds(50);
-  int status = 0;
   for (;;) {
-    const pid_t r = waitpid(pid, &status, WNOHANG);
-    if (r == pid) break;
+    // Whether it ended, without reaping it yet (end_child reaps it, untracked first).
+    siginfo_t info{};
+    const int r = waitid(P_PID, static_cast<id_t>(pid), &info, WEXITED | WNOHANG | WNOWAIT);
+    if (r == 0 && info.si_pid == pid) break;
     if (r < 0 && errno != EINTR) {
       if (pidfd >= 0) close(pidfd);
-      throw std::runtime_error(std::string("waitpid failed: ") + std::strerror(errno));
+      end_child(pid, true);
+      throw std::runtime_error(std::string("waitid failed: ") + std::strerror(errno));
     }
     const auto left = deadline - std::chrono::steady_clock::now();
     if (left <= std::chrono::steady_clock::duration::zero()) {
-      kill(-pid, SIGKILL);
-      kill(pid, SIGKILL);
-      while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
-      }
+      end_child(pid, true);
       if (pidfd >= 0) close(pidfd);
       return {ChildOutcome::Kind::timed_out, 0};
     }
@@ -306,8 +323,7 @@ ChildOutcome run_in_child(const std::function<int()>& body, double timeout_s) {
     }
   }
   if (pidfd >= 0) close(pidfd);
-  if (WIFSIGNALED(status)) return {ChildOutcome::Kind::signaled, WTERMSIG(status)};
-  return {ChildOutcome::Kind::exited, WEXITSTATUS(status)};
+  return end_child(pid, false);
 }
 
 }  // namespace hla::fuzz

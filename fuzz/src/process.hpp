@@ -101,4 +101,23 @@ class LineServer {
 // group, so a timeout kills everything it started). Waits at most timeout_s.
 ChildOutcome run_in_child(const std::function<int()>& body, double timeout_s);
 
+// While one exists, every call above ends by `seconds` from its making at
+// the latest (a timeout then), whatever its own timeout: a campaign's
+// --time is a hard limit. One at a time (the campaign's thread).
+class CampaignDeadline {
+ public:
+  explicit CampaignDeadline(double seconds);  // 0: no limit
+  ~CampaignDeadline();
+  CampaignDeadline(const CampaignDeadline&) = delete;
+  CampaignDeadline& operator=(const CampaignDeadline&) = delete;
+};
+
+// The process groups StopSignals' handler kills (signals.cpp): every child
+// above is tracked from its fork until just before it is reaped (so that its
+// number is never another process's), and runs with the default actions of
+// SIGTERM and SIGINT.
+void track_child(int pgid);
+void untrack_child(int pgid);
+void reset_signals_in_child();
+
 }  // namespace hla::fuzz

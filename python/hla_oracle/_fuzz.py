@@ -5,6 +5,7 @@ isolation), the check, the shrinker and the findings are the C++ fuzzer's
 (fuzz/, through fuzz::make_function_adapter); this file only converts
 each case's arrays for `fn` and its results back.
 """
+import logging
 import traceback
 from dataclasses import dataclass
 from fractions import Fraction
@@ -14,6 +15,12 @@ import numpy as np
 from . import _core
 from ._arrays import tensor, to_numpy
 from ._support import support_dict
+
+# The campaign's findings, notes (warnings) and progress (info, every 10 s with
+# progress=True) go to this logger; nothing is printed unless the application
+# configures logging (a NullHandler keeps Python from printing warnings itself).
+log = logging.getLogger("hla_oracle.fuzz")
+log.addHandler(logging.NullHandler())
 
 _NUMPY_INPUT = {"f64": np.float64, "f32": np.float32, "f16": np.float16, "bf16": np.float32}
 
@@ -60,7 +67,9 @@ class FuzzResult:
     the candidate and the check, over all cases), findings (dicts: kind,
     message, shrunk, needs, fixture, candidate, precision, form_class, …),
     by_kind, probes, inconclusive, ok (no findings), text (as `hla fuzz` prints
-    it, with how to reproduce each finding)."""
+    it, with how to reproduce each finding), findings_error and fallback_dir
+    (set when the findings folder failed: the first error, and where the
+    findings went instead)."""
 
     def __init__(self, d, header):
         self.cases = d["cases"]
@@ -70,6 +79,8 @@ class FuzzResult:
         self.by_kind = dict(d["by_kind"])
         self.probes = dict(d["probes"])
         self.findings = [dict(f) for f in d["findings"]]
+        self.findings_error = d["findings_error"]
+        self.fallback_dir = d["fallback_dir"]
         self.text = header + d["text"]
 
     @property
@@ -149,6 +160,9 @@ def fuzz(fn, support=None, *, max_cases=1000, seed=1, time=0, findings="hla-find
     'torch': CPU torch tensors) in `layout`; options: CaseOptions. An
     exception from fn is an `error` finding; KeyboardInterrupt stops the
     campaign. Same seed, same cases, same findings. Returns a FuzzResult.
+    Nothing is printed: findings and notes are logged as warnings, and with
+    progress=True a progress line every 10 s as info, to the logger
+    'hla_oracle.fuzz' (logging.basicConfig(level=logging.INFO) shows them).
     No crash or timeout isolation (fn runs in this process): use
     `hla fuzz --exec-server` with hla_oracle.serve for that.
     exact_max_n: heads up to this long (d, dv <= 16) are judged against an exact
@@ -259,10 +273,13 @@ def fuzz(fn, support=None, *, max_cases=1000, seed=1, time=0, findings="hla-find
     shards = (0, 1) if shard is None else tuple(shard)
     d = _core.fuzz(run_case, sup, int(seed), int(max_cases), float(time), str(findings), int(shrink_attempts),
                    int(stop_after), bool(progress), int(shards[0]), int(shards[1]), int(exact_max_n),
-                   None if backward is None else run_backward_case)
+                   None if backward is None else run_backward_case,
+                   lambda level, message: log.log(logging.WARNING if level == "warning" else logging.INFO, message))
     name = getattr(fn, "__qualname__", repr(fn))
     if backward is not None:
         name += f", backward={getattr(backward, '__qualname__', repr(backward))}"
     header = (f"hla_oracle.fuzz({name}): seed {seed}, max_cases {max_cases}, layout {layout}, framework {framework}; "
               f"support {sup}\n")
-    return FuzzResult(d, header)
+    result = FuzzResult(d, header)
+    log.info("%s: %d cases in %.1f s, %d finding(s)", name, result.cases, result.seconds, len(result.findings))
+    return result

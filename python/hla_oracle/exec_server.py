@@ -10,9 +10,9 @@ OUT the candidate file to write; STATE_IN a state file to start from and
 STATE_OUT where to write the final state, each "-" when there is none (a state
 file: safetensors float tensors of the kernel's own naming, handed back as F64
 with the same names and shapes). The server answers each line with one line on
-stdout, `ok` or `error <message>`, and reads the next. hla restarts it after a
-crash, a timeout or an `error`; a run that answers `ok` without writing OUT is
-a `bad_output` finding.
+stdout, `ok` or `error <message>`, and reads the next (an `error` keeps it
+running). hla restarts it after a crash, a timeout or a malformed answer; a
+run that answers `ok` without writing OUT is a `bad_output` finding.
 
     from hla_oracle.exec_server import serve
     serve(lambda fixture, candidate: my_kernel_files(fixture, candidate))

@@ -210,14 +210,39 @@ fuzz::Supports supports_of(const nb::dict& d) {
 
 namespace {
 
+// The campaign's reports through log(level, message) (hla_oracle/_fuzz.py hands
+// the logger hla_oracle.fuzz's methods): findings and notes as "warning",
+// with `progress` a progress line every 10 s as "info". Nothing is printed
+// here. An exception the logger raises ends the campaign and reaches the caller.
+void log_reports(fuzz::CampaignOptions& o, const nb::callable& log, bool progress, Stop& stop) {
+  auto emit = [&log, &stop](const char* level, const std::string& message) {
+    nb::gil_scoped_acquire locked;
+    try {
+      log(level, message);
+    } catch (nb::python_error& e) {
+      stop.error.emplace(std::move(e));
+      throw fuzz::StopCampaign{};
+    }
+  };
+  o.on_note = [emit](const std::string& m) { emit("warning", m); };
+  o.on_finding = [emit](const fuzz::Finding& f) { emit("warning", f.headline()); };
+  if (progress)
+    o.on_progress = [emit, last = 0.0](const fuzz::Progress& p) mutable {
+      if (p.seconds - last < 10) return;
+      last = p.seconds;
+      emit("info", p.text());
+    };
+}
+
 nb::dict fuzz_callable(nb::callable run_case, const nb::dict& support, uint64_t seed, size_t max_cases, double seconds,
                        const std::string& findings, size_t shrink_attempts, size_t stop_after, bool progress, size_t shard,
-                       size_t shards, Index exact_max_n, std::optional<nb::callable> run_backward_case) {
+                       size_t shards, Index exact_max_n, std::optional<nb::callable> run_backward_case, std::optional<nb::callable> log) {
   const fuzz::Supports s = supports_of(support);
   fuzz::CampaignOptions o;
   o.seed = seed, o.max_cases = max_cases, o.max_seconds = seconds, o.findings_dir = findings, o.shrink_attempts = shrink_attempts,
-  o.stop_after = stop_after, o.progress = progress, o.shard = shard, o.shards = shards, o.exact_max_n = exact_max_n;
+  o.stop_after = stop_after, o.shard = shard, o.shards = shards, o.exact_max_n = exact_max_n;
   Stop stop;
+  if (log) log_reports(o, *log, progress, stop);
   auto adapter = fuzz::make_function_adapter(
       s, [&](const BatchProblem& p, const std::vector<double>* state_in, bool want_state) {
         return call(run_case, p, state_in, want_state, stop);
@@ -250,7 +275,8 @@ std::vector<std::string> outside(const nb::dict& support, const std::vector<std:
 void add_fuzz(nb::module_& m) {
   m.def("fuzz", &fuzz_callable, nb::arg("run_case"), nb::arg("support"), nb::arg("seed"), nb::arg("max_cases"), nb::arg("seconds"),
         nb::arg("findings"), nb::arg("shrink_attempts"), nb::arg("stop_after"), nb::arg("progress"), nb::arg("shard") = 0,
-        nb::arg("shards") = 1, nb::arg("exact_max_n") = 48, nb::arg("run_backward_case").none() = nb::none());
+        nb::arg("shards") = 1, nb::arg("exact_max_n") = 48, nb::arg("run_backward_case").none() = nb::none(),
+        nb::arg("log").none() = nb::none());
   m.def("outside", &outside, nb::arg("support"), nb::arg("paths"));
   m.def("validate_support", [](const nb::dict& d) { supports_of(d); });
   m.def("feature_names", [](const std::string& s) { return fuzz::feature_names(fuzz::parse_features(s)); });

@@ -1,4 +1,6 @@
 """hla_oracle.fuzz: hla fuzz's campaign over Python functions in process."""
+import logging
+import shutil
 import subprocess
 import time
 
@@ -39,6 +41,42 @@ def test_wrong_kernel_is_found_shrunk_and_reproducible(tmp_path, hla_tool):
     fx = hla_oracle.load_fixture(f["fixture"])
     out, den = bug(fx.q, fx.k, fx.v, _case_options(fx))
     assert not fx.check(out, den, precision=f["precision"]).passed
+
+
+def test_campaign_logs_and_prints_nothing(tmp_path, caplog, capfd):
+    # Findings and the fallback folder's notes are warnings of the logger hla_oracle.fuzz, the end an info;
+    # nothing reaches stdout or stderr (file descriptors 1 and 2, the C++ side's included).
+    bug = lambda q, k, v, o: kernel(q, k, v, o, bug="strict_mask")
+    blocked = tmp_path / "not-a-folder"
+    blocked.write_text("x")
+    with caplog.at_level(logging.INFO, logger="hla_oracle.fuzz"):
+        r = hla_oracle.fuzz(bug, FULL, max_cases=50, seed=3, findings=blocked, stop_after=1, shrink_attempts=20,
+                            progress=True)
+    out, err = capfd.readouterr()
+    assert (out, err) == ("", ""), (out, err)
+    assert len(r.findings) == 1, r.text
+    f = r.findings[0]
+    records = [(x.name, x.levelno, x.getMessage()) for x in caplog.records]
+    note = f"wrote it to {r.fallback_dir} instead"
+    assert any(lv == logging.WARNING and note in m for _, lv, m in records), records
+    assert ("hla_oracle.fuzz", logging.WARNING, f"finding [{f['kind']}] at case {f['case_index']}: {f['message']}") in records
+    assert any(lv == logging.INFO and m.endswith(f"{r.cases} cases in {r.seconds:.1f} s, 1 finding(s)") for _, lv, m in records)
+    shutil.rmtree(r.fallback_dir)
+
+
+def test_campaign_raises_what_its_logger_raises(tmp_path):
+    class Refuse(logging.Handler):
+        def emit(self, record):
+            raise KeyboardInterrupt
+    log = logging.getLogger("hla_oracle.fuzz")
+    h = Refuse()
+    log.addHandler(h)
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            hla_oracle.fuzz(lambda q, k, v, o: kernel(q, k, v, o, bug="strict_mask"), FULL, max_cases=50, seed=3,
+                            findings=tmp_path / "f", stop_after=1, shrink_attempts=5, progress=False)
+    finally:
+        log.removeHandler(h)
 
 
 def _case_options(fx):

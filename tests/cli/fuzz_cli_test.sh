@@ -118,5 +118,22 @@ exec_grad "$eval_cmd > /dev/null" grad_none; rc=$?
 python3 -c "import json,sys; f=json.load(open(sys.argv[1]))['findings']; assert f[0]['kind'] == 'bad_output' and 'no dq, dk, dv' in f[0]['message'], f" \
   "$work/grad_none.json" && [ $rc = 1 ] && note "ok: exec candidate without gradients -> bad_output" \
   || note "FAILED: exec --features backward without dq, dk, dv in the file must be a bad_output finding (rc $rc)"
+# An exec server that answers `error` keeps running (a restart per error cost a start-up per case):
+# a campaign of error findings, shrinking included, starts it once.
+cat > "$work/error_server.py" <<'PY'
+import sys
+open(sys.argv[1], "a").write("start\n")
+for line in sys.stdin:
+    print("error no kernel here", flush=True)
+PY
+"$hla" fuzz --exec-server "python3 '$work/error_server.py' '$work/error_server.starts'" --variants la1 --max-n 8 \
+  --max-cases 6 --shrink-attempts 3 --findings "$work/error_server" --json --no-progress > "$work/error_server.json"; rc=$?
+python3 - "$work/error_server.json" "$work/error_server.starts" <<'PY' && [ $rc = 1 ] \
+  && note "ok: exec server answering error is not restarted" || note "FAILED: exec server restarted after error answers (rc $rc)"
+import json, sys
+j = json.load(open(sys.argv[1])); starts = open(sys.argv[2]).read().count("start")
+assert len(j["findings"]) == 6 and all(f["kind"] == "error" for f in j["findings"]), j["findings"]
+assert starts == 1, f"{starts} starts"
+PY
 echo "$fails failure(s)"
 exit $((fails > 0))

@@ -29,7 +29,7 @@ std::unique_ptr<hla::fuzz::Adapter> la1(bool broken) {
 // The number of findings of a 30-case campaign (findings under dir).
 size_t consumer_fuzz(bool broken, const std::string& dir) {
   hla::fuzz::CampaignOptions o;
-  o.seed = 7, o.max_cases = 30, o.stop_after = 1, o.shrink_attempts = 20, o.progress = false;
+  o.seed = 7, o.max_cases = 30, o.stop_after = 1, o.shrink_attempts = 20;
   o.findings_dir = dir;
   const auto adapter = la1(broken);
   const hla::fuzz::Summary s = hla::fuzz::run_campaign(*adapter, o);

@@ -196,7 +196,7 @@ std::pair<size_t, fuzz::FuzzCase> first_failing(fuzz::Adapter& a, uint64_t seed,
 fuzz::Finding shrink_one(fuzz::Adapter& a, uint64_t seed, size_t index) {
   const fs::path dir = fs::temp_directory_path() / ("hla_fuzz_grad_one_" + std::to_string(::getpid()));
   fuzz::CampaignOptions o;
-  o.seed = seed, o.shard = index, o.shards = index + 1, o.max_cases = 1, o.progress = false, o.findings_dir = dir.string();
+  o.seed = seed, o.shard = index, o.shards = index + 1, o.max_cases = 1, o.findings_dir = dir.string();
   const fuzz::Summary s = fuzz::run_campaign(a, o);
   std::error_code ec;
   fs::remove_all(dir, ec);
@@ -248,7 +248,7 @@ TEST_CASE("campaign: a gradient finding shrinks, and its fixture fails check_fix
   Grads dk_off(Bug::dk_off);
   const fs::path dir = fs::temp_directory_path() / ("hla_fuzz_grad_" + std::to_string(::getpid()));
   fuzz::CampaignOptions o;
-  o.seed = 3, o.max_cases = 40, o.stop_after = 1, o.findings_dir = dir.string(), o.progress = false;
+  o.seed = 3, o.max_cases = 40, o.stop_after = 1, o.findings_dir = dir.string();
   const fuzz::Summary s = fuzz::run_campaign(dk_off, o);
   std::cout << s.text() << std::endl;
   REQUIRE(s.findings.size() == 1);

@@ -15,6 +15,9 @@
 
 #include <nlohmann/json.hpp>
 
+#include <fcntl.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
@@ -40,6 +43,7 @@ enum class Bug {
   exact_ulp,     // the last output one double ulp off
   fixed_error,   // every element 40 u64·M off: within the a priori bound while K + 1 > 40, never within our orders
   own_nan,       // output (token 0, column 0) of every head NaN, whatever the inputs (a kernel's own 0/0)
+  own_inf,       // output (token 0, column 0) of every head +inf, whatever the inputs (an overflow)
 };
 
 fuzz::Supports all_supports() {
@@ -96,6 +100,11 @@ class Ours : public fuzz::Adapter {
         for (Index b = 0; b < p.batch; ++b)
           for (Index h = 0; h < p.heads; ++h)
             if (p.n > 0) o.out[p.out_index(b, h, 0, 0)] = std::nan("");
+        break;
+      case Bug::own_inf:
+        for (Index b = 0; b < p.batch; ++b)
+          for (Index h = 0; h < p.heads; ++h)
+            if (p.n > 0) o.out[p.out_index(b, h, 0, 0)] = INFINITY;
         break;
       case Bug::exact_ulp:
         if (!o.out.empty()) o.out.back() = std::nextafter(o.out.back(), INFINITY);
@@ -190,7 +199,6 @@ fuzz::Summary campaign(Ours& a, uint64_t seed, size_t cases, size_t stop_after, 
   o.max_cases = cases;
   o.stop_after = stop_after;
   o.findings_dir = dir.string();
-  o.progress = false;
   std::cout << "[campaign] seed " << seed << ", " << cases << " cases (deterministic)" << std::endl;
   return fuzz::run_campaign(a, o);
 }
@@ -280,6 +288,14 @@ TEST_CASE("judge: each probe reports its finding kind, honest candidates pass", 
     INFO(o.message);
     CHECK(o.kind == "numerics");
     CHECK(o.rules.find("nonfinite") != std::string::npos);
+    // +inf where every input it depends on is finite (token 0, before the NaN) is an overflow.
+    Ours inf(Bug::own_inf, s);
+    const fuzz::Verdict i = fuzz::judge(inf, c);
+    INFO(i.message);
+    CHECK(i.kind == "overflow");
+    CHECK(i.rules.find("overflow") != std::string::npos);
+    CHECK(i.rules.find("nonfinite") == std::string::npos);
+    CHECK(fuzz::judge(inf, one_case(Variant::hla2, 9, 3, 2, 1, 2)).kind == "overflow");
     // Poison at token 0: every output depends on it; nothing to judge is no finding.
     c.p.k[c.p.k_index(0, 0, 3, 1)] = 0.5;
     c.p.k[c.p.k_index(0, 0, 0, 0)] = INFINITY;
@@ -547,7 +563,7 @@ TEST_CASE("campaign: case i of the stream, shards disjoint", "[fuzz][campaign]")
   for (size_t shard : {0, 1}) {
     Ours honest(Bug::none, s);
     fuzz::CampaignOptions o;
-    o.seed = seed, o.max_cases = 12, o.shard = shard, o.shards = 2, o.progress = false;
+    o.seed = seed, o.max_cases = 12, o.shard = shard, o.shards = 2;
     ScratchDir dir;
     o.findings_dir = dir.path.string();
     const fuzz::Summary r = fuzz::run_campaign(honest, o);
@@ -567,6 +583,50 @@ TEST_CASE("campaign: case i of the stream, shards disjoint", "[fuzz][campaign]")
                        [](double a, double b) { return a == b || (std::isnan(a) && std::isnan(b)); }));
     }
   }
+}
+
+TEST_CASE("campaign: reports through its callbacks and prints nothing", "[fuzz][campaign]") {
+  // A findings folder that is a file: each finding goes to the fallback folder, which a note names.
+  fuzz::Supports s = all_supports();
+  s.features &= ~HLA_FEAT_STATE;
+  Ours buggy(Bug::second_token, s);
+  ScratchDir dir;
+  const fs::path blocked = dir.path / "not-a-folder";
+  std::ofstream(blocked) << "x";
+  fuzz::CampaignOptions o;
+  o.seed = 5, o.max_cases = 20, o.stop_after = 2, o.shrink_attempts = 20, o.findings_dir = blocked.string();
+  std::vector<fuzz::Progress> progress;
+  std::vector<std::string> findings, notes;
+  o.on_progress = [&](const fuzz::Progress& p) { progress.push_back(p); };
+  o.on_finding = [&](const fuzz::Finding& f) { findings.push_back(f.headline()); };
+  o.on_note = [&](const std::string& m) { notes.push_back(m); };
+  // Everything written to file descriptor 2 while the campaign runs.
+  const fs::path err = dir.path / "stderr";
+  std::fflush(stderr);
+  const int saved = ::dup(2), fd = ::open(err.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  REQUIRE(saved >= 0);
+  REQUIRE(fd >= 0);
+  ::dup2(fd, 2);
+  const fuzz::Summary r = fuzz::run_campaign(buggy, o);
+  std::fflush(stderr);
+  ::dup2(saved, 2);
+  ::close(fd), ::close(saved);
+  if (!r.fallback_dir.empty()) fs::remove_all(r.fallback_dir);
+  INFO(r.text());
+  CHECK(fs::file_size(err) == 0);
+  REQUIRE(r.findings.size() == 2);
+  REQUIRE(findings.size() == 2);
+  CHECK(findings[0] == "finding [" + r.findings[0].kind + "] at case " + std::to_string(r.findings[0].case_index) + ": " +
+                           r.findings[0].message);
+  REQUIRE(progress.size() == r.cases);
+  for (size_t i = 0; i < progress.size(); ++i) {
+    CHECK(progress[i].cases == i + 1);
+    CHECK(progress[i].max_cases == 20);
+  }
+  CHECK(progress.back().findings == 2);
+  CHECK(progress.back().text().rfind("[" + std::to_string(r.cases) + "/20 cases] 2 finding(s), ", 0) == 0);
+  REQUIRE(notes.size() == 2);
+  CHECK(notes[0].find("wrote it to " + r.fallback_dir + " instead") != std::string::npos);
 }
 
 TEST_CASE("campaign: inconclusive cases are counted, not reported", "[fuzz][campaign]") {

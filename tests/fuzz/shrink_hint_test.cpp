@@ -122,7 +122,7 @@ TEST_CASE("shrinker: keeps the class hint of a finding, neither losing nor gaini
     // The campaign takes exactly case `index` (its shard's first) and shrinks it.
     Scratch dir;
     fuzz::CampaignOptions o;
-    o.seed = seed, o.shard = index, o.shards = index + 1, o.max_cases = 1, o.progress = false;
+    o.seed = seed, o.shard = index, o.shards = index + 1, o.max_cases = 1;
     o.findings_dir = dir.path.string();
     const fuzz::Summary sum = fuzz::run_campaign(*a, o);
     REQUIRE(sum.findings.size() == 1);

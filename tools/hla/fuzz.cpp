@@ -5,13 +5,18 @@
 
 #include "hla/fuzz/campaign.hpp"
 #include "hla/fuzz/features.hpp"
+#include "hla/fuzz/signals.hpp"
 #include "hla_impl.h"
 
 #include "hla/io/fixture.hpp"
 #include "hla/io/printable.hpp"
 
+#include <unistd.h>
+
 #include <algorithm>
+#include <cstdio>
 #include <filesystem>
+#include <functional>
 #include <iostream>
 #include <sstream>
 
@@ -25,7 +30,7 @@ struct FuzzArgs {
   double timeout = 10, budget = 600;
   std::string worker = "persistent";
   fuzz::CampaignOptions campaign;
-  bool json = false;
+  bool json = false, progress = true;
   std::vector<std::string> exec_only_given;  // options that describe an exec candidate, given on the command line
 };
 
@@ -88,7 +93,25 @@ std::unique_ptr<fuzz::Adapter> make_adapter(const FuzzArgs& a) {
   return fuzz::make_exec_adapter(s.name, s, a.timeout, !a.exec_server.empty());
 }
 
-int run_fuzz(FuzzArgs a) {
+// The campaign's reports on stderr: notes always; with progress, each finding
+// and a progress line (redrawn on a terminal, every 10 s otherwise). Returns
+// what clears the line at the end.
+std::function<void()> report_on_stderr(fuzz::CampaignOptions& o, bool progress) {
+  o.on_note = [](const std::string& m) { std::fprintf(stderr, "hla fuzz: %s\n", m.c_str()); };
+  const bool tty = progress && isatty(2);
+  if (!progress) return [] {};
+  o.on_finding = [tty](const fuzz::Finding& f) { std::fprintf(stderr, "%s%s\n", tty ? "\r\033[K" : "", f.headline().c_str()); };
+  o.on_progress = [tty, last = -1.0](const fuzz::Progress& p) mutable {
+    if (p.seconds - last <= (tty ? 0.25 : 10.0)) return;
+    last = p.seconds;
+    std::fprintf(stderr, tty ? "\r\033[K%s" : "%s\n", p.text().c_str());
+  };
+  return [tty] {
+    if (tty) std::fprintf(stderr, "\r\033[K");
+  };
+}
+
+int run_campaign_or_replay(FuzzArgs a) {
   parse_shard(a.shard, a.campaign);
   // Findings go there: a folder that cannot take them is an error now, not
   // after the first finding.
@@ -115,7 +138,9 @@ int run_fuzz(FuzzArgs a) {
             << check::to_string(s.form_class) << (s.sizes_text().empty() ? "" : "; " + s.sizes_text()) << "), seed "
             << a.campaign.seed << ", shard " << a.shard << ", up to " << a.campaign.max_cases << " cases"
             << (a.campaign.max_seconds > 0 ? " or " + std::to_string(a.campaign.max_seconds) + " s" : "") << "\n";
+  const auto clear_line = report_on_stderr(a.campaign, a.progress);
   const fuzz::Summary sum = fuzz::run_campaign(*adapter, a.campaign);
+  clear_line();
   if (a.json) {
     nlohmann::json j{{"cases", sum.cases}, {"inconclusive", sum.inconclusive}, {"seconds", sum.seconds},
                      {"phases", {{"reference", sum.phases.reference}, {"candidate", sum.phases.candidate}, {"check", sum.phases.check}}},
@@ -129,6 +154,7 @@ int run_fuzz(FuzzArgs a) {
                                {"write_error", f.write_error}});
     j["findings_error"] = sum.findings_error;
     j["fallback_dir"] = sum.fallback_dir;
+    j["signal"] = sum.signal;
     // Messages quote the candidate's output, which may not be UTF-8.
     std::cout << j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
   } else {
@@ -136,6 +162,28 @@ int run_fuzz(FuzzArgs a) {
     std::cout << io::printable_message(sum.text(), size_t(1) << 24);
   }
   return sum.findings.empty() ? 0 : 1;
+}
+
+// SIGTERM or SIGINT (a CI timeout, Ctrl-C) ends the candidate's processes at
+// once and the campaign after its current step; its summary is printed, the
+// adapter's temporary folder removed (the adapter is gone by then), and the
+// signal raised again: the exit status says how `hla fuzz` ended.
+int run_fuzz(FuzzArgs a) {
+  fuzz::StopSignals signals;
+  auto end_if_signalled = [&] {
+    if (!signals.received()) return;
+    std::cout.flush();
+    std::fflush(nullptr);
+    signals.reraise();
+  };
+  try {
+    const int rc = run_campaign_or_replay(std::move(a));
+    end_if_signalled();
+    return rc;
+  } catch (...) {
+    end_if_signalled();  // whatever failed, failed because of it
+    throw;
+  }
 }
 
 }  // namespace
@@ -188,7 +236,7 @@ void add_fuzz(CLI::App& app, Action& action) {
       ->check(integer_in(0, 1 << 20));
   c->add_option("--replay", a->replay, "run the candidate on one fixture (e.g. a finding) and report")->check(non_empty);
   c->add_flag("--json", a->json, "print the summary as JSON");
-  c->add_flag("!--no-progress", a->campaign.progress, "no progress display");
+  c->add_flag("!--no-progress", a->progress, "no progress display");
   c->callback([a, exec_only, &action] {
     for (const CLI::Option* o : exec_only)
       if (o->count() > 0) a->exec_only_given.push_back(o->get_name());

@@ -85,7 +85,8 @@ std::unique_ptr<Adapter> make_cabi_adapter(const std::string& path, double timeo
 // temporary folder of its own (removed with the adapter); `supports` comes
 // from the command line. With `server`, starts the command once and sends it
 // "run<TAB>IN<TAB>OUT" lines, one per case, each answered by a line "ok" or
-// "error <message>" (restarted after a crash, a timeout or an error).
+// "error <message>" (restarted after a crash, a timeout or a malformed answer;
+// an error answer keeps it running).
 std::unique_ptr<Adapter> make_exec_adapter(const std::string& command, const Supports& supports, double timeout_s,
                                            bool server = false);
 

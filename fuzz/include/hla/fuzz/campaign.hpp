@@ -5,11 +5,21 @@
 
 #include "hla/fuzz/cases.hpp"
 
+#include <functional>
 #include <map>
 #include <string>
 #include <vector>
 
 namespace hla::fuzz {
+
+struct Finding;
+
+// How far a campaign is (CampaignOptions::on_progress).
+struct Progress {
+  size_t cases = 0, max_cases = 0, findings = 0;
+  double seconds = 0;
+  std::string text() const;  // "[12/1000 cases] 1 finding(s), 0.4 s"
+};
 
 struct CampaignOptions {
   uint64_t seed = 1;
@@ -19,7 +29,6 @@ struct CampaignOptions {
   size_t stop_after = 0;     // stop after this many findings (0: never)
   size_t shrink_attempts = 300;
   std::string findings_dir = "hla-findings";
-  bool progress = true;
   // Heads up to this long are judged against exact rationals, longer ones
   // against the certified double-double engine (the same f64 values wherever
   // it certifies them, which is nearly everywhere). The exact path costs most
@@ -27,10 +36,17 @@ struct CampaignOptions {
   // sends every head to the engine. A finding's fixture is always written
   // with the default reference.
   Index exact_max_n = 48;
+  // What the campaign reports while it runs; it prints nothing itself (`hla
+  // fuzz` prints these on stderr, hla_oracle.fuzz logs them). Each may be
+  // empty; all are called on the campaign's thread.
+  std::function<void(const Progress&)> on_progress = {};    // after every case
+  std::function<void(const Finding&)> on_finding = {};      // each finding, shrunk and written
+  std::function<void(const std::string&)> on_note = {};     // e.g. a finding written to the fallback folder
 };
 
 struct Finding {
-  std::string kind;      // crash, timeout, error, bad_output, numerics, exact_tier, nan_causality, state_continuation, varlen,
+  std::string kind;      // crash, timeout, error, bad_output, numerics, overflow (±inf from finite inputs), exact_tier,
+                         // nan_causality, state_continuation, varlen,
                          // gradient (outputs right, dq/dk/dv not), gradient_nan_causality
   std::string message;   // what went wrong, on the shrunk case
   size_t case_index = 0;     // in the campaign stream
@@ -43,6 +59,7 @@ struct Finding {
   std::string form_class = "masked";  // the candidate's declared evaluation class
   std::string needs;     // features of the shrunk case the shrinker could not remove (e.g. "decay, normalize")
   std::string write_error;  // why the files could not be written even to the fallback folder (then fixture is "")
+  std::string headline() const;  // "finding [kind] at case i: message" (the message made printable)
 };
 
 struct Summary {
@@ -62,6 +79,7 @@ struct Summary {
   // Set when a finding could not be written to the findings folder: the
   // first such error, and the folder ($TMPDIR or /tmp) the files went to instead.
   std::string findings_error, fallback_dir;
+  int signal = 0;  // the stop signal that ended the campaign early (StopSignals), 0 none
   std::string text() const;
 };
 
@@ -71,7 +89,7 @@ struct Verdict {
   std::string kind, message;
   check::CandidateOutputs outputs;
   bool has_outputs = false;
-  // Numeric kinds: which rules failed ("nonfinite", "bound", "ratio", "exact",
+  // Numeric kinds: which rules failed ("nonfinite", "overflow", "bound", "ratio", "exact",
   // and grad_ of each), and whether the other evaluation class would pass (the
   // failure is then explained by cancellation, not by the kernel's terms). The
   // shrinker keeps a reduction only when the second stays as it was and the
