@@ -71,7 +71,6 @@ std::uint64_t seed_of(const std::uint8_t* data, std::size_t size) {
   hla::fuzz::CampaignOptions o;
   o.seed = seed;
   o.max_cases = 1;
-  o.progress = false;
   // A folder per input: targets fuzzing side by side (-jobs, -fork) never write the same file.
   const char* dir = std::getenv("HLA_FINDINGS");
   char name[17];
