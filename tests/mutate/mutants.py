@@ -660,6 +660,13 @@ MUTANTS = [
          original='return kind == "numerics" && rep.nonfinite > 0 && overflowed(ref, r.out) ? overflow(std::move(v)) : v;',
          replacement="return v;",
          tests=r"^fuzz_unit:judge: each probe reports its finding kind", description="an overflow to ±inf is labelled numerics"),
+    dict(id="group_examples_unbounded", area="fuzz", file="fuzz/src/campaign.cpp",
+         original="if (g.examples.size() < o_.examples_per_group) {", replacement="if (true) {",
+         tests=r"^hla_fuzz_cli$|^python_package$", description="every finding of a group is written, not the first N"),
+    dict(id="group_ignores_tensor", area="fuzz", file="fuzz/src/campaign.cpp",
+         original='std::string Group::signature() const { return kind + "|" + rules + "|" + tensor + "|" + needs; }',
+         replacement='std::string Group::signature() const { return kind + "|" + rules + "|" + needs; }',
+         tests=r"^hla_fuzz_cli$|^python_package$", description="findings that fail in different tensors share a group"),
     # ------------------------------------------------------------ io
     dict(id="header_cap_x2", area="io", file="io/src/safetensors.cpp",
          original="  if (n > kMaxHeaderBytes)\n    throw fail(\"header length \"",

@@ -141,21 +141,8 @@ int run_campaign_or_replay(FuzzArgs a) {
   const fuzz::Summary sum = fuzz::run_campaign(*adapter, a.campaign);
   clear_line();
   if (a.json) {
-    nlohmann::json j{{"cases", sum.cases}, {"inconclusive", sum.inconclusive}, {"seconds", sum.seconds},
-                     {"phases", {{"reference", sum.phases.reference}, {"candidate", sum.phases.candidate}, {"check", sum.phases.check}}},
-                     {"by_kind", sum.by_kind}, {"probes", sum.probes}};
-    j["findings"] = nlohmann::json::array();
-    for (const auto& f : sum.findings)
-      j["findings"].push_back({{"kind", f.kind}, {"message", f.message}, {"case_index", f.case_index}, {"cases_run", f.cases_run},
-                               {"seconds", f.seconds}, {"original", f.original}, {"shrunk", f.shrunk},
-                               {"shrink_steps", f.shrink_steps}, {"fixture", f.fixture}, {"candidate", f.candidate},
-                               {"precision", f.precision}, {"form_class", f.form_class}, {"needs", f.needs},
-                               {"write_error", f.write_error}});
-    j["findings_error"] = sum.findings_error;
-    j["fallback_dir"] = sum.fallback_dir;
-    j["signal"] = sum.signal;
     // Messages quote the candidate's output, which may not be UTF-8.
-    std::cout << j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
+    std::cout << sum.json().dump(2, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
   } else {
     // Messages quote the candidate's output: no escape sequence reaches the terminal.
     std::cout << io::printable_message(sum.text(), size_t(1) << 24);
@@ -228,6 +215,9 @@ void add_fuzz(CLI::App& app, Action& action) {
       ->check(CLI::IsMember({"persistent", "fork"}));
   c->add_option("--budget", a->budget, "--replay: seconds the reference may take (default 600)")->check(seconds_in(0, 1e7, true));
   c->add_option("--shrink-attempts", a->campaign.shrink_attempts, "shrinking budget per finding")->check(integer_in(0, 1000000000));
+  c->add_option("--examples-per-group", a->campaign.examples_per_group,
+                "findings written per group of one signature (kind, rules, tensor, needs; default 3), the rest counted")
+      ->check(integer_in(1, 1000000));
   c->add_option("--exact-max-n", a->campaign.exact_max_n,
                 "heads up to this long (d, dv <= 16) are judged against exact rationals (default 48), longer ones against "
                 "the certified double-double engine; 0: the engine for all (faster on small cases)")
