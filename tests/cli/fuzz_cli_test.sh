@@ -54,6 +54,45 @@ ia = {f["case_index"] for f in a["findings"]}; ib = {f["case_index"] for f in b[
 assert ia and ib and all(i % 2 == 0 for i in ia) and all(i % 2 == 1 for i in ib), (ia, ib)
 PY
 
+# The shards' findings merge into one folder (hla fuzz-merge), grouped by the same signature, duplicates
+# dropped: a shard merged with itself counts each of its findings once.
+for s in 0 1; do
+  "$hla" fuzz --lib "$buggy" --seed 3 --max-cases 20 --shard $s/2 --shrink-attempts 30 --findings "$work/m$s" --json \
+    --no-progress > "$work/m$s.json"
+done
+"$hla" fuzz-merge "$work/m0" "$work/m1" --out "$work/merged" --examples-per-group 2 --json > "$work/merged.json"; rc=$?
+"$hla" fuzz-merge "$work/m0" "$work/m0" --out "$work/merged_self" --json > "$work/merged_self.json"
+python3 - "$work" <<'PY' && [ $rc = 1 ] && note "ok: fuzz-merge groups two shards' findings" || note "FAILED: fuzz-merge (rc $rc)"
+import json, pathlib, sys
+w = pathlib.Path(sys.argv[1])
+shards = [json.load(open(w / f"m{s}.json")) for s in (0, 1)]
+m = json.load(open(w / "merged.json"))
+distinct, seen = [], set()
+for j in shards:
+    for f in j["findings"]:
+        if (f["kind"], f["shrunk"], f["message"]) not in seen:
+            seen.add((f["kind"], f["shrunk"], f["message"])); distinct.append(f)
+assert all(j["findings"] for j in shards) and m["cases"] == sum(j["cases"] for j in shards)
+assert [(f["kind"], f["case_index"], f["shrunk"]) for f in m["findings"]] == [(f["kind"], f["case_index"], f["shrunk"]) for f in distinct]
+sig = {}
+for i, f in enumerate(distinct):
+    sig.setdefault((f["kind"], f["rules"], f["tensor"], f["needs"]), []).append(i)
+assert [(g["kind"], g["rules"], g["tensor"], g["needs"], g["count"]) for g in m["groups"]] == [k + (len(v),) for k, v in sig.items()]
+for g in m["groups"]:
+    assert 1 <= len(g["examples"]) <= 2
+    for e in g["examples"]:
+        f = m["findings"][e]
+        assert pathlib.Path(f["fixture"]).parent == w / "merged" / g["dir"] and pathlib.Path(f["candidate"]).is_file()
+assert json.load(open(w / "merged" / "summary.json"))["groups"] == m["groups"]
+own = json.load(open(w / "merged_self.json"))
+assert len(own["findings"]) == len(shards[0]["findings"]) and own["cases"] == 2 * shards[0]["cases"]
+PY
+"$hla" fuzz-merge "$work/m0" "$work/nope" --out "$work/merged_bad" 2> "$work/err"; [ $? = 2 ] && grep -q "nope holds no summary.json" "$work/err" \
+  && note "ok: fuzz-merge of a folder without summary.json -> 2" || note "FAILED: fuzz-merge of a non-findings folder must exit 2"
+fx=$(ls "$work"/merged/numerics-*/numerics-*.safetensors | grep -v candidate | head -1)
+"$hla" check "$fx" "${fx%.safetensors}.candidate.safetensors" > /dev/null; [ $? = 1 ] && note "ok: a merged finding reproduces" \
+  || note "FAILED: a merged finding does not reproduce"
+
 # A finding is a fixture `hla check` and --replay reproduce; the correct library passes it.
 fx=$(ls "$work"/a/numerics-*/numerics-*.safetensors | grep -v candidate | head -1)
 "$hla" check "$fx" "${fx%.safetensors}.candidate.safetensors" > /dev/null; [ $? = 1 ] && note "ok: hla check reproduces the finding" || note "FAILED: hla check does not fail the finding"

@@ -667,6 +667,10 @@ MUTANTS = [
          original='std::string Group::signature() const { return kind + "|" + rules + "|" + tensor + "|" + needs; }',
          replacement='std::string Group::signature() const { return kind + "|" + rules + "|" + needs; }',
          tests=r"^hla_fuzz_cli$|^python_package$", description="findings that fail in different tensors share a group"),
+    dict(id="merge_keeps_duplicates", area="fuzz", file="fuzz/src/merge.cpp",
+         original="if (!seen.insert({f.kind, f.shrunk, f.message}).second) continue;",
+         replacement="seen.insert({f.kind, f.shrunk, f.message});",
+         tests=r"^hla_fuzz_cli$", description="hla fuzz-merge counts a finding found by two campaigns twice"),
     # ------------------------------------------------------------ io
     dict(id="header_cap_x2", area="io", file="io/src/safetensors.cpp",
          original="  if (n > kMaxHeaderBytes)\n    throw fail(\"header length \"",

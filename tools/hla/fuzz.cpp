@@ -5,6 +5,7 @@
 
 #include "hla/fuzz/campaign.hpp"
 #include "hla/fuzz/features.hpp"
+#include "hla/fuzz/merge.hpp"
 #include "hla/fuzz/signals.hpp"
 #include "hla_impl.h"
 
@@ -172,7 +173,36 @@ int run_fuzz(FuzzArgs a) {
   }
 }
 
+struct MergeArgs {
+  std::vector<std::string> dirs;
+  std::string out;
+  size_t examples_per_group = 3;
+  bool json = false;
+};
+
+int run_fuzz_merge(const MergeArgs& a) {
+  check_output_dir("--out", a.out);
+  const fuzz::Summary sum = fuzz::merge_findings(a.dirs, a.out, a.examples_per_group);
+  if (a.json) std::cout << sum.json().dump(2, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
+  else std::cout << io::printable_message(sum.text(), size_t(1) << 24);
+  return sum.findings.empty() ? 0 : 1;
+}
+
 }  // namespace
+
+// `hla fuzz-merge DIR... --out DIR`: the findings of several campaigns (shards
+// on several machines) in one folder, grouped and without duplicates.
+void add_fuzz_merge(CLI::App& app, Action& action) {
+  auto a = std::make_shared<MergeArgs>();
+  CLI::App* c = app.add_subcommand("fuzz-merge",
+                                   "merge the findings folders of several hla fuzz campaigns (shards), grouped by signature, "
+                                   "duplicates dropped (exit 0 no findings, 1 findings, 2 input error)");
+  c->add_option("dirs", a->dirs, "findings folders (each with the summary.json hla fuzz writes)")->required()->check(non_empty);
+  c->add_option("--out", a->out, "the merged findings folder")->required()->check(non_empty);
+  c->add_option("--examples-per-group", a->examples_per_group, "findings written per group (default 3)")->check(integer_in(1, 1000000));
+  c->add_flag("--json", a->json, "print the merged summary as JSON");
+  c->callback([a, &action] { action = [a] { return run_fuzz_merge(*a); }; });
+}
 
 void add_fuzz(CLI::App& app, Action& action) {
   auto a = std::make_shared<FuzzArgs>();
