@@ -67,16 +67,26 @@ std::string unapplied_rules(const check::Report& r) {
   return applied ? "" : "grad_ratio";
 }
 
+bool forward_fails(const check::Report& r) {
+  return r.nonfinite > 0 || r.over_bound > 0 || !(r.baseline_ratio <= r.ratio_limit) || r.exact_mismatches > 0;
+}
+
+// The tensor that failed: out or den (the worst element's) when the outputs
+// fail, else the first failing gradient.
+std::string failing_tensor(const check::Report& r) {
+  if (forward_fails(r)) return !r.worst.empty() && r.worst.front().c < 0 ? "den" : "out";
+  for (const auto& g : r.gradients)
+    if (g.fails()) return g.name;
+  return "";
+}
+
 // A failed check's verdict.
 Verdict failing(const std::string& kind, const std::string& message, const check::CandidateOutputs& out, const check::Report& rep) {
   Verdict v;
   v.kind = kind, v.message = message, v.outputs = out, v.has_outputs = true;
   v.rules = failed_rules(rep), v.unapplied = unapplied_rules(rep), v.other_class_passes = rep.state_difference_would_pass;
+  v.tensor = failing_tensor(rep);
   return v;
-}
-
-bool forward_fails(const check::Report& r) {
-  return r.nonfinite > 0 || r.over_bound > 0 || !(r.baseline_ratio <= r.ratio_limit) || r.exact_mismatches > 0;
 }
 
 // What the shrinker could not take away from a failing case.
@@ -251,7 +261,8 @@ void note(const CampaignOptions& o, const std::string& message) {
   if (o.on_note) o.on_note(message);
 }
 
-// Writes a finding's fixture (and candidate) as DIR/NAME.safetensors. When the
+// Writes a finding's fixture (and candidate) as DIR/NAME.safetensors (NAME
+// may start with its group's folder). When the
 // findings folder fails (removed, full, read-only, a name taken by a folder),
 // the files go to a fallback folder made once per campaign under $TMPDIR or
 // /tmp: a finding that took minutes to find and shrink is never lost, and the
@@ -259,7 +270,7 @@ void note(const CampaignOptions& o, const std::string& message) {
 void write_finding(Finding& f, const std::string& name, const io::Fixture& fx, const Verdict& v, const CampaignOptions& o,
                    Summary& s) {
   auto write_to = [&](const fs::path& dir) {
-    fs::create_directories(dir);
+    fs::create_directories((dir / name).parent_path());
     const std::string stem = (dir / name).string();
     if (v.has_outputs) {
       check::dump_case(stem, fx, v.outputs);
@@ -426,17 +437,46 @@ std::string Summary::text() const {
     os << "  the findings folder failed (" << findings_error << "); "
        << (fallback_dir.empty() ? std::string("no fallback folder could be made") : "findings were written to " + fallback_dir + " instead")
        << "\n";
-  for (const auto& f : findings) {
-    os << "  [" << f.kind << "] case " << f.case_index << " (after " << f.cases_run << " cases, " << f.seconds << " s), shrunk in "
-       << f.shrink_steps << " steps\n    " << f.message << "\n    minimal case: " << f.shrunk << "\n    needs: " << f.needs
-       << "\n";
-    if (!f.write_error.empty()) os << "    NOT WRITTEN: " << f.write_error << "\n";
-    else os << "    fixture: " << f.fixture << "\n";
-    if (!f.candidate.empty())
-      os << "    reproduce: hla check " << f.fixture << " " << f.candidate << " --precision " << f.precision
-         << (f.form_class == "masked" ? "" : " --form-class " + f.form_class) << "\n";
+  if (!groups.empty()) os << "  " << groups.size() << " group(s) of findings (same kind, rules, tensor and needs):\n";
+  for (const auto& g : groups) {
+    os << "  [" << g.kind << "] " << g.count << " finding(s)" << (g.rules.empty() ? "" : ", rules " + g.rules)
+       << (g.tensor.empty() ? "" : ", tensor " + g.tensor) << ", needs " << g.needs << ": " << g.dir << "/ (" << g.examples.size()
+       << " example(s))\n";
+    for (size_t e : g.examples) {
+      const Finding& f = findings.at(e);
+      os << "    case " << f.case_index << " (after " << f.cases_run << " cases, " << f.seconds << " s), shrunk in " << f.shrink_steps
+         << " steps\n      " << f.message << "\n      minimal case: " << f.shrunk << "\n";
+      if (!f.write_error.empty()) os << "      NOT WRITTEN: " << f.write_error << "\n";
+      else os << "      fixture: " << f.fixture << "\n";
+      if (!f.candidate.empty())
+        os << "      reproduce: hla check " << f.fixture << " " << f.candidate << " --precision " << f.precision
+           << (f.form_class == "masked" ? "" : " --form-class " + f.form_class) << "\n";
+    }
   }
   return os.str();
+}
+
+std::string Group::signature() const { return kind + "|" + rules + "|" + tensor + "|" + needs; }
+
+nlohmann::json Summary::json() const {
+  nlohmann::json j{{"cases", cases}, {"inconclusive", inconclusive}, {"seconds", seconds},
+                   {"phases", {{"reference", phases.reference}, {"candidate", phases.candidate}, {"check", phases.check}}},
+                   {"by_kind", by_kind}, {"probes", probes}};
+  j["findings"] = nlohmann::json::array();
+  for (const auto& f : findings)
+    j["findings"].push_back({{"kind", f.kind}, {"message", f.message}, {"case_index", f.case_index}, {"cases_run", f.cases_run},
+                             {"seconds", f.seconds}, {"original", f.original}, {"shrunk", f.shrunk}, {"shrink_steps", f.shrink_steps},
+                             {"fixture", f.fixture}, {"candidate", f.candidate}, {"precision", f.precision},
+                             {"form_class", f.form_class}, {"needs", f.needs}, {"write_error", f.write_error}, {"rules", f.rules},
+                             {"tensor", f.tensor}, {"group", f.group}, {"example", f.example}});
+  j["groups"] = nlohmann::json::array();
+  for (const auto& g : groups)
+    j["groups"].push_back({{"kind", g.kind}, {"rules", g.rules}, {"tensor", g.tensor}, {"needs", g.needs}, {"dir", g.dir},
+                           {"count", g.count}, {"examples", g.examples}});
+  j["findings_error"] = findings_error;
+  j["fallback_dir"] = fallback_dir;
+  j["signal"] = signal;
+  return j;
 }
 
 namespace {
@@ -464,6 +504,7 @@ class Campaign {
     }
     s_.seconds = elapsed();
     s_.signal = stop_signal();
+    write_summary();
     return std::move(s_);
   }
 
@@ -507,17 +548,45 @@ class Campaign {
     f.message = v.message;
     f.shrunk = cur.describe();
     f.needs = features_of(cur);
-    // With gradients: the upstream with its non-finite entries as 0 (a fixture's upstream is finite).
-    check::Reference ref = check::compute_reference(cur.p);
-    if (cur.grad) ref = with_gradients(cur, std::move(ref), false);
-    const io::Fixture fx =
-        check::make_fixture(cur.p, ref, {"fuzz", f.kind + ": " + f.shrunk, gen::derive_seed(o_.seed, i), cur.exact_tier});
-    write_finding(f, f.kind + "-" + std::to_string(i), fx, v, o_, s_);
+    f.rules = v.rules, f.tensor = v.tensor;
     f.precision = check::to_string(a_.supports().precision_for(cur.p.dtype));
     f.form_class = check::to_string(a_.supports().form_class);
+    Group& g = group_of(f);
+    if (g.examples.size() < o_.examples_per_group) {
+      // With gradients: the upstream with its non-finite entries as 0 (a fixture's upstream is finite).
+      check::Reference ref = check::compute_reference(cur.p);
+      if (cur.grad) ref = with_gradients(cur, std::move(ref), false);
+      const io::Fixture fx =
+          check::make_fixture(cur.p, ref, {"fuzz", f.kind + ": " + f.shrunk, gen::derive_seed(o_.seed, i), cur.exact_tier});
+      write_finding(f, g.dir + "/" + f.kind + "-" + std::to_string(i), fx, v, o_, s_);
+      f.example = true;
+      g.examples.push_back(s_.findings.size());
+    }
+    ++g.count;
     ++s_.by_kind[f.kind];
     if (o_.on_finding) o_.on_finding(f);
     s_.findings.push_back(std::move(f));
+  }
+
+  // f's group (a new one when its signature is new), f.group set.
+  Group& group_of(Finding& f) {
+    Group key{f.kind, f.rules, f.tensor, f.needs, "", 0, {}};
+    for (size_t g = 0; g < s_.groups.size(); ++g)
+      if (s_.groups[g].signature() == key.signature()) return s_.groups[f.group = g];
+    key.dir = f.kind + "-" + std::to_string(s_.groups.size());
+    f.group = s_.groups.size();
+    return s_.groups.emplace_back(std::move(key));
+  }
+
+  // DIR/summary.json (the findings and their groups; `hla fuzz-merge` reads it), when there are findings.
+  void write_summary() {
+    if (s_.findings.empty() || !s_.fallback_dir.empty()) return;
+    try {
+      io::write_file_atomically(fs::path(o_.findings_dir) / "summary.json",
+                                s_.json().dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n");
+    } catch (const std::exception& e) {
+      note(o_, "cannot write " + io::printable((fs::path(o_.findings_dir) / "summary.json").string()) + ": " + e.what());
+    }
   }
 
   // Sets the running campaign's phase clocks for its lifetime.

@@ -65,7 +65,10 @@ class CaseOptions:
 class FuzzResult:
     """The campaign's summary: cases, seconds, phases (seconds in the reference,
     the candidate and the check, over all cases), findings (dicts: kind,
-    message, shrunk, needs, fixture, candidate, precision, form_class, …),
+    message, shrunk, needs, fixture, candidate, precision, form_class, rules,
+    tensor, group, example: whether its files were written, …), groups (dicts:
+    kind, rules, tensor, needs, dir, count, examples: indices into findings;
+    findings of one signature, up to examples_per_group of them written),
     by_kind, probes, inconclusive, ok (no findings), text (as `hla fuzz` prints
     it, with how to reproduce each finding), findings_error and fallback_dir
     (set when the findings folder failed: the first error, and where the
@@ -79,6 +82,7 @@ class FuzzResult:
         self.by_kind = dict(d["by_kind"])
         self.probes = dict(d["probes"])
         self.findings = [dict(f) for f in d["findings"]]
+        self.groups = [dict(g) for g in d["groups"]]
         self.findings_error = d["findings_error"]
         self.fallback_dir = d["fallback_dir"]
         self.text = header + d["text"]
@@ -151,7 +155,7 @@ def autograd_backward(fn):
 
 
 def fuzz(fn, support=None, *, max_cases=1000, seed=1, time=0, findings="hla-findings", layout="bhtd", framework="numpy",
-         shrink_attempts=300, stop_after=0, progress=True, shard=None, exact_max_n=0, backward=None):
+         shrink_attempts=300, stop_after=0, progress=True, shard=None, exact_max_n=0, backward=None, examples_per_group=3):
     """Fuzzes fn(q, k, v, options) -> out, (out, den) or (out, den, state)
     (den, state may be None) with `hla fuzz`'s campaign: cases inside
     `support` (a Support or a dict of its fields), each judged by the pass
@@ -172,6 +176,9 @@ def fuzz(fn, support=None, *, max_cases=1000, seed=1, time=0, findings="hla-find
     binary128 or flagged, as for `hla ref`), at 3-8x the cases/s, since the
     exact reference is most of a small case's cost.
     shard=(i, N): the i-th of N disjoint case streams.
+    examples_per_group: findings with one signature (kind, rules, tensor,
+    needs) form a group, a folder findings/<kind>-<g>/ with the files of its
+    first examples_per_group findings; the rest are counted.
     backward: your gradients, judged like `hla check` judges dq, dk, dv (SPEC
     §9) on half of the cases (a quarter of those with a NaN/Inf in the
     upstream, whose reach is the gradient NaN-causality probe):
@@ -179,6 +186,8 @@ def fuzz(fn, support=None, *, max_cases=1000, seed=1, time=0, findings="hla-find
     dden [B,H,T] (None unless the support declares den) in the layout and
     framework of q; or "autograd" (framework='torch'): torch.autograd through
     fn (autograd_backward(fn))."""
+    if int(examples_per_group) < 1:
+        raise ValueError(f"examples_per_group must be at least 1, got {examples_per_group!r}")
     if layout not in ("bhtd", "bthd"):
         raise ValueError(f"layout must be 'bhtd' or 'bthd', got {layout!r}")
     if framework not in ("numpy", "torch"):
@@ -274,7 +283,8 @@ def fuzz(fn, support=None, *, max_cases=1000, seed=1, time=0, findings="hla-find
     d = _core.fuzz(run_case, sup, int(seed), int(max_cases), float(time), str(findings), int(shrink_attempts),
                    int(stop_after), bool(progress), int(shards[0]), int(shards[1]), int(exact_max_n),
                    None if backward is None else run_backward_case,
-                   lambda level, message: log.log(logging.WARNING if level == "warning" else logging.INFO, message))
+                   lambda level, message: log.log(logging.WARNING if level == "warning" else logging.INFO, message),
+                   int(examples_per_group))
     name = getattr(fn, "__qualname__", repr(fn))
     if backward is not None:
         name += f", backward={getattr(backward, '__qualname__', repr(backward))}"

@@ -169,10 +169,19 @@ nb::dict summary_dict(const fuzz::Summary& s) {
     x["kind"] = f.kind, x["message"] = f.message, x["case_index"] = f.case_index, x["cases_run"] = f.cases_run,
     x["seconds"] = f.seconds, x["original"] = f.original, x["shrunk"] = f.shrunk, x["shrink_steps"] = f.shrink_steps,
     x["fixture"] = f.fixture, x["candidate"] = f.candidate, x["precision"] = f.precision, x["form_class"] = f.form_class,
-    x["needs"] = f.needs, x["write_error"] = f.write_error;
+    x["needs"] = f.needs, x["write_error"] = f.write_error, x["rules"] = f.rules, x["tensor"] = f.tensor, x["group"] = f.group,
+    x["example"] = f.example;
     findings.append(x);
   }
   d["findings"] = findings;
+  nb::list groups;
+  for (const auto& g : s.groups) {
+    nb::dict x;
+    x["kind"] = g.kind, x["rules"] = g.rules, x["tensor"] = g.tensor, x["needs"] = g.needs, x["dir"] = g.dir, x["count"] = g.count,
+    x["examples"] = g.examples;
+    groups.append(x);
+  }
+  d["groups"] = groups;
   return d;
 }
 
@@ -236,11 +245,13 @@ void log_reports(fuzz::CampaignOptions& o, const nb::callable& log, bool progres
 
 nb::dict fuzz_callable(nb::callable run_case, const nb::dict& support, uint64_t seed, size_t max_cases, double seconds,
                        const std::string& findings, size_t shrink_attempts, size_t stop_after, bool progress, size_t shard,
-                       size_t shards, Index exact_max_n, std::optional<nb::callable> run_backward_case, std::optional<nb::callable> log) {
+                       size_t shards, Index exact_max_n, std::optional<nb::callable> run_backward_case, std::optional<nb::callable> log,
+                       size_t examples_per_group) {
   const fuzz::Supports s = supports_of(support);
   fuzz::CampaignOptions o;
   o.seed = seed, o.max_cases = max_cases, o.max_seconds = seconds, o.findings_dir = findings, o.shrink_attempts = shrink_attempts,
   o.stop_after = stop_after, o.shard = shard, o.shards = shards, o.exact_max_n = exact_max_n;
+  o.examples_per_group = examples_per_group;
   Stop stop;
   if (log) log_reports(o, *log, progress, stop);
   auto adapter = fuzz::make_function_adapter(
@@ -276,7 +287,7 @@ void add_fuzz(nb::module_& m) {
   m.def("fuzz", &fuzz_callable, nb::arg("run_case"), nb::arg("support"), nb::arg("seed"), nb::arg("max_cases"), nb::arg("seconds"),
         nb::arg("findings"), nb::arg("shrink_attempts"), nb::arg("stop_after"), nb::arg("progress"), nb::arg("shard") = 0,
         nb::arg("shards") = 1, nb::arg("exact_max_n") = 48, nb::arg("run_backward_case").none() = nb::none(),
-        nb::arg("log").none() = nb::none());
+        nb::arg("log").none() = nb::none(), nb::arg("examples_per_group") = 3);
   m.def("outside", &outside, nb::arg("support"), nb::arg("paths"));
   m.def("validate_support", [](const nb::dict& d) { supports_of(d); });
   m.def("feature_names", [](const std::string& s) { return fuzz::feature_names(fuzz::parse_features(s)); });

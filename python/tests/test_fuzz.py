@@ -95,9 +95,32 @@ def test_same_seed_same_findings(tmp_path):
     key = lambda r: [(f["kind"], f["case_index"], f["shrunk"], f["message"]) for f in r.findings]
     assert a.findings and key(a) == key(b)
     assert all("decay" in f["needs"] for f in a.findings)
-    fa = (tmp_path / "a").glob("*.safetensors")
-    for path in sorted(fa):
-        assert path.read_bytes() == (tmp_path / "b" / path.name).read_bytes()
+    fa = sorted((tmp_path / "a").rglob("*.safetensors"))
+    assert fa
+    for path in fa:
+        assert path.read_bytes() == (tmp_path / "b" / path.relative_to(tmp_path / "a")).read_bytes()
+
+
+def test_findings_grouped_by_signature(tmp_path):
+    # Every finding of this bug has one of few signatures: each group counts its findings, two examples
+    # of it are written into its folder, the others only counted.
+    bug = lambda q, k, v, o: kernel(q, k, v, o, bug="decay_once")
+    s = Support(variants=["hla2"], features=["decay"], max_n=32, precision="f32")
+    r = hla_oracle.fuzz(bug, s, max_cases=30, seed=11, findings=tmp_path / "f", progress=False, shrink_attempts=40,
+                        examples_per_group=2)
+    signatures = {}
+    for i, f in enumerate(r.findings):
+        signatures.setdefault((f["kind"], f["rules"], f["tensor"], f["needs"]), []).append(i)
+    assert len(r.findings) > len(signatures), r.text  # fewer groups than findings: the test means something
+    assert [(g["kind"], g["rules"], g["tensor"], g["needs"]) for g in r.groups] == list(signatures)
+    for g, members in zip(r.groups, signatures.values()):
+        assert g["count"] == len(members) and g["examples"] == members[:2]
+        files = sorted(p.name for p in (tmp_path / "f" / g["dir"]).glob("*.safetensors"))
+        assert len(files) == 2 * len(g["examples"]), files  # fixture and candidate each
+    for i, f in enumerate(r.findings):
+        assert f["example"] == (i in r.groups[f["group"]]["examples"]) and bool(f["fixture"]) == f["example"]
+    with pytest.raises(ValueError, match="examples_per_group"):
+        hla_oracle.fuzz(bug, s, max_cases=1, findings=tmp_path / "g", progress=False, examples_per_group=0)
 
 
 def test_exceptions_are_error_findings_and_interrupts_stop(tmp_path):

@@ -14,8 +14,34 @@ for r in a b; do
 done
 strip() { python3 -c "import json,sys; j=json.load(open(sys.argv[1])); print([(f['kind'], f['case_index'], f['shrunk'], f['message']) for f in j['findings']], j['cases'])" "$1"; }
 [ "$(strip "$work/a.json")" = "$(strip "$work/b.json")" ] && note "ok: deterministic" || note "FAILED: two runs with --seed 7 differ"
-cmp -s "$work/a/$(ls "$work/a" | grep -m1 'safetensors$')" "$work/b/$(ls "$work/b" | grep -m1 'safetensors$')" \
+first=$(cd "$work/a" && find . -name '*.safetensors' | sort | head -1)
+[ -n "$first" ] && cmp -s "$work/a/$first" "$work/b/$first" \
   && note "ok: finding files byte-identical" || note "FAILED: finding files differ between runs"
+
+# Findings of one signature (kind, rules, tensor, needs) form a group: one folder with its first
+# --examples-per-group findings' files, one summary line with its count; the others are counted only.
+"$hla" fuzz --lib "$buggy" --seed 3 --max-cases 60 --shrink-attempts 40 --examples-per-group 2 --findings "$work/grouped" \
+  --no-progress > "$work/grouped.txt"
+"$hla" fuzz --lib "$buggy" --seed 3 --max-cases 60 --shrink-attempts 40 --examples-per-group 2 --findings "$work/grouped_j" \
+  --json --no-progress > "$work/grouped.json"
+python3 - "$work/grouped.json" "$work/grouped_j" "$work/grouped.txt" <<'PY' && note "ok: findings grouped by signature" \
+  || note "FAILED: findings not grouped by signature"
+import json, pathlib, sys
+j = json.load(open(sys.argv[1])); root = pathlib.Path(sys.argv[2]); text = open(sys.argv[3]).read()
+sig = {}
+for i, f in enumerate(j["findings"]):
+    sig.setdefault((f["kind"], f["rules"], f["tensor"], f["needs"]), []).append(i)
+assert len(j["findings"]) > len(sig) >= 1, (len(j["findings"]), sig.keys())
+assert [(g["kind"], g["rules"], g["tensor"], g["needs"]) for g in j["groups"]] == list(sig)
+for g, members in zip(j["groups"], sig.values()):
+    assert g["count"] == len(members) and g["examples"] == members[:2], (g, members)
+    names = sorted(p.name for p in (root / g["dir"]).iterdir())
+    assert names == sorted(n for i in members[:2] for n in (f"{g['kind']}-{j['findings'][i]['case_index']}.safetensors",
+                                                           f"{g['kind']}-{j['findings'][i]['case_index']}.candidate.safetensors")), names
+    assert f"[{g['kind']}] {g['count']} finding(s)" in text
+assert sorted(p.name for p in root.iterdir() if p.is_file()) == ["summary.json"]
+assert json.load(open(root / "summary.json"))["groups"] == j["groups"]
+PY
 
 # Shards take disjoint case streams.
 for s in 0 1; do
@@ -28,18 +54,57 @@ ia = {f["case_index"] for f in a["findings"]}; ib = {f["case_index"] for f in b[
 assert ia and ib and all(i % 2 == 0 for i in ia) and all(i % 2 == 1 for i in ib), (ia, ib)
 PY
 
+# The shards' findings merge into one folder (hla fuzz-merge), grouped by the same signature, duplicates
+# dropped: a shard merged with itself counts each of its findings once.
+for s in 0 1; do
+  "$hla" fuzz --lib "$buggy" --seed 3 --max-cases 20 --shard $s/2 --shrink-attempts 30 --findings "$work/m$s" --json \
+    --no-progress > "$work/m$s.json"
+done
+"$hla" fuzz-merge "$work/m0" "$work/m1" --out "$work/merged" --examples-per-group 2 --json > "$work/merged.json"; rc=$?
+"$hla" fuzz-merge "$work/m0" "$work/m0" --out "$work/merged_self" --json > "$work/merged_self.json"
+python3 - "$work" <<'PY' && [ $rc = 1 ] && note "ok: fuzz-merge groups two shards' findings" || note "FAILED: fuzz-merge (rc $rc)"
+import json, pathlib, sys
+w = pathlib.Path(sys.argv[1])
+shards = [json.load(open(w / f"m{s}.json")) for s in (0, 1)]
+m = json.load(open(w / "merged.json"))
+distinct, seen = [], set()
+for j in shards:
+    for f in j["findings"]:
+        if (f["kind"], f["shrunk"], f["message"]) not in seen:
+            seen.add((f["kind"], f["shrunk"], f["message"])); distinct.append(f)
+assert all(j["findings"] for j in shards) and m["cases"] == sum(j["cases"] for j in shards)
+assert [(f["kind"], f["case_index"], f["shrunk"]) for f in m["findings"]] == [(f["kind"], f["case_index"], f["shrunk"]) for f in distinct]
+sig = {}
+for i, f in enumerate(distinct):
+    sig.setdefault((f["kind"], f["rules"], f["tensor"], f["needs"]), []).append(i)
+assert [(g["kind"], g["rules"], g["tensor"], g["needs"], g["count"]) for g in m["groups"]] == [k + (len(v),) for k, v in sig.items()]
+for g in m["groups"]:
+    assert 1 <= len(g["examples"]) <= 2
+    for e in g["examples"]:
+        f = m["findings"][e]
+        assert pathlib.Path(f["fixture"]).parent == w / "merged" / g["dir"] and pathlib.Path(f["candidate"]).is_file()
+assert json.load(open(w / "merged" / "summary.json"))["groups"] == m["groups"]
+own = json.load(open(w / "merged_self.json"))
+assert len(own["findings"]) == len(shards[0]["findings"]) and own["cases"] == 2 * shards[0]["cases"]
+PY
+"$hla" fuzz-merge "$work/m0" "$work/nope" --out "$work/merged_bad" 2> "$work/err"; [ $? = 2 ] && grep -q "nope holds no summary.json" "$work/err" \
+  && note "ok: fuzz-merge of a folder without summary.json -> 2" || note "FAILED: fuzz-merge of a non-findings folder must exit 2"
+fx=$(ls "$work"/merged/numerics-*/numerics-*.safetensors | grep -v candidate | head -1)
+"$hla" check "$fx" "${fx%.safetensors}.candidate.safetensors" > /dev/null; [ $? = 1 ] && note "ok: a merged finding reproduces" \
+  || note "FAILED: a merged finding does not reproduce"
+
 # A finding is a fixture `hla check` and --replay reproduce; the correct library passes it.
-fx=$(ls "$work"/a/numerics-*.safetensors | grep -v candidate | head -1)
+fx=$(ls "$work"/a/numerics-*/numerics-*.safetensors | grep -v candidate | head -1)
 "$hla" check "$fx" "${fx%.safetensors}.candidate.safetensors" > /dev/null; [ $? = 1 ] && note "ok: hla check reproduces the finding" || note "FAILED: hla check does not fail the finding"
 "$hla" fuzz --lib "$buggy" --replay "$fx" > /dev/null; [ $? = 1 ] && note "ok: --replay reproduces" || note "FAILED: --replay passes the buggy library"
 "$hla" fuzz --lib "$good" --replay "$fx" > /dev/null; [ $? = 0 ] && note "ok: correct library passes the finding" || note "FAILED: correct library fails the finding"
 
 # A findings folder that fails mid-campaign loses no finding: here every name a
-# finding could take is a folder, so writing it fails; it goes to a fallback
-# folder under $TMPDIR, which stderr and the summary name.
+# finding's group folder could take is a file, so writing it fails; it goes to
+# a fallback folder under $TMPDIR, which stderr and the summary name.
 mkdir -p "$work/blocked" "$work/tmp"
-for k in numerics exact_tier nan_causality state_continuation varlen crash timeout error bad_output; do
-  for i in $(seq 0 39); do mkdir -p "$work/blocked/$k-$i.safetensors"; done
+for k in numerics overflow exact_tier nan_causality state_continuation varlen crash timeout error bad_output; do
+  for i in $(seq 0 39); do touch "$work/blocked/$k-$i"; done
 done
 TMPDIR="$work/tmp" "$hla" fuzz --lib "$buggy" --seed 7 --max-cases 40 --stop-after 1 --findings "$work/blocked" --json --no-progress \
   > "$work/blocked.json" 2> "$work/blocked.err"
@@ -70,7 +135,7 @@ python3 - "$work/sized" "$(dirname "$0")/../python" <<'PY' && note "ok: --lib fi
 import pathlib, struct, sys
 sys.path.insert(0, sys.argv[2])
 import hla_fixture_file
-files = [f for f in pathlib.Path(sys.argv[1]).glob("*.safetensors") if not f.name.endswith(".candidate.safetensors")]
+files = [f for f in pathlib.Path(sys.argv[1]).rglob("*.safetensors") if not f.name.endswith(".candidate.safetensors")]
 assert files, "no finding"
 for f in files:
     p = hla_fixture_file.parse(f.read_bytes())

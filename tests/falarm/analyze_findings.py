@@ -128,7 +128,7 @@ def analyze(path, kern_name):
 def main():
     for folder in sys.argv[1:]:
         folder = Path(folder)
-        for p in sorted(folder.glob("*.safetensors")):
+        for p in sorted(folder.rglob("*.safetensors")):  # findings sit in one folder per group
             if p.name.endswith(".candidate.safetensors"):
                 continue
             analyze(p, folder.name)

@@ -23,6 +23,7 @@ void add_gen(CLI::App& app, Action& action);
 void add_check(CLI::App& app, Action& action);
 void add_eval(CLI::App& app, Action& action);
 void add_fuzz(CLI::App& app, Action& action);
+void add_fuzz_merge(CLI::App& app, Action& action);
 void add_select(CLI::App& app, Action& action);
 void add_ref(CLI::App& app, Action& action);
 

@@ -5,6 +5,7 @@
 
 #include "hla/fuzz/campaign.hpp"
 #include "hla/fuzz/features.hpp"
+#include "hla/fuzz/merge.hpp"
 #include "hla/fuzz/signals.hpp"
 #include "hla_impl.h"
 
@@ -142,21 +143,8 @@ int run_campaign_or_replay(FuzzArgs a) {
   const fuzz::Summary sum = fuzz::run_campaign(*adapter, a.campaign);
   clear_line();
   if (a.json) {
-    nlohmann::json j{{"cases", sum.cases}, {"inconclusive", sum.inconclusive}, {"seconds", sum.seconds},
-                     {"phases", {{"reference", sum.phases.reference}, {"candidate", sum.phases.candidate}, {"check", sum.phases.check}}},
-                     {"by_kind", sum.by_kind}, {"probes", sum.probes}};
-    j["findings"] = nlohmann::json::array();
-    for (const auto& f : sum.findings)
-      j["findings"].push_back({{"kind", f.kind}, {"message", f.message}, {"case_index", f.case_index}, {"cases_run", f.cases_run},
-                               {"seconds", f.seconds}, {"original", f.original}, {"shrunk", f.shrunk},
-                               {"shrink_steps", f.shrink_steps}, {"fixture", f.fixture}, {"candidate", f.candidate},
-                               {"precision", f.precision}, {"form_class", f.form_class}, {"needs", f.needs},
-                               {"write_error", f.write_error}});
-    j["findings_error"] = sum.findings_error;
-    j["fallback_dir"] = sum.fallback_dir;
-    j["signal"] = sum.signal;
     // Messages quote the candidate's output, which may not be UTF-8.
-    std::cout << j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
+    std::cout << sum.json().dump(2, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
   } else {
     // Messages quote the candidate's output: no escape sequence reaches the terminal.
     std::cout << io::printable_message(sum.text(), size_t(1) << 24);
@@ -186,7 +174,36 @@ int run_fuzz(FuzzArgs a) {
   }
 }
 
+struct MergeArgs {
+  std::vector<std::string> dirs;
+  std::string out;
+  size_t examples_per_group = 3;
+  bool json = false;
+};
+
+int run_fuzz_merge(const MergeArgs& a) {
+  check_output_dir("--out", a.out);
+  const fuzz::Summary sum = fuzz::merge_findings(a.dirs, a.out, a.examples_per_group);
+  if (a.json) std::cout << sum.json().dump(2, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
+  else std::cout << io::printable_message(sum.text(), size_t(1) << 24);
+  return sum.findings.empty() ? 0 : 1;
+}
+
 }  // namespace
+
+// `hla fuzz-merge DIR... --out DIR`: the findings of several campaigns (shards
+// on several machines) in one folder, grouped and without duplicates.
+void add_fuzz_merge(CLI::App& app, Action& action) {
+  auto a = std::make_shared<MergeArgs>();
+  CLI::App* c = app.add_subcommand("fuzz-merge",
+                                   "merge the findings folders of several hla fuzz campaigns (shards), grouped by signature, "
+                                   "duplicates dropped (exit 0 no findings, 1 findings, 2 input error)");
+  c->add_option("dirs", a->dirs, "findings folders (each with the summary.json hla fuzz writes)")->required()->check(non_empty);
+  c->add_option("--out", a->out, "the merged findings folder")->required()->check(non_empty);
+  c->add_option("--examples-per-group", a->examples_per_group, "findings written per group (default 3)")->check(integer_in(1, 1000000));
+  c->add_flag("--json", a->json, "print the merged summary as JSON");
+  c->callback([a, &action] { action = [a] { return run_fuzz_merge(*a); }; });
+}
 
 void add_fuzz(CLI::App& app, Action& action) {
   auto a = std::make_shared<FuzzArgs>();
@@ -230,6 +247,9 @@ void add_fuzz(CLI::App& app, Action& action) {
       ->check(CLI::IsMember({"persistent", "fork"}));
   c->add_option("--budget", a->budget, "--replay: seconds the reference may take (default 600)")->check(seconds_in(0, 1e7, true));
   c->add_option("--shrink-attempts", a->campaign.shrink_attempts, "shrinking budget per finding")->check(integer_in(0, 1000000000));
+  c->add_option("--examples-per-group", a->campaign.examples_per_group,
+                "findings written per group of one signature (kind, rules, tensor, needs; default 3), the rest counted")
+      ->check(integer_in(1, 1000000));
   c->add_option("--exact-max-n", a->campaign.exact_max_n,
                 "heads up to this long (d, dv <= 16) are judged against exact rationals (default 48), longer ones against "
                 "the certified double-double engine; 0: the engine for all (faster on small cases)")

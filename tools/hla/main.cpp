@@ -153,6 +153,7 @@ int main(int argc, char** argv) {
   hla::cli::add_check(app, action);
   hla::cli::add_eval(app, action);
   hla::cli::add_fuzz(app, action);
+  hla::cli::add_fuzz_merge(app, action);
   hla::cli::add_select(app, action);
   hla::cli::add_ref(app, action);
   // CLI11 answers an unknown first word with "A subcommand is required": name it.

@@ -5,6 +5,8 @@
 
 #include "hla/fuzz/cases.hpp"
 
+#include <nlohmann/json.hpp>
+
 #include <functional>
 #include <map>
 #include <string>
@@ -29,6 +31,10 @@ struct CampaignOptions {
   size_t stop_after = 0;     // stop after this many findings (0: never)
   size_t shrink_attempts = 300;
   std::string findings_dir = "hla-findings";
+  // Findings with one signature (kind, failed rules, failing tensor, what the
+  // shrunk case needs) form a group: one folder DIR/<kind>-<g>/ with the
+  // files of its first examples_per_group findings; the rest are counted.
+  size_t examples_per_group = 3;
   // Heads up to this long are judged against exact rationals, longer ones
   // against the certified double-double engine (the same f64 values wherever
   // it certifies them, which is nearly everywhere). The exact path costs most
@@ -59,7 +65,19 @@ struct Finding {
   std::string form_class = "masked";  // the candidate's declared evaluation class
   std::string needs;     // features of the shrunk case the shrinker could not remove (e.g. "decay, normalize")
   std::string write_error;  // why the files could not be written even to the fallback folder (then fixture is "")
+  std::string rules, tensor;  // numeric kinds: the rules failed ("bound,ratio") and the failing tensor (out, den, dq, …)
+  size_t group = 0;           // its group in Summary::groups
+  bool example = false;       // its files were written (one of its group's first examples_per_group)
   std::string headline() const;  // "finding [kind] at case i: message" (the message made printable)
+};
+
+// Findings with the same signature: most likely one root cause.
+struct Group {
+  std::string kind, rules, tensor, needs;
+  std::string dir;        // the group's folder in the findings folder: <kind>-<g>
+  size_t count = 0;       // its findings
+  std::vector<size_t> examples;  // the findings (Summary::findings indices) whose files were written
+  std::string signature() const;  // "kind|rules|tensor|needs"
 };
 
 struct Summary {
@@ -76,11 +94,13 @@ struct Summary {
   std::map<std::string, size_t> by_kind;
   std::map<std::string, size_t> probes;  // cases run per probe
   std::vector<Finding> findings;
+  std::vector<Group> groups;  // in the order of their first finding
   // Set when a finding could not be written to the findings folder: the
   // first such error, and the folder ($TMPDIR or /tmp) the files went to instead.
   std::string findings_error, fallback_dir;
   int signal = 0;  // the stop signal that ended the campaign early (StopSignals), 0 none
   std::string text() const;
+  nlohmann::json json() const;  // `hla fuzz --json`, and DIR/summary.json
 };
 
 // The outcome of one case: nothing (pass) or a finding kind with a message
@@ -98,6 +118,7 @@ struct Verdict {
   bool other_class_passes = false;
   bool inconclusive = false;  // kind empty: the check could not judge (not a pass, not a finding)
   std::string unapplied;      // rules that cannot fail on this case ("grad_ratio": rule 3 does not apply to its gradients)
+  std::string tensor;         // numeric kinds: the failing tensor (out, den, dq, dk, dv)
 };
 // reference_budget > 0: seconds the reference may take (InputError beyond;
 // --replay of a user's fixture), 0: unbounded (generated cases are small).

@@ -1,0 +1,112 @@
+#include "hla/fuzz/merge.hpp"
+
+#include "hla/io/atomic_file.hpp"
+#include "hla/io/printable.hpp"
+
+#include <filesystem>
+#include <set>
+#include <tuple>
+
+namespace hla::fuzz {
+namespace {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+json read_summary(const fs::path& dir) {
+  const fs::path file = dir / "summary.json";
+  if (!fs::is_regular_file(file))
+    throw InputError("fuzz-merge: " + io::printable(dir.string()) + " holds no summary.json (a findings folder of hla fuzz)");
+  try {
+    json j = json::parse(io::read_file_bytes(file));
+    for (const char* key : {"cases", "findings", "groups", "probes"})
+      if (!j.contains(key)) throw InputError(std::string("it has no '") + key + "'");
+    return j;
+  } catch (const json::exception& e) {
+    throw InputError("fuzz-merge: " + io::printable(file.string()) + " is not a campaign's summary: " + e.what());
+  } catch (const InputError& e) {
+    throw InputError("fuzz-merge: " + io::printable(file.string()) + " is not a campaign's summary: " + e.what());
+  }
+}
+
+Finding finding_of(const json& f) {
+  Finding x;
+  x.kind = f.at("kind"), x.message = f.at("message"), x.case_index = f.at("case_index"), x.cases_run = f.at("cases_run");
+  x.seconds = f.at("seconds"), x.original = f.at("original"), x.shrunk = f.at("shrunk"), x.shrink_steps = f.at("shrink_steps");
+  x.precision = f.at("precision"), x.form_class = f.at("form_class"), x.needs = f.at("needs");
+  x.rules = f.value("rules", ""), x.tensor = f.value("tensor", "");
+  return x;
+}
+
+// The campaigns' totals (not their findings).
+void add_totals(Summary& s, const json& j) {
+  s.cases += j.at("cases").get<size_t>();
+  s.inconclusive += j.value("inconclusive", size_t(0));
+  s.seconds += j.value("seconds", 0.0);
+  if (j.contains("phases")) {
+    s.phases.reference += j["phases"].value("reference", 0.0);
+    s.phases.candidate += j["phases"].value("candidate", 0.0);
+    s.phases.check += j["phases"].value("check", 0.0);
+  }
+  for (const auto& [probe, n] : j.at("probes").items()) s.probes[probe] += n.get<size_t>();
+}
+
+// Copies a source example's files into its merged group's folder; false when it has none.
+bool copy_example(Finding& f, const fs::path& src_dir, const json& src, const Group& g, const fs::path& out) {
+  if (!src.value("example", false) || src.value("fixture", "").empty()) return false;
+  const fs::path from = fs::path(src.at("fixture").get<std::string>());
+  // Relative to its folder: the campaign may have run elsewhere (another machine, another cwd).
+  const fs::path base = src_dir / from.parent_path().filename();
+  fs::create_directories(out / g.dir);
+  std::string stem = f.kind + "-" + std::to_string(f.case_index);
+  for (int k = 1; fs::exists(out / g.dir / (stem + ".safetensors")); ++k)
+    stem = f.kind + "-" + std::to_string(f.case_index) + "-" + std::to_string(k);
+  fs::copy_file(base / from.filename(), out / g.dir / (stem + ".safetensors"));
+  f.fixture = (out / g.dir / (stem + ".safetensors")).string();
+  const std::string cand = src.value("candidate", "");
+  if (!cand.empty()) {
+    fs::copy_file(base / fs::path(cand).filename(), out / g.dir / (stem + ".candidate.safetensors"));
+    f.candidate = (out / g.dir / (stem + ".candidate.safetensors")).string();
+  }
+  return true;
+}
+
+}  // namespace
+
+Summary merge_findings(const std::vector<std::string>& dirs, const std::string& out_dir, size_t examples_per_group) {
+  if (dirs.empty()) throw InputError("fuzz-merge: give at least one findings folder");
+  std::vector<json> summaries;
+  for (const auto& d : dirs) summaries.push_back(read_summary(d));
+  const fs::path out(out_dir);
+  if (fs::exists(out / "summary.json")) throw InputError("fuzz-merge: --out " + io::printable(out_dir) + " already holds a summary.json");
+  fs::create_directories(out);
+  Summary s;
+  std::set<std::tuple<std::string, std::string, std::string>> seen;  // kind, shrunk, message
+  for (size_t d = 0; d < dirs.size(); ++d) {
+    add_totals(s, summaries[d]);
+    for (const json& src : summaries[d].at("findings")) {
+      Finding f = finding_of(src);
+      if (!seen.insert({f.kind, f.shrunk, f.message}).second) continue;  // the same finding from another campaign
+      Group key{f.kind, f.rules, f.tensor, f.needs, "", 0, {}};
+      size_t g = 0;
+      while (g < s.groups.size() && s.groups[g].signature() != key.signature()) ++g;
+      if (g == s.groups.size()) {
+        key.dir = f.kind + "-" + std::to_string(g);
+        s.groups.push_back(std::move(key));
+      }
+      Group& group = s.groups[g];
+      f.group = g;
+      if (group.examples.size() < examples_per_group && copy_example(f, dirs[d], src, group, out)) {
+        f.example = true;
+        group.examples.push_back(s.findings.size());
+      }
+      ++group.count;
+      ++s.by_kind[f.kind];
+      s.findings.push_back(std::move(f));
+    }
+  }
+  io::write_file_atomically(out / "summary.json", s.json().dump(2, ' ', false, json::error_handler_t::replace) + "\n");
+  return s;
+}
+
+}  // namespace hla::fuzz
