@@ -62,12 +62,13 @@ for binary in (core, tool):
         check(len(paths) == 1 and paths[0].resolve().parent == libs.resolve(), f"ldd {binary.name}: {lib} from {libs.name}",
               "\n".join(lines) or p.stdout)
 
-# And at run time: what this process (which imported the extension) has mapped.
-maps = {Path(ln.split()[-1]) for ln in Path("/proc/self/maps").read_text().splitlines() if ".so" in ln.split()[-1]}
+# And at run time: what this process (which imported the extension) has mapped,
+# ours and any other wheel's copies (numpy bundles a libquadmath), none of the system's.
+maps = {Path(ln.split()[-1]).resolve() for ln in Path("/proc/self/maps").read_text().splitlines() if ".so" in ln.split()[-1]}
 for lib in ("libgmp", "libmpfr", "libquadmath"):
-    mapped = sorted(str(m) for m in maps if m.name.startswith(lib))
-    check(len(mapped) == 1 and Path(mapped[0]).resolve().parent == libs.resolve(),
-          f"this process maps {lib} from {libs.name} only", "\n".join(mapped))
+    mapped = sorted(m for m in maps if m.name.startswith(lib))
+    check(libs.resolve() in {m.parent for m in mapped} and all(m.is_relative_to(venv) for m in mapped),
+          f"this process maps {lib} from {libs.name} (and no system copy)", "\n".join(map(str, mapped)))
 
 # The command line tool, from the console script on PATH.
 hla = venv / "bin" / "hla"
