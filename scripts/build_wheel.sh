@@ -31,8 +31,10 @@ echo "build_wheel: tools ready in $(( $(date +%s) - t )) s"
 # -C settings of scikit-build-core (python/pyproject.toml has the rest). Its
 # own build folder, so that a `pip install ./python` elsewhere is not disturbed.
 settings=(-C "build-dir=$PWD/$work/cmake/{wheel_tag}")
+# build/ as configured now has the Python module: everything it compiles is position-independent.
 ref=build/reference/libhla_reference.a
-if [ -z "${HLA_WHEEL_FROM_SCRATCH:-}" ] && [ -f "$ref" ] && compgen -G "build/python/hla_oracle/_core*.so" >/dev/null; then
+if [ -z "${HLA_WHEEL_FROM_SCRATCH:-}" ] && grep -qs '/python/CMakeFiles/hla_oracle_core.dir$' build/CMakeFiles/TargetDirectories.txt; then
+  cmake --build build --target hla_reference >/dev/null  # up to date with the sources (CI: nothing to do)
   settings+=(-C "cmake.define.HLA_REFERENCE_LIBRARY=$PWD/$ref")
   CC=$(sed -n 's/^CMAKE_C_COMPILER:[A-Z]*=//p' build/CMakeCache.txt)
   CXX=$(sed -n 's/^CMAKE_CXX_COMPILER:[A-Z]*=//p' build/CMakeCache.txt)
