@@ -31,9 +31,11 @@ echo "build_wheel: tools ready in $(( $(date +%s) - t )) s"
 # -C settings of scikit-build-core (python/pyproject.toml has the rest). Its
 # own build folder, so that a `pip install ./python` elsewhere is not disturbed.
 settings=(-C "build-dir=$PWD/$work/cmake/{wheel_tag}")
-# build/ as configured now has the Python module: everything it compiles is position-independent.
+# build/ as configured now is a Release build with the Python module (so
+# everything it compiles is position-independent).
 ref=build/reference/libhla_reference.a
-if [ -z "${HLA_WHEEL_FROM_SCRATCH:-}" ] && grep -qs '/python/CMakeFiles/hla_oracle_core.dir$' build/CMakeFiles/TargetDirectories.txt; then
+if [ -z "${HLA_WHEEL_FROM_SCRATCH:-}" ] && grep -qs '/python/CMakeFiles/hla_oracle_core.dir$' build/CMakeFiles/TargetDirectories.txt &&
+   grep -qs '^CMAKE_BUILD_TYPE:STRING=Release$' build/CMakeCache.txt; then
   cmake --build build --target hla_reference >/dev/null  # up to date with the sources (CI: nothing to do)
   settings+=(-C "cmake.define.HLA_REFERENCE_LIBRARY=$PWD/$ref")
   CC=$(sed -n 's/^CMAKE_C_COMPILER:[A-Z]*=//p' build/CMakeCache.txt)

@@ -8,7 +8,6 @@ a numpy kernel; a pytest session with the plugin's mark, one correct and one
 wrong kernel. The kernels are python/tests/kernels.py (numpy, written from
 SPEC §2 for the tests, with planted bugs). Exit 0 when every check passed."""
 import os
-import re
 import subprocess
 import sys
 import time
