@@ -19,8 +19,7 @@ jobs=$(nproc)
 # the zoo is compiled with the sanitizers.
 # clang, not GCC: the same build takes about 30% less compile time (measured
 # 2026-12-04: 509 s of CPU against 693 s over the same units); GCC still
-# compiles the product in CI (the wheel's build) and the installed headers
-# (consumer_package). clang's sanitizer runtimes are Debian's libclang-rt-14-dev.
+# compiles a consumer of the installed package in CI (consumer_package). clang's sanitizer runtimes are Debian's libclang-rt-14-dev.
 bash scripts/apt_install.sh sanitize clang libclang-rt-14-dev
 ref=build/reference/libhla_reference.a
 [ -f "$ref" ] || { echo "sanitize: $ref missing: run scripts/setup.sh first" >&2; exit 2; }

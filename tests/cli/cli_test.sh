@@ -55,6 +55,10 @@ open(sys.argv[2], "wb").write(hff.serialize(parts))
 PY
 "$hla" eval "$work/tiny.safetensors" --precision f64 --out "$work/tiny.candidate.safetensors" >/dev/null
 expect 4 "in the underflow regime" -- "$hla" check "$work/tiny.safetensors" "$work/tiny.candidate.safetensors" --precision f32
+# --version: the project's version, which the Python package (the wheel) carries too.
+version=$(sed -n 's/^version = "\(.*\)"$/\1/p' "$(dirname "$0")/../../python/pyproject.toml")
+expect 0 "hla-oracle $version" -- "$hla" --version
+[ "$("$hla" --version)" = "hla-oracle $version" ] || { echo "FAILED: hla --version is not 'hla-oracle $version'"; fails=$((fails + 1)); }
 # Input errors: exit 2, message names the problem.
 expect 2 "No such file" -- "$hla" check "$work/missing.safetensors" "$work/good.safetensors"
 head -c 100 "$fx" > "$work/truncated.safetensors"

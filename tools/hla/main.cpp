@@ -147,6 +147,8 @@ int main(int argc, char** argv) {
   mallopt(M_TRIM_THRESHOLD, 512 << 20);
   CLI::App app{"hla-oracle: exact reference, checker and fuzzer for Higher-order Linear Attention kernels"};
   app.require_subcommand(1);
+  // The project's version (CMake's project(), which the Python package's version matches).
+  app.set_version_flag("--version", "hla-oracle " HLA_VERSION, "print the version and exit");
   hla::cli::Action action;
   hla::cli::add_demo(app, action);
   hla::cli::add_gen(app, action);
@@ -169,6 +171,8 @@ int main(int argc, char** argv) {
   } catch (const CLI::CallForHelp& e) {
     return app.exit(e);
   } catch (const CLI::CallForAllHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForVersion& e) {
     return app.exit(e);
   } catch (const CLI::ParseError& e) {
     // CLI11's messages quote the command line: escape before printing.
