@@ -69,6 +69,10 @@ for lib in ("libgmp", "libmpfr", "libquadmath"):
     check(libs.resolve() in {m.parent for m in mapped} and all(m.is_relative_to(venv) for m in mapped),
           f"this process maps {lib} from {libs.name} (and no system copy)", "\n".join(map(str, mapped)))
 
+# Test hooks are compiled only into test builds (HLA_TEST_HOOKS): the wheel's binaries read no such variable.
+for binary in sorted(pkg.glob("_core*.so")) + [pkg / "bin" / "hla"]:
+    check(b"HLA_TEST_WRITE_DELAY_MS" not in binary.read_bytes(), f"{binary.name}: no test hook compiled in")
+
 # The command line tool, from the console script on PATH.
 hla = venv / "bin" / "hla"
 check(run("sh", "-c", "command -v hla").stdout.strip() == str(hla), "`hla` on PATH is the venv's console script")
