@@ -10,12 +10,13 @@ packages=(cmake clang g++ make python3 python3-venv libboost-dev libgmp-dev libm
           librapidcheck-dev nlohmann-json3-dev libcli11-dev chromium)
 bash scripts/apt_install.sh setup "${packages[@]}"
 
-# Python side: the test venv (numpy, safetensors, pytest), nanobind to build the
-# package hla_oracle (python/) into it, and CPU torch for the PyTorch example.
-if ! .venv/bin/python -c "import numpy, safetensors, pytest, nanobind" 2>/dev/null; then
-  echo "setup: creating .venv with numpy, safetensors, pytest, nanobind"
+# Python side: the test venv (numpy, safetensors, pytest, pytest-xdist for the
+# plugin's parallel-run test), nanobind to build the package hla_oracle
+# (python/) into it, and CPU torch for the PyTorch example.
+if ! .venv/bin/python -c "import numpy, safetensors, pytest, xdist, nanobind" 2>/dev/null; then
+  echo "setup: creating .venv with numpy, safetensors, pytest, pytest-xdist, nanobind"
   [ -x .venv/bin/python ] || python3 -m venv .venv
-  .venv/bin/pip install -q --disable-pip-version-check numpy safetensors pytest nanobind
+  .venv/bin/pip install -q --disable-pip-version-check numpy safetensors pytest pytest-xdist nanobind
 fi
 if ! .venv/bin/python -c "import torch" 2>/dev/null; then
   echo "setup: installing torch (CPU) into .venv for examples/torch_hla.py"

@@ -27,8 +27,16 @@ A backward is tested on the gradient fixtures (``gradients=True`` in the mark):
         hla_fixture.assert_passes(out.detach(), dq=q.grad, dk=k.grad, dv=v.grad)
 
 ``--hla-fixtures DIR`` selects another folder of fixtures (e.g. `hla gen --suite default`).
+
+A failing check writes its outputs as a candidate file and its report as an
+HTML page into a folder of its own test, ``<reports>/<test id>/`` (``--hla-reports
+DIR``, default ``hla-reports`` in pytest's rootdir), emptied when the test
+starts: the same test writes the same paths in every run, and tests run side
+by side (``pytest -n 2``, pytest-xdist) never write into one folder.
 """
-import tempfile
+import hashlib
+import re
+import shutil
 from pathlib import Path
 
 import pytest
@@ -42,6 +50,18 @@ _REPORTS = pytest.StashKey[list]() if hasattr(pytest, "StashKey") else None
 def pytest_addoption(parser):
     parser.addoption("--hla-fixtures", default=None,
                      help="folder of hla-oracle fixtures for tests using hla_fixture (default: the golden set)")
+    parser.addoption("--hla-reports", default=None,
+                     help="folder for the candidate files and HTML reports of failing hla_fixture checks, one "
+                          "subfolder per test (default: hla-reports in the rootdir)")
+
+
+def _reports_folder(item):
+    """The folder of a test's failure outputs: its node id made a file name
+    (readable part, then a hash of the whole id: distinct ids, distinct folders)."""
+    root = item.config.getoption("--hla-reports")
+    root = Path(root) if root else item.config.rootpath / "hla-reports"
+    readable = re.sub(r"[^A-Za-z0-9._=-]+", "_", item.nodeid)[-80:].strip("_.")
+    return root.resolve() / f"{readable}-{hashlib.sha256(item.nodeid.encode()).hexdigest()[:10]}"
 
 
 def pytest_configure(config):
@@ -55,10 +75,11 @@ class GoldenCase:
     attributes (inputs(), q, k, v, kwargs, options, dtype, shape, …) plus
     check() and assert_passes() with the declared precision and form class."""
 
-    def __init__(self, fixture, support, reports):
+    def __init__(self, fixture, support, reports, folder):
         self.fixture = fixture
         self.support = support
         self._reports = reports
+        self._folder = folder  # this test's, for the outputs of failing checks
 
     def __getattr__(self, name):
         return getattr(self.fixture, name)
@@ -71,8 +92,10 @@ class GoldenCase:
         grads = {"dq": dq, "dk": dk, "dv": dv}
         r = self.fixture.check(out, den, precision=p, form_class=fc, layout=layout, out_dtype=out_dtype, **grads)
         if not r.passed:  # the outputs as a candidate file: `hla check` reproduces the verdict
-            folder = Path(tempfile.mkdtemp(prefix="hla-candidate-"))
-            stem = Path(self.fixture.path).name[:-len(".safetensors")]
+            folder = self._folder
+            folder.mkdir(parents=True, exist_ok=True)
+            failed_before = sum(not x.passed for x in self._reports)  # a second failing check: names of its own
+            stem = Path(self.fixture.path).name[:-len(".safetensors")] + (f"-{failed_before + 1}" if failed_before else "")
             cand = folder / (stem + ".candidate.safetensors")
             hla_oracle.save_candidate(cand, out, den, fixture=self.fixture, layout=layout, out_dtype=out_dtype, **grads)
             prec = hla_oracle._precision(p)
@@ -119,7 +142,9 @@ def hla_fixture(request):
     reports = []
     if _REPORTS is not None:
         request.node.stash[_REPORTS] = reports
-    return GoldenCase(hla_oracle.load_fixture(path), support, reports)
+    folder = _reports_folder(request.node)
+    shutil.rmtree(folder, ignore_errors=True)  # no report of an earlier run stays beside this run's
+    return GoldenCase(hla_oracle.load_fixture(path), support, reports, folder)
 
 
 @pytest.hookimpl(hookwrapper=True)
