@@ -20,6 +20,10 @@ install(TARGETS ${hla_installed_libraries} EXPORT hla_oracleTargets
   LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR})  # include dirs: $<INSTALL_INTERFACE:include> on each target
 install(DIRECTORY ${hla_installed_headers} DESTINATION ${CMAKE_INSTALL_INCLUDEDIR} FILES_MATCHING PATTERN "*.hpp")
 install(FILES ${PROJECT_SOURCE_DIR}/include/hla_impl.h DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
+if(TARGET hla_fuzz)  # hla_add_candidate_fuzzer() and its driver, included by hla_oracleConfig.cmake
+  install(FILES ${PROJECT_SOURCE_DIR}/fuzz/candidate_fuzzer/hla_candidate_fuzzer.cmake
+                ${PROJECT_SOURCE_DIR}/fuzz/candidate_fuzzer/hla_candidate_fuzzer.cpp DESTINATION ${hla_package_dir})
+endif()
 if(TARGET hla)
   install(TARGETS hla RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
 endif()

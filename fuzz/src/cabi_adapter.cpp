@@ -68,16 +68,8 @@ struct InfoCopy {  // hla_impl_info, flattened for shared memory
   char name[128], precision[16], precision_by_dtype[128];
 };
 
-struct Entry {
-  decltype(&hla_impl_info_get) info = nullptr;
-  decltype(&hla_impl_run) run = nullptr;
-  decltype(&hla_impl_state_size) state_size = nullptr;
-  decltype(&hla_impl_run_backward) backward = nullptr;
-  decltype(&hla_impl_run_backward_state) backward_state = nullptr;
-};
-
 // In the child: load the library; on failure write the reason to msg.
-bool load(const std::string& path, Entry& e, char* msg) {
+bool load(const std::string& path, CabiEntryPoints& e, char* msg) {
   void* h = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
   if (!h) {
     std::snprintf(msg, kMsg, "dlopen: %s", dlerror());
@@ -116,10 +108,12 @@ struct Reply {
   char msg[kMsg] = {};
 };
 
-// The child's side: loads the library on its first request.
+// The child's side: loads the library on its first request. In process
+// (a linked library): its entry points, and the arena as the caller mapped it.
 class Server {
  public:
   Server(std::string path, Arena* arena) : path_(std::move(path)), arena_(arena) {}
+  Server(const CabiEntryPoints& e, Arena* arena) : arena_(arena), e_(e), loaded_(true), in_process_(true) {}
   void operator()(const std::string& request, std::string& reply_bytes) {
     Reply reply;
     Request rq;
@@ -142,7 +136,7 @@ class Server {
                     has_1_1 && i->precision_by_dtype ? i->precision_by_dtype : "");
       return answer(reply, kOk, reply_bytes);
     }
-    unsigned char* base = arena_->map(rq.arena_bytes);
+    unsigned char* base = in_process_ ? arena_->data() : arena_->map(rq.arena_bytes);
     if (!base) return answer(reply, kNoArena, reply_bytes);
     hla_problem hp = rq.hp;
     auto at = [&]<class T>(T* off) { return off ? reinterpret_cast<T*>(base + (reinterpret_cast<uintptr_t>(off) - 1)) : nullptr; };
@@ -176,8 +170,8 @@ class Server {
   }
   std::string path_;
   Arena* arena_;
-  Entry e_;
-  bool loaded_ = false;
+  CabiEntryPoints e_;
+  bool loaded_ = false, in_process_ = false;
 };
 
 // The bytes of x stored in dtype t (little-endian), as the library reads them.
@@ -212,6 +206,13 @@ class CabiAdapter final : public Adapter, public StateBackward {
       : path_(std::move(path)), timeout_(timeout_s), persistent_(persistent), worker_(Server(path_, &arena_)) {
     query();
     if (sizes) narrow(*sizes);
+  }
+  // In process: every call goes straight to the library's entry points.
+  CabiAdapter(const CabiEntryPoints& e, Index max_n)
+      : path_("the linked library"), timeout_(0), persistent_(true), worker_(nullptr), in_process_(Server(e, &arena_)) {
+    query();
+    if (max_n > 0) s_.max_n = std::min(s_.max_n, max_n);
+    s_.validate();
   }
   const Supports& supports() const override { return s_; }
 
@@ -422,8 +423,14 @@ class CabiAdapter final : public Adapter, public StateBackward {
   // One request to the worker; in fork mode the worker ends with it.
   ChildOutcome call(const Request& rq, Reply& rep) {
     std::string reply;
-    ChildOutcome o = worker_.call(std::string(reinterpret_cast<const char*>(&rq), sizeof rq), reply, timeout_);
-    if (!persistent_) worker_.stop();
+    const std::string request(reinterpret_cast<const char*>(&rq), sizeof rq);
+    ChildOutcome o;  // exited, 0: in process the call returns (or the process is gone)
+    if (in_process_) {
+      in_process_(request, reply);
+    } else {
+      o = worker_.call(request, reply, timeout_);
+      if (!persistent_) worker_.stop();
+    }
     if (o.kind == ChildOutcome::Kind::exited && o.code == 0) {
       if (reply.size() != sizeof rep) return {ChildOutcome::Kind::exited, 125};
       std::memcpy(&rep, reply.data(), sizeof rep);
@@ -494,6 +501,7 @@ class CabiAdapter final : public Adapter, public StateBackward {
   bool persistent_;
   Arena arena_;
   Worker worker_;
+  Worker::Serve in_process_;  // set for a linked library: the Server called directly
   int32_t abi_ = HLA_IMPL_ABI_VERSION;
   Supports s_;
 };
@@ -502,6 +510,11 @@ class CabiAdapter final : public Adapter, public StateBackward {
 
 std::unique_ptr<Adapter> make_cabi_adapter(const std::string& path, double timeout_s, bool persistent, const Supports* sizes) {
   return std::make_unique<CabiAdapter>(path, timeout_s, persistent, sizes);
+}
+
+std::unique_ptr<Adapter> make_cabi_adapter_in_process(const CabiEntryPoints& entries, Index max_n) {
+  if (!entries.info || !entries.run) throw InputError("a linked C ABI library needs hla_impl_info_get and hla_impl_run");
+  return std::make_unique<CabiAdapter>(entries, max_n);
 }
 
 }  // namespace hla::fuzz

