@@ -44,8 +44,9 @@ function(hla_add_candidate_fuzzer target lib)
   elseif(HLA_LIB_FUZZING_ENGINE)
     separate_arguments(engine UNIX_COMMAND "${HLA_LIB_FUZZING_ENGINE}")
   else()
+    # Linked with libFuzzer, the driver itself not instrumented: its coverage
+    # would only add noise to the kinds of case it counts (and LIB's own).
     set(engine -fsanitize=fuzzer)
-    target_compile_options(${target} PRIVATE -fsanitize=fuzzer)
   endif()
   target_link_options(${target} PRIVATE ${engine})
   # Compiled with other flags than a precompiled header of the project that calls it.

@@ -13,8 +13,9 @@
 // of LIB is the engine's to catch.
 //
 // Coverage: besides LIB's own (when it is compiled with
-// -fsanitize=fuzzer-no-link), each kind of case sets a counter of libFuzzer's
-// extra counters, so that the corpus keeps an input for every kind it reached.
+// -fsanitize=fuzzer-no-link), each pair of traits of a case sets a counter of
+// libFuzzer's extra counters, so that the corpus keeps an input for every
+// pair it reached.
 #include "hla/fuzz/adapter.hpp"
 #include "hla/fuzz/campaign.hpp"
 #include "hla/fuzz/cases.hpp"
@@ -26,6 +27,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <iterator>
 #include <memory>
 #include <string>
 
@@ -40,21 +42,30 @@ constexpr hla::Index kMaxN = 256;  // small cases: many per second, and every ch
 
 hla::fuzz::Adapter* adapter = nullptr;
 
-// One counter per kind of case (hashed into the array), set on each run.
+// Kinds of case as libFuzzer coverage: a counter per pair of the case's
+// traits (variant × dtype, distribution × probe, …; hashed into the array),
+// set on each run. Pairs, not whole combinations: the corpus keeps an input
+// for each pair reached, a few hundred at most instead of one per case.
 constexpr std::size_t kKinds = 4096;
 __attribute__((used, section("__libfuzzer_extra_counters"))) std::uint8_t kinds[kKinds];
 
-void count_kind(const hla::fuzz::FuzzCase& c) {
+void count_kinds(const hla::fuzz::FuzzCase& c) {
   const hla::BatchProblem& p = c.p;
   const hla::Options& o = p.opt;
-  const std::string kind = hla::to_string(o.variant) + (o.masked ? "" : " unmasked") +
-                           (o.normalize ? " " + hla::to_string(o.eps_mode) : "") + (o.gamma != 1 ? " decay" : "") +
-                           (o.lambda != 0 ? " ridge" : "") + (o.scale != 1 ? " scale" : "") + " " + hla::to_string(p.dtype) +
-                           " " + hla::gen::to_string(c.dist) + " " + hla::fuzz::to_string(c.probe) + (c.grad ? " grad" : "") +
-                           (p.kv_heads < p.heads ? " gqa" : "") + (p.offsets.empty() ? "" : " varlen");
-  std::uint64_t h = 1469598103934665603ull;  // FNV-1a
-  for (const unsigned char ch : kind) h = (h ^ ch) * 1099511628211ull;
-  kinds[h % kKinds] = 1;
+  const std::string traits[] = {hla::to_string(o.variant), o.masked ? "masked" : "unmasked",
+                                o.normalize ? hla::to_string(o.eps_mode) : "raw", o.gamma != 1 ? "decay" : "gamma=1",
+                                o.lambda != 0 ? "ridge" : "lambda=0", o.scale != 1 ? "scale" : "scale=1",
+                                hla::to_string(p.dtype), hla::gen::to_string(c.dist), hla::fuzz::to_string(c.probe),
+                                c.grad ? "grad" : "forward", p.kv_heads < p.heads ? "gqa" : "mha",
+                                p.offsets.empty() ? "one sequence" : "varlen"};
+  const std::size_t n = std::size(traits);
+  for (std::size_t i = 0; i < n; ++i)
+    for (std::size_t j = i + 1; j < n; ++j) {
+      std::uint64_t h = 1469598103934665603ull;  // FNV-1a of "i:trait|j:trait"
+      for (const unsigned char ch : std::to_string(i) + ":" + traits[i] + "|" + std::to_string(j) + ":" + traits[j])
+        h = (h ^ ch) * 1099511628211ull;
+      kinds[h % kKinds] = 1;
+    }
 }
 
 std::uint64_t seed_of(const std::uint8_t* data, std::size_t size) {
@@ -105,7 +116,7 @@ extern "C" int LLVMFuzzerInitialize(int*, char***) {
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   const std::uint64_t seed = seed_of(data, size);
   const hla::fuzz::FuzzCase c = hla::fuzz::make_case(adapter->supports(), hla::gen::derive_seed(seed, 0));
-  count_kind(c);
+  count_kinds(c);
   const hla::fuzz::Verdict v = hla::fuzz::judge(*adapter, c);
   if (!v.kind.empty()) report(seed, c, v);
   return 0;

@@ -6,7 +6,7 @@
 #       aborts with a KIND finding; the crash input replays to the same case and
 #       verdict; `hla check` fails the finding's fixture and candidate files.
 #   run.sh clean FUZZER WORK            a correct library: 60 s without a finding,
-#       the corpus keeping an input for each of many kinds of case.
+#       the corpus keeping inputs for many kinds of case.
 set -euo pipefail
 mode=$1
 if [ "$mode" = finds ]; then kind=$2 fuzzer=$3 hla=$4 work=$5; else fuzzer=$2 work=$3; fi
@@ -25,10 +25,11 @@ if [ "$mode" = clean ]; then
   grep -q '^hla candidate fuzzer: .*; n <= 256)' fuzz.log || fail "the cases are not capped at n <= 256"
   # Enough cases to mean something (a few hundred per minute on a loaded core).
   [ "${execs:-0}" -ge 50 ] || fail "only ${execs:-0} cases in $secs s"
-  # The corpus keeps an input per kind of case reached (the driver's extra
-  # counters): many, where the driver's own code alone gives a handful.
+  # The corpus keeps an input per pair of case traits reached (the driver's
+  # extra counters, its only coverage here: the driver and the zoo library are
+  # not instrumented): dozens (68 in 60 s, measured), else one.
   corpus=$(find corpus -type f | wc -l)
-  [ "$corpus" -ge 50 ] || fail "the corpus kept $corpus inputs of $execs cases: the kinds of case are not counted"
+  [ "$corpus" -ge 20 ] || fail "the corpus kept $corpus inputs of $execs cases: the kinds of case are not counted"
   echo "PASS: $execs cases in $secs s, no finding; the corpus kept $corpus inputs"
   exit 0
 fi

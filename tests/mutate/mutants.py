@@ -693,7 +693,6 @@ MUTANTS = [
          original="if (!seen.insert({f.kind, f.shrunk, f.message}).second) continue;",
          replacement="seen.insert({f.kind, f.shrunk, f.message});",
          tests=r"^hla_fuzz_cli$", description="hla fuzz-merge counts a finding found by two campaigns twice"),
-    # ------------------------------------------------------------ io
     dict(id="header_cap_x2", area="io", file="io/src/safetensors.cpp",
          original="  if (n > kMaxHeaderBytes)\n    throw fail(\"header length \"",
          replacement="  if (n > 2 * kMaxHeaderBytes)\n    throw fail(\"header length \"",
