@@ -197,7 +197,8 @@ std::vector<std::pair<std::string, CandidateOutputs>> gradient_baselines(const B
   // state, S·C − G), also with reversed features, whose honest error the
   // cancellation of unmasked terms makes 10-50x the masked orders' (measured
   // on a correct autograd through S·C − G: tests/falarm).
-  const bool sd = cls == FormClass::state_difference && p.opt.variant == Variant::hla2 && p.opt.masked && !p.has_state() &&
+  const bool sd = cls == FormClass::state_difference && info(p.opt.variant).forms.has(Form::streaming_paper_state) && p.opt.masked &&
+                  !p.has_state() &&
                   (prec == Precision::f32 || prec == Precision::tf32 || prec == Precision::f64);
   if (sd) {
     out.emplace_back("paper state (S*C - G)", paper_state_gradients(p, prec, g.dout, g.dden));

@@ -9,6 +9,48 @@
 namespace hla::fast::detail {
 
 struct Hla2 {
+  static constexpr Variant variant = Variant::hla2;
+
+  // One token of the streaming recurrence (SPEC §3; fast/streaming.hpp) in
+  // the streamer St's precision: the state s updated, the readout into out.
+  template <class St, class State>
+  static void stream(State& s, const typename St::T* q, const typename St::T* k, const typename St::T* v, typename St::T* out) {
+    auto* u = s.u.data();
+    auto* w = s.w.data();
+    auto* y = s.y.data();
+    if (s.paper_state) {
+      // G = γ²G + γk(kᵀC_{t−1}) (C before its update), then S, C; num = (qᵀS + λqᵀ)C − qᵀG.
+      if (s.masked) {
+        St::vecmat(k, s.C, w);
+        for (Idx i = 0; i < s.d; ++i) u[i] = St::mul(s.g1, k[i]);
+        St::rank1(s.F, s.g2, u, w);  // F holds G here
+      }
+      St::rank1(s.Sm, s.g1, k, k);
+      St::rank1(s.C, s.g1, q, v);
+      St::vecmat(q, s.Sm, u);
+      if (s.ridge)
+        for (Idx i = 0; i < s.d; ++i) u[i] = St::add(u[i], St::mul(s.lambda, q[i]));
+      St::vecmat(u, s.C, out);
+      if (s.masked) {
+        St::vecmat(q, s.F, y);
+        for (Idx c = 0; c < s.dv1; ++c) out[c] = St::add(out[c], -y[c]);
+      }
+      return;
+    }
+    St::rank1(s.Sm, s.g1, k, k);
+    St::rank1(s.C, s.g1, q, v);
+    St::vecmat(q, s.Sm, u);  // qᵀS = (Sq)ᵀ: S is symmetric, exactly (its updates are)
+    if (s.masked) {
+      St::rank1(s.F, s.g2, u, v);
+      St::vecmat(q, s.F, out);
+    } else {
+      St::vecmat(u, s.C, out);
+    }
+    if (s.ridge) {
+      St::vecmat(q, s.C, y);
+      for (Idx c = 0; c < s.dv1; ++c) out[c] = St::add(out[c], St::mul(s.lambda, y[c]));
+    }
+  }
   // Carry (S, C, F = SC − G).
   template <class S> static Carry<S> initial(const FastHead<S>& h) {
     return {h.carry(0, h.d(), h.d()), h.carry(1, h.d(), h.dv1()), h.carry(2, h.d(), h.dv1())};

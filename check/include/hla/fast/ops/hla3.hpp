@@ -9,6 +9,28 @@
 namespace hla::fast::detail {
 
 struct Hla3 {
+  static constexpr Variant variant = Variant::hla3;
+
+  // One token of the streaming recurrence (SPEC §3; fast/streaming.hpp) in
+  // the streamer St's precision: the state s updated, the readout into out.
+  template <class St, class State>
+  static void stream(State& s, const typename St::T* q, const typename St::T* k, const typename St::T* v, typename St::T* out) {
+    auto* u = s.u.data();
+    auto* w = s.w.data();
+    St::rank1(s.Sm, s.g1, k, k);
+    St::rank1(s.P, s.g1, k, v);
+    if (s.masked) {
+      St::vecmat(q, s.Sm, u);
+      St::vecmat(q, s.P, w);
+      St::rank1(s.F, s.g3, u, w);
+      St::vecmat(q, s.F, out);
+    } else {
+      St::rank1(s.SQ, s.g1, q, q);
+      St::vecmat(q, s.Sm, u);
+      St::vecmat(u, s.SQ, w);
+      St::vecmat(w, s.P, out);
+    }
+  }
   // Carry (S, P, F) masked, (S, P, SQ = Zq) unmasked.
   template <class S> static Carry<S> initial(const FastHead<S>& h) {
     return {h.carry(0, h.d(), h.d()), h.carry(1, h.d(), h.dv1()), h.carry(2, h.d(), h.masked ? h.dv1() : h.d())};
