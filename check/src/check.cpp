@@ -132,17 +132,16 @@ std::vector<Acc> score_all(const BatchProblem& p, const Reference& ref, Mags mag
   return acc;
 }
 
-// One head's share of a report: the counts, the histogram, its worst
-// elements and its largest rule-3 ratio (given the baseline's worst score).
-struct Tally {
-  size_t elements = 0, at_pole = 0, reference_nonfinite = 0, out_of_range = 0, underflow = 0, exact_mismatches = 0;
-  size_t scored = 0, nonfinite = 0, over_bound = 0;
+// One head's share of a report: its tally, the outputs' own counts, the
+// histogram and its row of the maps (baseline_ratio: its largest rule-3 ratio,
+// given the baseline's worst score; floor: that element's floor).
+struct HeadTally : Tally {
+  size_t at_pole = 0, reference_nonfinite = 0;
   std::vector<size_t> bins = std::vector<size_t>(23, 0);
-  double max_score = 0, ratio = 0, floor = 0;
-  Element ratio_element;
+  double floor = 0;
   MapAcc out_map, den_map;     // this head's row of the out and den maps
-  std::vector<Element> worst;  // a superset of its k worst, pruned to k whenever it reaches 2k + 16
-  double cut = -HUGE_VAL;      // since a pruning: the k-th score kept; a lower one cannot enter
+  double cut = -HUGE_VAL;      // since a pruning of worst: the k-th score kept; a lower one cannot enter
+  // worst: a superset of its k worst, pruned to k whenever it reaches 2k + 16.
   void keep(const Element& e, size_t k) {
     if (k == 0 || e.score < cut) return;
     worst.push_back(e);
@@ -286,17 +285,29 @@ std::vector<BaselineForm> baseline_forms(const BatchProblem& p, FormClass cls) {
   return out;
 }
 
-Report check(const BatchProblem& p, const Reference& given, const CandidateOutputs& cand, const CheckOptions& opt) {
-  BaselineMemo memo;
-  return check(p, given, cand, opt, &memo);
-}
+namespace {
 
-Report check(const BatchProblem& p, const Reference& given, const CandidateOutputs& cand, const CheckOptions& opt, BaselineMemo* memo) {
-  // A hand-built Reference may lack num and the state-difference magnitudes.
-  std::optional<Reference> completed;
-  if (!is_complete(given) && given.out.size() == given.mag_num.size() && given.den.size() == given.mag_den.size())
-    complete_reference(p, completed.emplace(given));
-  const Reference& ref = completed ? *completed : given;
+// What every scoring pass of one check shares: the problem, the reference, the
+// class's magnitudes, the precision's u and smallest normal, the depth bound K,
+// and the layouts of the out and den maps (score_map.hpp).
+struct Scoring {
+  const BatchProblem& p;
+  const Reference& ref;
+  Mags mag;
+  double u, tiny, K;
+  MapLayout out_layout, den_layout;
+  bool den_map;  // the candidate has den: it gets a map too
+  // e's score into its head's row of the out or the den map.
+  void gather(MapAcc& out, MapAcc& den, const Element& e) const {
+    const Index row = e.b * p.heads + e.h;
+    MapAcc& a = e.c < 0 ? den : out;
+    if (!a.started()) a.start(e.c < 0 ? den_layout : out_layout, row, 1);
+    a.add(row, e.t, e.score);
+  }
+};
+
+// Throws InputError when the candidate's or the reference's shapes do not match the problem.
+void check_shapes(const BatchProblem& p, const Reference& ref, const CandidateOutputs& cand) {
   const size_t no = static_cast<size_t>(p.batch * p.heads * p.n * p.dv), nd = static_cast<size_t>(p.batch * p.heads * p.n);
   if (cand.out.size() != no)
     throw InputError("candidate out holds " + std::to_string(cand.out.size()) + " values, expected " + std::to_string(no) +
@@ -304,30 +315,44 @@ Report check(const BatchProblem& p, const Reference& given, const CandidateOutpu
   if (!cand.den.empty() && cand.den.size() != nd)
     throw InputError("candidate den holds " + std::to_string(cand.den.size()) + " values, expected " + std::to_string(nd));
   if (ref.out.size() != no || ref.den.size() != nd) throw InputError("reference does not match the problem's shape");
+}
 
-  Report r;
-  r.precision = opt.precision.value_or(precision_of(cand.out_dtype));
-  r.u = unit_roundoff(r.precision);
-  const double K = depth_bound(p.opt.variant, longest_sequence(p), p.d);
-  r.bound = K + 1;
-  const double tiny = info(r.precision).smallest_normal();
-  r.exact_tier = opt.exact_tier;
-  r.form_class = opt.form_class;
-  const Mags mag = mags_of(ref, opt.form_class);
-
-  // Histogram bins: 0, (0,1], (1,2], (2,4], …, (2^19, 2^20], > 2^20.
-  std::vector<size_t> bins(23, 0);
-  auto bin = score_bin;
-  // Where the scores lie: the out and den maps, each head's row gathered apart (score_map.hpp).
-  const MapLayout out_layout = map_layout(p, "out", p.batch * p.heads, p.heads, p.heads / p.kv_heads, p.n, true);
-  const MapLayout den_layout = map_layout(p, "den", p.batch * p.heads, p.heads, p.heads / p.kv_heads, p.n, true);
-  const bool den_map = !cand.den.empty();
-  auto gather = [&](MapAcc& out, MapAcc& den, const Element& e) {
-    const Index row = e.b * p.heads + e.h;
-    MapAcc& a = e.c < 0 ? den : out;
-    if (!a.started()) a.start(e.c < 0 ? den_layout : out_layout, row, 1);
-    a.add(row, e.t, e.score);
+// One of our orders' worst score under magnitudes m; with `maps`, its out and
+// den maps become ours_* of r.maps when it is the worst order so far (or the first).
+double order_worst(const Scoring& s, Mags m, const CandidateOutputs& c, bool maps, Report& r) {
+  struct OrderTally {
+    double worst = 0;
+    MapAcc out, den;
   };
+  std::vector<OrderTally> t = score_all<OrderTally>(s.p, s.ref, m, c, s.u, s.tiny, s.K, [&](OrderTally& w, const Element& e) {
+    if (e.skip != Skip::none) return;
+    w.worst = std::max(w.worst, e.score);
+    if (maps && (e.c >= 0 || s.den_map)) s.gather(w.out, w.den, e);
+  });
+  double worst = 0;
+  for (const OrderTally& w : t) worst = std::max(worst, w.worst);
+  if (maps && (worst > r.baseline_max_score || r.maps[0].ours_blocks.empty()))
+    for (size_t i = 0; i < r.maps.size(); ++i) {
+      r.maps[i].ours_blocks.clear();
+      for (OrderTally& w : t) {
+        MapAcc& a = i == 0 ? w.out : w.den;
+        if (!a.started()) continue;
+        a.flush();
+        merge_map(r.maps[i], a, true);
+      }
+    }
+  return worst;
+}
+
+// Rule 3's bar: the worst score of our honest orders (baseline_forms) in the
+// candidate's precision, and which order, into r (their maps into r.maps).
+// `record`: also score each order under the state-difference magnitudes into
+// the memo, for the class hint's second judgement, which replays them.
+void score_baseline(const Scoring& s, const CheckOptions& opt, BaselineMemo* memo, bool record, Report& r) {
+  const BatchProblem& p = s.p;
+  const Reference& ref = s.ref;
+  const bool replay = memo && memo->mode == BaselineMemo::Mode::replay;
+  auto worst_under = [&](Mags m, const CandidateOutputs& c, bool maps) { return order_worst(s, m, c, maps, r); };
   // NaN/Inf inputs reach only the elements that depend on them, which are not
   // scored; with those inputs set to 0 every order of ours (also the ones that
   // mask by multiplying) gives the scored elements exactly as before.
@@ -335,39 +360,6 @@ Report check(const BatchProblem& p, const Reference& given, const CandidateOutpu
   const BatchProblem& finite = p.all_finite() ? p : zeroed.emplace(with_finite_inputs(p));
   const bool large = fast_baseline_wanted(finite);
   const std::vector<BaselineForm> forms = baseline_forms(finite, opt.form_class);
-  // The class hint may judge again with the state-difference magnitudes: score
-  // each order under those too now (cheap next to evaluating it), and take
-  // them from the memo then.
-  const bool replay = memo && memo->mode == BaselineMemo::Mode::replay;
-  const bool record = memo && !replay && opt.form_class == FormClass::masked && has_state_difference_magnitude(p.opt);
-  // An order's worst score; with `maps`, its out and den maps become ours_*
-  // of r.maps when it is the worst order so far (or the first).
-  struct OrderTally {
-    double worst = 0;
-    MapAcc out, den;
-  };
-  r.maps = {out_layout.proto};
-  if (den_map) r.maps.push_back(den_layout.proto);
-  auto worst_under = [&](const Mags& m, const CandidateOutputs& c, bool maps) {
-    std::vector<OrderTally> t = score_all<OrderTally>(p, ref, m, c, r.u, tiny, K, [&](OrderTally& w, const Element& e) {
-      if (e.skip != Skip::none) return;
-      w.worst = std::max(w.worst, e.score);
-      if (maps && (e.c >= 0 || den_map)) gather(w.out, w.den, e);
-    });
-    double worst = 0;
-    for (const OrderTally& w : t) worst = std::max(worst, w.worst);
-    if (maps && (worst > r.baseline_max_score || r.maps[0].ours_blocks.empty()))
-      for (size_t i = 0; i < r.maps.size(); ++i) {
-        r.maps[i].ours_blocks.clear();
-        for (OrderTally& w : t) {
-          MapAcc& a = i == 0 ? w.out : w.den;
-          if (!a.started()) continue;
-          a.flush();
-          merge_map(r.maps[i], a, true);
-        }
-      }
-    return worst;
-  };
   // Orders that compute the same values: chunk widths at or beyond the longest
   // sequence (one chunk each) give those of the smallest such width.
   const Index longest = longest_sequence(finite);
@@ -392,7 +384,7 @@ Report check(const BatchProblem& p, const Reference& given, const CandidateOutpu
                                                                                                   : ours(fp, r.precision, f.form, f.chunk);
       if (memo) ++memo->evaluated;
       const bool first = r.maps[0].ours_blocks.empty();
-      worst = same[key] = worst_under(mag, c, true);
+      worst = same[key] = worst_under(s.mag, c, true);
       if (first || worst > r.baseline_max_score) r.maps[0].ours_form = f.name();
       if (record) memo->sd_worst[key] = worst_under(mags_of(ref, FormClass::state_difference), c, false);
     }
@@ -402,9 +394,40 @@ Report check(const BatchProblem& p, const Reference& given, const CandidateOutpu
     }
   }
   if (opt.progress) opt.progress("baseline", static_cast<double>(forms.size()), static_cast<double>(forms.size()));
+}
 
-  // The candidate, against the baseline's worst score.
-  std::vector<Tally> tallies = score_all<Tally>(p, ref, mag, cand, r.u, tiny, K, [&](Tally& a, const Element& e) {
+// A head's tally added to the whole's: counts summed, worst elements gathered
+// (the caller keeps the k worst), the larger rule-3 ratio (a NaN one wins);
+// true when it took this head's.
+bool add_head(Tally& to, const Tally& a) {
+  to.elements += a.elements, to.scored += a.scored, to.nonfinite += a.nonfinite, to.over_bound += a.over_bound;
+  to.out_of_range += a.out_of_range, to.underflow += a.underflow, to.exact_mismatches += a.exact_mismatches;
+  to.max_score = std::max(to.max_score, a.max_score);
+  to.worst.insert(to.worst.end(), a.worst.begin(), a.worst.end());
+  if (!(a.baseline_ratio > to.baseline_ratio || (std::isnan(a.baseline_ratio) && !std::isnan(to.baseline_ratio)))) return false;
+  to.baseline_ratio = a.baseline_ratio;
+  to.ratio_element = a.ratio_element;
+  return true;
+}
+
+// The score histogram's rows (bins: 0, (0,1], (1,2], (2,4], …, (2^19, 2^20], > 2^20), then the non-finite and unscored counts.
+void fill_histogram(const std::vector<size_t>& bins, Report& r) {
+  r.histogram.emplace_back("0", bins[0]);
+  r.histogram.emplace_back("(0, 1]", bins[1]);
+  for (size_t i = 2; i < 22; ++i)
+    r.histogram.emplace_back("(" + fmt(std::ldexp(1.0, static_cast<int>(i) - 2)) + ", " + fmt(std::ldexp(1.0, static_cast<int>(i) - 1)) + "]", bins[i]);
+  r.histogram.emplace_back("> 1.049e+06", bins[22]);
+  r.histogram.emplace_back("non-finite", r.nonfinite);
+  r.histogram.emplace_back("non-finite at a pole (not scored)", r.at_pole);
+  r.histogram.emplace_back("reference non-finite (not scored)", r.reference_nonfinite);
+  r.histogram.emplace_back("beyond the output dtype's range (not scored)", r.out_of_range);
+  r.histogram.emplace_back("underflow regime (not scored)", r.underflow);
+}
+
+// The candidate's outputs, against the baseline's worst score: r's counts,
+// worst elements, largest rule-3 ratio, histogram and maps.
+void tally_outputs(const Scoring& s, const CandidateOutputs& cand, const CheckOptions& opt, Report& r) {
+  std::vector<HeadTally> tallies = score_all<HeadTally>(s.p, s.ref, s.mag, cand, r.u, s.tiny, s.K, [&](HeadTally& a, const Element& e) {
     ++a.elements;
     switch (e.skip) {
       case Skip::none: break;
@@ -417,51 +440,36 @@ Report check(const BatchProblem& p, const Reference& given, const CandidateOutpu
     if (e.skip != Skip::none) return;
     ++a.scored;
     if (!std::isfinite(e.candidate)) ++a.nonfinite;
-    else ++a.bins[bin(e.score)];
+    else ++a.bins[score_bin(e.score)];
     if (e.score > r.bound) ++a.over_bound;
     a.max_score = std::max(a.max_score, e.score);
     a.keep(e, opt.worst);
-    if (e.c >= 0 || den_map) gather(a.out_map, a.den_map, e);
+    if (e.c >= 0 || s.den_map) s.gather(a.out_map, a.den_map, e);
     // Rule 3 per element: its score against the worst of our orders, or against
     // kFloorRoundings roundings of its own value when that is larger.
     const double floor = kFloorRoundings * (std::isfinite(e.unit) ? e.unit : 0);
     const double ratio = e.score == 0 ? 0 : e.score / std::max(r.baseline_max_score, floor);
-    if (ratio > a.ratio || (std::isnan(ratio) && !std::isnan(a.ratio))) {
-      a.ratio = ratio;
+    if (ratio > a.baseline_ratio || (std::isnan(ratio) && !std::isnan(a.baseline_ratio))) {
+      a.baseline_ratio = ratio;
       a.floor = floor;
       a.ratio_element = e;
     }
   });
-  std::vector<Element> worst;
-  for (Tally& a : tallies)
+  for (HeadTally& a : tallies)
     for (size_t i = 0; i < r.maps.size(); ++i)
       if (MapAcc& m = i == 0 ? a.out_map : a.den_map; m.started()) m.flush(), merge_map(r.maps[i], m, false);
-  for (const Tally& a : tallies) {
-    r.elements += a.elements, r.at_pole += a.at_pole, r.reference_nonfinite += a.reference_nonfinite;
-    r.out_of_range += a.out_of_range, r.underflow += a.underflow, r.exact_mismatches += a.exact_mismatches;
-    r.scored += a.scored, r.nonfinite += a.nonfinite, r.over_bound += a.over_bound;
+  std::vector<size_t> bins(23, 0);
+  for (const HeadTally& a : tallies) {
+    if (add_head(r, a)) r.noise_floor = a.floor;
+    r.at_pole += a.at_pole, r.reference_nonfinite += a.reference_nonfinite;
     for (size_t i = 0; i < bins.size(); ++i) bins[i] += a.bins[i];
-    r.max_score = std::max(r.max_score, a.max_score);
-    worst.insert(worst.end(), a.worst.begin(), a.worst.end());
-    if (a.ratio > r.baseline_ratio || (std::isnan(a.ratio) && !std::isnan(r.baseline_ratio))) {
-      r.baseline_ratio = a.ratio;
-      r.noise_floor = a.floor;
-      r.ratio_element = a.ratio_element;
-    }
   }
-  r.worst = worst_of(std::move(worst), opt.worst);
+  r.worst = worst_of(std::move(r.worst), opt.worst);
+  fill_histogram(bins, r);
+}
 
-  r.histogram.emplace_back("0", bins[0]);
-  r.histogram.emplace_back("(0, 1]", bins[1]);
-  for (size_t i = 2; i < 22; ++i)
-    r.histogram.emplace_back("(" + fmt(std::ldexp(1.0, static_cast<int>(i) - 2)) + ", " + fmt(std::ldexp(1.0, static_cast<int>(i) - 1)) + "]", bins[i]);
-  r.histogram.emplace_back("> 1.049e+06", bins[22]);
-  r.histogram.emplace_back("non-finite", r.nonfinite);
-  r.histogram.emplace_back("non-finite at a pole (not scored)", r.at_pole);
-  r.histogram.emplace_back("reference non-finite (not scored)", r.reference_nonfinite);
-  r.histogram.emplace_back("beyond the output dtype's range (not scored)", r.out_of_range);
-  r.histogram.emplace_back("underflow regime (not scored)", r.underflow);
-
+// Rules 1–3 and the exact tier on the outputs: r's reasons, and whether each of its maps fails.
+void output_reasons(Report& r) {
   if (r.nonfinite) r.reasons.push_back(std::to_string(r.nonfinite) + " non-finite values where the reference is finite");
   if (r.over_bound)
     r.reasons.push_back(std::to_string(r.over_bound) + " elements exceed the a priori bound " + fmt(r.bound) + " u·magnitude");
@@ -480,19 +488,23 @@ Report check(const BatchProblem& p, const Reference& given, const CandidateOutpu
     m.bound = r.bound;
     m.fails = !r.reasons.empty() && map_worst(m) > std::min(m.limit, m.bound);
   }
-  // Gradients (SPEC §9): their own rows, by the a priori rule.
-  check_gradients(p, ref, cand, opt, r, memo && (record || replay) ? memo : nullptr);
-  bool grad_unscored = false;
+}
+
+// The verdict, once the outputs are judged: the gradients' rows and reasons
+// (SPEC §9), INCONCLUSIVE when too little was scored, PASS on no reason.
+void decide_verdict(const BatchProblem& p, const Reference& ref, const CandidateOutputs& cand, const CheckOptions& opt,
+                    BaselineMemo* memo, Report& r) {
+  check_gradients(p, ref, cand, opt, r, memo);
+  // A gradient with too little scored is the verdict's only reason when nothing else fails.
   for (const GradientRow& g : r.gradients)
-    if (g.checked && g.elements > 0 && static_cast<double>(g.elements - g.scored) > kMaxUnscoredFraction * static_cast<double>(g.elements)) {
-      grad_unscored = true;
-      if (r.reasons.empty())
+    if (g.checked && g.elements > 0 && static_cast<double>(g.elements - g.scored) > kMaxUnscoredFraction * static_cast<double>(g.elements))
+      if (r.reasons.empty()) {
+        r.inconclusive = true;
         r.reasons.push_back(g.name + ": " + std::to_string(g.elements - g.scored) + " of its " + std::to_string(g.elements) +
                             " elements are not scored (ill-conditioned, out of range or underflowing): too little was checked");
-    }
+      }
   // Never a PASS on nothing: a verdict needs scored elements.
   const size_t considered = r.elements - r.reference_nonfinite, unscored = r.at_pole + r.out_of_range + r.underflow;
-  if (grad_unscored && r.reasons.size() == 1 && r.reasons[0].find("too little was checked") != std::string::npos) r.inconclusive = true;
   if (r.reasons.empty() && (r.scored == 0 || static_cast<double>(unscored) > kMaxUnscoredFraction * static_cast<double>(considered))) {
     r.inconclusive = true;
     r.reasons.push_back(r.scored == 0 ? "no element was scored (" + std::to_string(r.elements) + " elements: " +
@@ -503,10 +515,15 @@ Report check(const BatchProblem& p, const Reference& given, const CandidateOutpu
                                             "underflowing), more than " + fmt(100 * kMaxUnscoredFraction) + "%: too little was checked");
   }
   r.pass = r.reasons.empty();
+}
+
+// A failing report's follow-ups: the class hint, the dumped case, the diagnosis.
+void explain_failure(const BatchProblem& p, const Reference& ref, const CandidateOutputs& cand, const CheckOptions& opt,
+                     BaselineMemo* memo, Report& r) {
+  if (r.pass || r.inconclusive) return;
   // A masked candidate that fails only the numeric rules: would the
   // state-difference class (cancellation of unmasked partial sums) explain it?
-  if (!r.pass && !r.inconclusive && opt.form_class == FormClass::masked && has_state_difference_magnitude(p.opt) && r.exact_mismatches == 0 &&
-      r.nonfinite == 0) {
+  if (opt.form_class == FormClass::masked && has_state_difference_magnitude(p.opt) && r.exact_mismatches == 0 && r.nonfinite == 0) {
     CheckOptions sd = opt;
     sd.form_class = FormClass::state_difference;
     sd.dump_on_failure.clear();
@@ -517,14 +534,54 @@ Report check(const BatchProblem& p, const Reference& given, const CandidateOutpu
       r.reasons.push_back("hint: judged as --form-class state_difference (a kernel that subtracts unmasked partial sums, "
                           "S*C - G) it passes; declare that class if it is what the kernel computes");
   }
-  if (!r.pass && !r.inconclusive && !opt.dump_on_failure.empty()) {
+  if (!opt.dump_on_failure.empty()) {
     FixtureMeta meta;
     meta.case_name = opt.dump_on_failure;
     meta.exact_tier = opt.exact_tier;
     dump_case(opt.dump_on_failure, make_fixture(p, ref, meta), cand);
     r.dumped = opt.dump_on_failure + ".safetensors";
   }
-  if (!r.pass && !r.inconclusive) r.hints = diagnose(p, r);
+  r.hints = diagnose(p, r);
+}
+
+}  // namespace
+
+Report check(const BatchProblem& p, const Reference& given, const CandidateOutputs& cand, const CheckOptions& opt) {
+  BaselineMemo memo;
+  return check(p, given, cand, opt, &memo);
+}
+
+Report check(const BatchProblem& p, const Reference& given, const CandidateOutputs& cand, const CheckOptions& opt, BaselineMemo* memo) {
+  // A hand-built Reference may lack num and the state-difference magnitudes.
+  std::optional<Reference> completed;
+  if (!is_complete(given) && given.out.size() == given.mag_num.size() && given.den.size() == given.mag_den.size())
+    complete_reference(p, completed.emplace(given));
+  const Reference& ref = completed ? *completed : given;
+  check_shapes(p, ref, cand);
+
+  Report r;
+  r.precision = opt.precision.value_or(precision_of(cand.out_dtype));
+  r.u = unit_roundoff(r.precision);
+  const double K = depth_bound(p.opt.variant, longest_sequence(p), p.d);
+  r.bound = K + 1;
+  r.exact_tier = opt.exact_tier;
+  r.form_class = opt.form_class;
+  // Where the scores lie: the out and den maps, each head's row gathered apart (score_map.hpp).
+  const Scoring s{p, ref, mags_of(ref, opt.form_class), r.u, info(r.precision).smallest_normal(), K,
+                  map_layout(p, "out", p.batch * p.heads, p.heads, p.heads / p.kv_heads, p.n, true),
+                  map_layout(p, "den", p.batch * p.heads, p.heads, p.heads / p.kv_heads, p.n, true), !cand.den.empty()};
+  r.maps = {s.out_layout.proto};
+  if (s.den_map) r.maps.push_back(s.den_layout.proto);
+  // The class hint may judge again with the state-difference magnitudes: score
+  // each order under those too now (cheap next to evaluating it), and take
+  // them from the memo then.
+  const bool replay = memo && memo->mode == BaselineMemo::Mode::replay;
+  const bool record = memo && !replay && opt.form_class == FormClass::masked && has_state_difference_magnitude(p.opt);
+  score_baseline(s, opt, memo, record, r);
+  tally_outputs(s, cand, opt, r);
+  output_reasons(r);
+  decide_verdict(p, ref, cand, opt, memo && (record || replay) ? memo : nullptr, r);
+  explain_failure(p, ref, cand, opt, memo, r);
   return r;
 }
 

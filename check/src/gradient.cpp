@@ -197,7 +197,8 @@ std::vector<std::pair<std::string, CandidateOutputs>> gradient_baselines(const B
   // state, S·C − G), also with reversed features, whose honest error the
   // cancellation of unmasked terms makes 10-50x the masked orders' (measured
   // on a correct autograd through S·C − G: tests/falarm).
-  const bool sd = cls == FormClass::state_difference && p.opt.variant == Variant::hla2 && p.opt.masked && !p.has_state() &&
+  const bool sd = cls == FormClass::state_difference && info(p.opt.variant).forms.has(Form::streaming_paper_state) && p.opt.masked &&
+                  !p.has_state() &&
                   (prec == Precision::f32 || prec == Precision::tf32 || prec == Precision::f64);
   if (sd) {
     out.emplace_back("paper state (S*C - G)", paper_state_gradients(p, prec, g.dout, g.dden));
@@ -225,8 +226,11 @@ std::vector<std::pair<std::string, CandidateOutputs>> gradient_baselines(const B
   return out;
 }
 
-GradientReference compute_gradient_reference(const BatchProblem& p, const Reference& forward, std::vector<double> dout,
-                                             std::vector<double> dden, const GradientOptions& opt) {
+namespace {
+// Throws InputError unless the problem has a backward, the upstream do and
+// dden (or none) are finite values of the problem's dtype in its shapes, and
+// the forward reference is of the problem's shape.
+void check_upstream(const BatchProblem& p, const Reference& forward, const std::vector<double>& dout, const std::vector<double>& dden) {
   p.validate();  // finite inputs: a gradient fixture's reference is finite
   if (!has_backward(p.opt.variant))
     throw InputError("variant " + to_string(p.opt.variant) + " has no backward form (SPEC §9): no gradients for it");
@@ -242,6 +246,10 @@ GradientReference compute_gradient_reference(const BatchProblem& p, const Refere
         throw InputError(std::string("upstream ") + name + "[" + std::to_string(i) + "] = " + num(e) + " is not representable in " + to_string(p.dtype));
     }
   if (forward.den.size() != nd || forward.mag_den.size() != nd) throw InputError("the forward reference does not match the problem's shape");
+}
+
+// A gradient reference for upstream dout, dden with every tensor sized for p and zero.
+GradientReference zero_gradients(const BatchProblem& p, std::vector<double> dout, std::vector<double> dden) {
   GradientReference g;
   g.dout = std::move(dout);
   g.dden = std::move(dden);
@@ -252,6 +260,14 @@ GradientReference compute_gradient_reference(const BatchProblem& p, const Refere
   g.dv.assign(nv, 0), g.mag_dv.assign(nv, 0), g.dv_flags.assign(nv, 0);
   const size_t ns = p.state.size();  // 0 without a state
   g.dstate.assign(ns, 0), g.mag_dstate.assign(ns, 0), g.dstate_flags.assign(ns, 0);
+  return g;
+}
+}  // namespace
+
+GradientReference compute_gradient_reference(const BatchProblem& p, const Reference& forward, std::vector<double> dout,
+                                             std::vector<double> dden, const GradientOptions& opt) {
+  check_upstream(p, forward, dout, dden);
+  GradientReference g = zero_gradients(p, std::move(dout), std::move(dden));
   const bool exact = forward.bits == 0;
   g.bits = exact ? 0 : 113;
   // The binary128 error bound per element: 2·2^-113·(K_b + K_q·κ_x)·M_g = 2^-112·K_g·scale·M_g.

@@ -244,74 +244,62 @@ Reference compute_reference(const BatchProblem& p, Index exact_max_n, double max
   return compute_reference(p, o);
 }
 
-Reference compute_reference(const BatchProblem& p, const ReferenceOptions& opt) {
-  p.validate(true);  // NaN/Inf inputs (causality probes) propagate through binary128
-  Reference ref;
-  const size_t no = static_cast<size_t>(p.batch * p.heads * p.n * p.dv), nd = static_cast<size_t>(p.batch * p.heads * p.n);
-  ref.out.assign(no, 0);
-  ref.num.assign(no, 0);
-  ref.mag_num.assign(no, 0);
-  ref.mag_num_sd.assign(no, 0);
-  ref.mag_den_sd.assign(nd, 0);
-  ref.flags.assign(no, 0);
-  ref.den.assign(nd, 0);
-  ref.mag_den.assign(nd, 0);
-  ref.den_flags.assign(nd, 0);
-  const bool finite = p.all_finite();
-  bool exact = p.d <= 16 && p.dv <= 16 && finite && exact_options_cheap(p.opt);
-  for (const auto& [t0, t1] : p.sequences()) exact = exact && t1 - t0 <= opt.exact_max_n;
-  const bool fast = !exact && opt.fast && finite;
-  ref.bits = exact ? 0 : 113;
-  Sink s{ref, p};
-  const auto start = std::chrono::steady_clock::now();
-  struct Task {
-    Index b, h, t0, t1;
-  };
-  std::vector<Task> tasks;
-  p.for_each_sequence([&](Index b, Index h, Index t0, Index t1) { tasks.push_back({b, h, t0, t1}); });
-  const size_t total = tasks.size();
-  // Work of a head, for progress: tokens · d · (d + dv) · order.
-  auto work = [&](const Task& t) { return static_cast<double>(t.t1 - t.t0) * p.d * (p.d + p.dv) * order_of(p.opt.variant); };
-  double total_work = 0;
-  for (const Task& t : tasks) total_work += work(t);
-  std::atomic<size_t> next{0}, done{0};
-  std::mutex mu;  // stats, bits, progress, the first error
-  double work_done = 0;
+namespace {
+
+// A head × sequence: what the reference computes in one piece.
+struct HeadTask {
+  Index b, h, t0, t1;
+};
+
+// How the reference computes each head: exact rationals (all small), else the
+// fast engine (all finite), else binary128.
+struct ReferenceMode {
+  bool exact, fast;
+};
+
+// One head of the reference into s: exact rationals, else the fast engine (the
+// tokens it could not certify again in binary128 when that is cheap), else
+// binary128; the stats and bits counted under mu.
+void reference_head(Sink& s, const HeadTask& t, ReferenceMode mode, const ReferenceOptions& opt, std::mutex& mu) {
+  const BatchProblem& p = s.p;
+  Reference& ref = s.ref;
+  if (mode.exact) {
+    try {
+      exact_head(s, t.b, t.h, t.t0, t.t1);
+      std::lock_guard lock(mu);
+      ++ref.stats.exact;
+      return;
+    } catch (const std::domain_error&) {  // den + ε = 0 exactly: let binary128 flag the pole
+      std::lock_guard lock(mu);
+      ref.bits = 113;
+    }
+  }
+  if (mode.fast) {
+    const FastHeadOutcome r = fast_head(p, ref, t.b, t.h, t.t0, t.t1, opt.chunk, opt.double_magnitudes_above);
+    if (r.ok) {
+      const bool redo = r.redo > 0 && static_cast<double>(r.redo) * p.d * (p.d + p.dv) <= opt.recompute_work;
+      if (redo) {
+        clear_flags(s, t.b, t.h, t.t0, t.t0 + r.redo);
+        f113_head(s, t.b, t.h, t.t0, t.t0 + r.redo, t.t1 - t.t0);
+      }
+      std::lock_guard lock(mu);
+      ++ref.stats.fast;
+      if (redo) ++ref.stats.recomputed;
+      else if (r.redo > 0) ref.bits = std::min(ref.bits == 0 ? 113 : ref.bits, 106);
+      return;
+    }
+  }
+  f113_head(s, t.b, t.h, t.t0, t.t1);
+  std::lock_guard lock(mu);
+  ++ref.stats.binary128;
+}
+
+// run(i) for every i < total on `threads` workers (this one among them), in
+// index order of taking; after each, done(i) under mu. The first exception
+// stops the workers and is rethrown.
+template <class Run, class Done> void run_tasks(size_t total, int threads, std::mutex& mu, Run&& run, Done&& done) {
+  std::atomic<size_t> next{0};
   std::exception_ptr error;
-  auto run_one = [&](const Task& t) {
-    if (opt.max_seconds > 0 && std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() > opt.max_seconds)
-      throw InputError("computing the reference exceeded its budget of " + std::to_string(opt.max_seconds) + " s after " +
-                       std::to_string(done.load()) + " of " + std::to_string(total) + " heads×sequences (raise it with --budget)");
-    if (exact) {
-      try {
-        exact_head(s, t.b, t.h, t.t0, t.t1);
-        std::lock_guard lock(mu);
-        ++ref.stats.exact;
-        return;
-      } catch (const std::domain_error&) {  // den + ε = 0 exactly: let binary128 flag the pole
-        std::lock_guard lock(mu);
-        ref.bits = 113;
-      }
-    }
-    if (fast) {
-      const FastHeadOutcome r = fast_head(p, ref, t.b, t.h, t.t0, t.t1, opt.chunk, opt.double_magnitudes_above);
-      if (r.ok) {
-        const bool redo = r.redo > 0 && static_cast<double>(r.redo) * p.d * (p.d + p.dv) <= opt.recompute_work;
-        if (redo) {
-          clear_flags(s, t.b, t.h, t.t0, t.t0 + r.redo);
-          f113_head(s, t.b, t.h, t.t0, t.t0 + r.redo, t.t1 - t.t0);
-        }
-        std::lock_guard lock(mu);
-        ++ref.stats.fast;
-        if (redo) ++ref.stats.recomputed;
-        else if (r.redo > 0) ref.bits = std::min(ref.bits == 0 ? 113 : ref.bits, 106);
-        return;
-      }
-    }
-    f113_head(s, t.b, t.h, t.t0, t.t1);
-    std::lock_guard lock(mu);
-    ++ref.stats.binary128;
-  };
   auto worker = [&] {
     for (;;) {
       const size_t i = next.fetch_add(1);
@@ -321,25 +309,65 @@ Reference compute_reference(const BatchProblem& p, const ReferenceOptions& opt) 
         if (error) return;
       }
       try {
-        run_one(tasks[i]);
+        run(i);
       } catch (...) {
         std::lock_guard lock(mu);
         if (!error) error = std::current_exception();
         return;
       }
-      ++done;
       std::lock_guard lock(mu);
-      work_done += work(tasks[i]);
-      if (opt.progress) opt.progress(work_done, total_work);
+      done(i);
     }
   };
-  // Exact rationals stay single-threaded (they are small); the others use every worker.
-  const int threads = exact ? 1 : std::min<int>(worker_threads(opt.threads), static_cast<int>(std::max<size_t>(total, 1)));
   std::vector<std::thread> pool;
   for (int i = 1; i < threads; ++i) pool.emplace_back(worker);
   worker();
   for (auto& th : pool) th.join();
   if (error) std::rethrow_exception(error);
+}
+
+}  // namespace
+
+Reference compute_reference(const BatchProblem& p, const ReferenceOptions& opt) {
+  p.validate(true);  // NaN/Inf inputs (causality probes) propagate through binary128
+  Reference ref;
+  const size_t no = static_cast<size_t>(p.batch * p.heads * p.n * p.dv), nd = static_cast<size_t>(p.batch * p.heads * p.n);
+  for (auto* x : {&ref.out, &ref.num, &ref.mag_num, &ref.mag_num_sd}) x->assign(no, 0);
+  for (auto* x : {&ref.mag_den_sd, &ref.den, &ref.mag_den}) x->assign(nd, 0);
+  ref.flags.assign(no, 0);
+  ref.den_flags.assign(nd, 0);
+  const bool finite = p.all_finite();
+  bool exact = p.d <= 16 && p.dv <= 16 && finite && exact_options_cheap(p.opt);
+  for (const auto& [t0, t1] : p.sequences()) exact = exact && t1 - t0 <= opt.exact_max_n;
+  const bool fast = !exact && opt.fast && finite;
+  ref.bits = exact ? 0 : 113;
+  Sink s{ref, p};
+  const auto start = std::chrono::steady_clock::now();
+  std::vector<HeadTask> tasks;
+  p.for_each_sequence([&](Index b, Index h, Index t0, Index t1) { tasks.push_back({b, h, t0, t1}); });
+  const size_t total = tasks.size();
+  // Work of a head, for progress: tokens · d · (d + dv) · order.
+  auto work = [&](const HeadTask& t) { return static_cast<double>(t.t1 - t.t0) * p.d * (p.d + p.dv) * order_of(p.opt.variant); };
+  double total_work = 0;
+  for (const HeadTask& t : tasks) total_work += work(t);
+  std::atomic<size_t> done{0};
+  std::mutex mu;  // stats, bits, progress, the first error
+  double work_done = 0;
+  // Exact rationals stay single-threaded (they are small); the others use every worker.
+  const int threads = exact ? 1 : std::min<int>(worker_threads(opt.threads), static_cast<int>(std::max<size_t>(total, 1)));
+  run_tasks(
+      total, threads, mu,
+      [&](size_t i) {
+        if (opt.max_seconds > 0 && std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() > opt.max_seconds)
+          throw InputError("computing the reference exceeded its budget of " + std::to_string(opt.max_seconds) + " s after " +
+                           std::to_string(done.load()) + " of " + std::to_string(total) + " heads×sequences (raise it with --budget)");
+        reference_head(s, tasks[i], {exact, fast}, opt, mu);
+        ++done;
+      },
+      [&](size_t i) {
+        work_done += work(tasks[i]);
+        if (opt.progress) opt.progress(work_done, total_work);
+      });
   if (ref.bits == 0 && !exact) ref.bits = 113;
   // Binary128 and fast heads: the state-difference magnitude in double (exact heads filled it exactly).
   if (ref.bits != 0) fill_state_difference_magnitude(p, ref);

@@ -150,13 +150,9 @@ std::string at(const char* tensor, Index b, Index h, Index t, Index c = -1) {
          (c >= 0 ? "," + std::to_string(c) : "") + "]";
 }
 
-}  // namespace
-
-void verify_fixture(const io::Fixture& f, const std::function<void(double, double)>& progress, bool with_unmasked) {
+// The fixture's fields that contradict each other, into bad.
+void contradictions(const io::Fixture& f, Findings& bad) {
   const BatchProblem& p = f.problem;
-  const Options& o = p.opt;
-  Findings bad;
-  // Fields that contradict each other.
   if (f.exact_tier && f.reference_bits != 0)
     bad.add("metadata", "exact_tier = true needs an exact reference, but reference_bits = " + std::to_string(f.reference_bits));
   if (f.reference_bits != 0 && f.reference_bits < 100)
@@ -164,12 +160,96 @@ void verify_fixture(const io::Fixture& f, const std::function<void(double, doubl
   if (f.exact_tier && !p.all_finite()) bad.add("metadata", "exact_tier = true with NaN/Inf inputs");
   for (size_t i = 0; i < f.den_flags.size(); ++i)
     if (f.den_flags[i] & io::kFlagIllConditioned) bad.add("den_flags", "den_flags[" + std::to_string(i) + "] says ill-conditioned, which only a normalized output can be");
-  if (!o.normalize)
+  if (!p.opt.normalize)
     for (size_t i = 0; i < f.flags.size(); ++i)
       if (f.flags[i] & io::kFlagIllConditioned) bad.add("flags", "flags[" + std::to_string(i) + "] says ill-conditioned on a problem that is not normalized");
+}
+
+// A normalized ref_out[i] (head b, h, token t, column col; li its index in v):
+// a quotient of our num and den within their bounds (residual, the comparison's
+// c and slack), or non-finite only where den ⊕ ε may be 0.
+void verify_normalized_out(const io::Fixture& f, const HeadValues& v, Index b, Index h, Index t, Index col, size_t i, size_t li,
+                           size_t lt, double c, double slack, Findings& bad) {
+  const Options& o = f.problem.opt;
+  const double u = std::ldexp(1.0, -53), eps = to_double(o.eps);
+  const double D = normalizer(v.den[lt], eps, o.eps_mode), MD = v.err_den[lt] + eps;
+  const double out = f.ref_out[i], N = v.num[li], MN = v.err_num[li];
+  if (!std::isfinite(N) || !std::isfinite(D)) {
+    if (std::isfinite(out)) bad.add("ref_out", at("ref_out", b, h, t, col) + " = " + num(out) + " is finite, but it depends on a NaN/Inf input");
+    return;
+  }
+  const bool near_pole = o.eps_mode == EpsMode::add ? std::fabs(D) <= c * MD + slack : std::fabs(v.den[lt]) <= c * v.err_den[lt] + slack;
+  if (!std::isfinite(out)) {
+    if (!near_pole) bad.add("ref_out", at("ref_out", b, h, t, col) + " = " + num(out) + ", but the inputs give den + eps = " + num(D) + ", far from 0");
+    return;
+  }
+  const double tol = (c + 2 * u) * (MN + std::fabs(out) * MD) + slack;
+  double r = std::fabs(out * D - N);
+  if (o.eps_mode == EpsMode::clamp && near_pole) r = std::min(r, std::fabs(out * -D - N));
+  if (!(r <= tol))
+    bad.add("ref_out", at("ref_out", b, h, t, col) + " = " + num(out) + ", but the inputs give num / (den ⊕ eps) = " + num(N) + " / " + num(D) +
+                           " (residual " + num(r) + ", allowed " + num(tol) + ")");
+}
+
+// One head's sequence [t0, t1): the stored reference, magnitudes and (exact
+// tier) values against ours from its inputs, into bad.
+void verify_head(const io::Fixture& f, Index b, Index h, Index t0, Index t1, bool sd_stored, Findings& bad) {
+  const BatchProblem& p = f.problem;
+  const Options& o = p.opt;
+  const double u = std::ldexp(1.0, -53), slack0 = std::ldexp(1.0, -1000);
+  const bool finite_inputs = p.head_finite(b, h, t0, t1);
+  // The fast engine (GEMM-shaped, with its own running bound) where it
+  // applies, else the streaming form; float64 may overflow where the exact
+  // value does not: then binary128.
+  // (From an initial state: the streaming form, which starts from it.)
+  HeadValues v = fast::supports(o.variant) && finite_inputs && !p.has_state() ? fast_head_values(p, b, h, t0, t1, sd_stored)
+                                                                              : evaluate_head<double>(p, b, h, t0, t1);
+  if (!all_finite(v) && finite_inputs) v = evaluate_head<f113>(p, b, h, t0, t1);
+  const double K = depth_bound(o.variant, t1 - t0, p.d);
+  double c = (K + 2) * u, slack = slack0;
+  // |stored − ours| within c·M; both non-finite (a NaN/Inf input reaches both) agrees.
+  auto close = [&](double stored, double ours, double M) {
+    if (!std::isfinite(stored) || !std::isfinite(ours)) return !std::isfinite(stored) && !std::isfinite(ours);
+    return std::fabs(stored - ours) <= c * M + slack;
+  };
+  auto compare = [&](const char* tensor, double stored, double ours, double M, Index t, Index col, double scale = 1) {
+    if (!close(stored, ours, scale * M))
+      bad.add(tensor, at(tensor, b, h, t, col) + " = " + num(stored) + ", but the inputs give " + num(ours) +
+                       " (allowed difference " + num(c * scale * M + slack) + ")");
+  };
+  // A generator may store the unmasked-order magnitude as a float64 sum
+  // rounded up by 2K·u (fill_state_difference_magnitude): three times the room.
+  const double up = 3;
+  for (Index t = t0; t < t1; ++t) {
+    const size_t lt = static_cast<size_t>(t - t0), di = p.den_index(b, h, t);
+    // The fast engine's own bound where it is larger than K (never tighter than the a priori one).
+    if (!v.phi.empty()) c = (std::max(K, v.phi[lt]) + 2) * u, slack = slack0 + 2 * v.alpha[lt];
+    compare("mag_den", f.mag_den[di], v.mag_den[lt], v.mag_den[lt], t, -1);
+    if (sd_stored) compare("mag_den_unmasked", f.mag_den_unmasked[di], v.sd_den[lt], v.sd_den[lt], t, -1, up);
+    compare("ref_den", f.ref_den[di], v.den[lt], v.err_den[lt], t, -1);
+    if (f.exact_tier && !(f.ref_den[di] == v.den[lt]))
+      bad.add("ref_den", at("ref_den", b, h, t) + " = " + num(f.ref_den[di]) + " differs from the exact-tier value " + num(v.den[lt]));
+    for (Index col = 0; col < p.dv; ++col) {
+      const size_t i = p.out_index(b, h, t, col), li = lt * static_cast<size_t>(p.dv) + static_cast<size_t>(col);
+      compare("mag_num", f.mag_num[i], v.mag_num[li], v.mag_num[li], t, col);
+      if (sd_stored) compare("mag_num_unmasked", f.mag_num_unmasked[i], v.sd_num[li], v.sd_num[li], t, col, up);
+      if (!f.ref_num.empty()) compare("ref_num", f.ref_num[i], v.num[li], v.err_num[li], t, col);
+      if (f.exact_tier && !(f.ref_out[i] == v.out[li]))
+        bad.add("ref_out", at("ref_out", b, h, t, col) + " = " + num(f.ref_out[i]) + " differs from the exact-tier value " + num(v.out[li]));
+      if (o.normalize) verify_normalized_out(f, v, b, h, t, col, i, li, lt, c, slack, bad);
+      else compare("ref_out", f.ref_out[i], v.out[li], v.err_num[li], t, col);
+    }
+  }
+}
+
+}  // namespace
+
+void verify_fixture(const io::Fixture& f, const std::function<void(double, double)>& progress, bool with_unmasked) {
+  const BatchProblem& p = f.problem;
+  Findings bad;
+  contradictions(f, bad);
   if (!bad.count.empty()) bad.raise("contradictory fields");
 
-  const double u = std::ldexp(1.0, -53), slack0 = std::ldexp(1.0, -1000), eps = to_double(o.eps);
   const bool sd_stored = with_unmasked && !f.mag_num_unmasked.empty();
   struct Task {
     Index b, h, t0, t1;
@@ -178,79 +258,10 @@ void verify_fixture(const io::Fixture& f, const std::function<void(double, doubl
   p.for_each_sequence([&](Index b, Index h, Index t0, Index t1) { tasks.push_back({b, h, t0, t1}); });
   // Heads in parallel, each with its own findings, merged in order (the same report as one pass).
   std::vector<Findings> found(tasks.size());
-  auto one = [&](size_t task) {
-    const Task& tk = tasks[task];
-    const Index b = tk.b, h = tk.h, t0 = tk.t0, t1 = tk.t1;  // not a structured binding: the lambdas below capture them
-    Findings& bad = found[task];
-    const bool finite_inputs = p.head_finite(b, h, t0, t1);
-    // The fast engine (GEMM-shaped, with its own running bound) where it
-    // applies, else the streaming form; float64 may overflow where the exact
-    // value does not: then binary128.
-    // (From an initial state: the streaming form, which starts from it.)
-    HeadValues v = fast::supports(o.variant) && finite_inputs && !p.has_state() ? fast_head_values(p, b, h, t0, t1, sd_stored)
-                                                                                : evaluate_head<double>(p, b, h, t0, t1);
-    if (!all_finite(v) && finite_inputs) v = evaluate_head<f113>(p, b, h, t0, t1);
-    const double K = depth_bound(o.variant, t1 - t0, p.d);
-    double c = (K + 2) * u, slack = slack0;
-    // |stored − ours| within c·M; both non-finite (a NaN/Inf input reaches both) agrees.
-    auto close = [&](double stored, double ours, double M) {
-      if (!std::isfinite(stored) || !std::isfinite(ours)) return !std::isfinite(stored) && !std::isfinite(ours);
-      return std::fabs(stored - ours) <= c * M + slack;
-    };
-    auto compare = [&](const char* tensor, double stored, double ours, double M, Index t, Index col, double scale = 1) {
-      if (!close(stored, ours, scale * M))
-        bad.add(tensor, at(tensor, b, h, t, col) + " = " + num(stored) + ", but the inputs give " + num(ours) +
-                         " (allowed difference " + num(c * scale * M + slack) + ")");
-    };
-    // A generator may store the unmasked-order magnitude as a float64 sum
-    // rounded up by 2K·u (fill_state_difference_magnitude): three times the room.
-    const double up = 3;
-    for (Index t = t0; t < t1; ++t) {
-      const size_t lt = static_cast<size_t>(t - t0), di = p.den_index(b, h, t);
-      // The fast engine's own bound where it is larger than K (never tighter than the a priori one).
-      if (!v.phi.empty()) c = (std::max(K, v.phi[lt]) + 2) * u, slack = slack0 + 2 * v.alpha[lt];
-      compare("mag_den", f.mag_den[di], v.mag_den[lt], v.mag_den[lt], t, -1);
-      if (sd_stored) compare("mag_den_unmasked", f.mag_den_unmasked[di], v.sd_den[lt], v.sd_den[lt], t, -1, up);
-      compare("ref_den", f.ref_den[di], v.den[lt], v.err_den[lt], t, -1);
-      if (f.exact_tier && !(f.ref_den[di] == v.den[lt]))
-        bad.add("ref_den", at("ref_den", b, h, t) + " = " + num(f.ref_den[di]) + " differs from the exact-tier value " + num(v.den[lt]));
-      const double D = normalizer(v.den[lt], eps, o.eps_mode), MD = v.err_den[lt] + eps;
-      for (Index col = 0; col < p.dv; ++col) {
-        const size_t i = p.out_index(b, h, t, col), li = lt * static_cast<size_t>(p.dv) + static_cast<size_t>(col);
-        compare("mag_num", f.mag_num[i], v.mag_num[li], v.mag_num[li], t, col);
-        if (sd_stored) compare("mag_num_unmasked", f.mag_num_unmasked[i], v.sd_num[li], v.sd_num[li], t, col, up);
-        if (!f.ref_num.empty()) compare("ref_num", f.ref_num[i], v.num[li], v.err_num[li], t, col);
-        if (f.exact_tier && !(f.ref_out[i] == v.out[li]))
-          bad.add("ref_out", at("ref_out", b, h, t, col) + " = " + num(f.ref_out[i]) + " differs from the exact-tier value " + num(v.out[li]));
-        if (!o.normalize) {
-          compare("ref_out", f.ref_out[i], v.out[li], v.err_num[li], t, col);
-          continue;
-        }
-        // Normalized: ref_out must be a quotient of our num and den within
-        // their bounds (residual), or non-finite only where den ⊕ ε may be 0.
-        const double out = f.ref_out[i], N = v.num[li], MN = v.err_num[li];
-        if (!std::isfinite(N) || !std::isfinite(D)) {
-          if (std::isfinite(out)) bad.add("ref_out", at("ref_out", b, h, t, col) + " = " + num(out) + " is finite, but it depends on a NaN/Inf input");
-          continue;
-        }
-        const bool near_pole = o.eps_mode == EpsMode::add ? std::fabs(D) <= c * MD + slack : std::fabs(v.den[lt]) <= c * v.err_den[lt] + slack;
-        if (!std::isfinite(out)) {
-          if (!near_pole) bad.add("ref_out", at("ref_out", b, h, t, col) + " = " + num(out) + ", but the inputs give den + eps = " + num(D) + ", far from 0");
-          continue;
-        }
-        const double tol = (c + 2 * u) * (MN + std::fabs(out) * MD) + slack;
-        double r = std::fabs(out * D - N);
-        if (o.eps_mode == EpsMode::clamp && near_pole) r = std::min(r, std::fabs(out * -D - N));
-        if (!(r <= tol))
-          bad.add("ref_out", at("ref_out", b, h, t, col) + " = " + num(out) + ", but the inputs give num / (den ⊕ eps) = " + num(N) + " / " + num(D) +
-                                 " (residual " + num(r) + ", allowed " + num(tol) + ")");
-      }
-    }
-  };
   std::atomic<size_t> done{0};
   std::mutex mu;  // progress
   parallel_for(tasks.size(), worker_threads(), [&](size_t i) {
-    one(i);
+    verify_head(f, tasks[i].b, tasks[i].h, tasks[i].t0, tasks[i].t1, sd_stored, found[i]);
     const size_t d = ++done;
     if (progress) {
       std::lock_guard lock(mu);

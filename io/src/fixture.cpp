@@ -250,9 +250,13 @@ SafetensorsFile fixture_to_safetensors(const Fixture& f) {
   return st;
 }
 
-Fixture fixture_from_safetensors(const SafetensorsFile& file, const std::string& source) {
+namespace {
+
+// The metadata's keys, format and version checked (a fixture of this reader's
+// format, versions 1 to kFixtureFormatVersion, with no unknown key and no
+// control byte); its format_version.
+std::string checked_metadata(const std::map<std::string, std::string>& md, const std::string& source) {
   auto fail = [&](const std::string& what) { return InputError(source + ": " + what); };
-  const auto& md = file.metadata;
   for (const auto& key : metadata_keys())
     if (!md.count(key)) throw fail("metadata key '" + key + "' is missing (not an hla-oracle fixture?)");
   if (md.at("format") != kFixtureFormat)
@@ -261,38 +265,49 @@ Fixture fixture_from_safetensors(const SafetensorsFile& file, const std::string&
   if (version != "1" && version != "2" && version != kFixtureFormatVersion)
     throw fail("metadata format_version = '" + printable(version, 20) + "' is not supported (this reader reads 1 to " +
                kFixtureFormatVersion + ")");
-  const bool digested = version != "1" && version != "2";
   std::set<std::string> known(metadata_keys().begin(), metadata_keys().end());
-  if (digested) known.insert(kDigestKey);
+  if (version != "1" && version != "2") known.insert(kDigestKey);
   for (const auto& [key, value] : md) {
     if (!known.count(key)) throw fail("unknown metadata key '" + printable(key, 60) + "'");
     if (has_control_bytes(value)) throw fail("metadata " + key + " = '" + printable(value, 60) + "' holds control bytes");
   }
-  std::vector<std::string> warnings;
-  // The digest runs beside the decoding on a large file; its verdict comes
-  // first either way (a changed file says so, not what the change broke).
-  std::future<std::string> digest;
-  if (digested) {
-    if (!md.count(kDigestKey)) throw fail("metadata key 'digest' is missing (format_version " + version + " fixtures carry one)");
-    std::size_t bytes = 0;
-    for (const auto& [name, t] : file.tensors) bytes += t.bytes.size();
-    digest = std::async(bytes > (std::size_t{1} << 22) ? std::launch::async : std::launch::deferred, [&file] { return fixture_digest(file); });
-  } else {
-    warnings.push_back(source + ": format_version " + version + " fixture without a digest: file corruption is caught only by "
-                       "the semantic checks; regenerate it with this hla for a self-verifying fixture");
+  return version;
+}
+
+// Reads a fixture's parts from its checked metadata and tensors, in the order
+// fixture_from_safetensors calls them; every error names the source, and every
+// tensor taken is recorded in `seen` (no_unknown_tensors refuses the others).
+struct FixtureReader {
+  const SafetensorsFile& file;
+  const std::string& source;
+  const std::string& version;
+  std::set<std::string> seen;
+
+  InputError fail(const std::string& what) const { return InputError(source + ": " + what); }
+  bool has(const std::string& name) const { return file.tensors.count(name) > 0; }
+
+  // Checks dtype and, when given, shape; records the name as expected.
+  const Tensor& take(const std::string& name, StDType dtype, const std::optional<std::vector<std::int64_t>>& shape) {
+    const auto it = file.tensors.find(name);
+    if (it == file.tensors.end()) throw fail("tensor '" + name + "' is missing");
+    seen.insert(name);
+    const Tensor& t = it->second;
+    if (t.dtype != dtype)
+      throw fail("tensor '" + name + "' has dtype " + to_string(t.dtype) + ", expected " + to_string(dtype) +
+                 (name == "q" || name == "k" || name == "v" ? " (metadata dtype = " + file.metadata.at("dtype") + ")" : ""));
+    if (shape && t.shape != *shape)
+      throw fail("tensor '" + name + "' has shape " + shape_string(t.shape) + ", expected " + shape_string(*shape) +
+                 " from the metadata dims");
+    return t;
   }
-  auto check_digest = [&] {
-    if (!digested) return;
-    const std::string want = digest.get();
-    if (md.at(kDigestKey) != want)
-      throw fail("digest mismatch: the file's tensors or metadata changed after it was written (metadata digest " +
-                 printable(md.at(kDigestKey), 80) + ", content " + want + "); regenerate the fixture");
-  };
-  auto body = [&]() -> Fixture {
+  std::vector<double> values(const std::string& name, StDType dtype, const std::vector<std::int64_t>& shape) {
+    return float_values(take(name, dtype, shape), source + ": tensor '" + name + "'");
+  }
+
+  // The options, dims and provenance from the metadata.
+  void metadata(Fixture& f) const {
+    const std::map<std::string, std::string>& md = file.metadata;
     const Meta meta{md, source};
-    Fixture f;
-    f.format_version = version;
-    f.warnings = std::move(warnings);
     BatchProblem& p = f.problem;
     Options& o = p.opt;
     try {
@@ -322,32 +337,15 @@ Fixture fixture_from_safetensors(const SafetensorsFile& file, const std::string&
     f.generator_version = md.at("generator_version");
     f.suite = md.at("suite");
     f.case_name = md.at("case");
+  }
 
-    // Tensors: names, dtypes, shapes.
-    std::set<std::string> seen;
-    // Checks dtype and, when given, shape; records the name as expected.
-    auto take = [&](const std::string& name, StDType dtype,
-                    const std::optional<std::vector<std::int64_t>>& shape) -> const Tensor& {
-      const auto it = file.tensors.find(name);
-      if (it == file.tensors.end()) throw fail("tensor '" + name + "' is missing");
-      seen.insert(name);
-      const Tensor& t = it->second;
-      if (t.dtype != dtype)
-        throw fail("tensor '" + name + "' has dtype " + to_string(t.dtype) + ", expected " + to_string(dtype) +
-                   (name == "q" || name == "k" || name == "v" ? " (metadata dtype = " + md.at("dtype") + ")" : ""));
-      if (shape && t.shape != *shape)
-        throw fail("tensor '" + name + "' has shape " + shape_string(t.shape) + ", expected " + shape_string(*shape) +
-                   " from the metadata dims");
-      return t;
-    };
+  // q, k, v in the metadata's dtype, the offsets and the initial state.
+  void inputs(BatchProblem& p) {
     const StDType in = st_dtype(p.dtype);
-    auto values = [&](const std::string& name, StDType dtype, const std::vector<std::int64_t>& shape) {
-      return float_values(take(name, dtype, shape), source + ": tensor '" + name + "'");
-    };
     p.q = values("q", in, {p.batch, p.heads, p.n, p.d});
     p.k = values("k", in, {p.batch, p.kv_heads, p.n, p.d});
     p.v = values("v", in, {p.batch, p.kv_heads, p.n, p.dv});
-    if (file.tensors.count("offsets")) {
+    if (has("offsets")) {
       const Tensor& t = take("offsets", StDType::I64, std::nullopt);
       if (t.shape.size() != 1) throw fail("tensor 'offsets' has shape " + shape_string(t.shape) + ", expected 1-D");
       p.offsets = i64_values(t, "offsets");
@@ -359,54 +357,69 @@ Fixture fixture_from_safetensors(const SafetensorsFile& file, const std::string&
     }
     for (const auto& [name, t] : file.tensors)
       if (is_initial_state_tensor(name)) seen.insert(name);
+  }
+
+  // The forward reference: outputs, magnitudes, flags (num and the unmasked magnitudes from version 2 on).
+  void reference(Fixture& f) {
+    const BatchProblem& p = f.problem;
     f.ref_out = values("ref_out", StDType::F64, out_shape(p));
     f.ref_den = values("ref_den", StDType::F64, den_shape(p));
     f.mag_num = values("mag_num", StDType::F64, out_shape(p));
     f.mag_den = values("mag_den", StDType::F64, den_shape(p));
-    if (file.tensors.count("flags")) f.flags = u8_values(take("flags", StDType::U8, out_shape(p)), "flags");
-    if (file.tensors.count("den_flags")) f.den_flags = u8_values(take("den_flags", StDType::U8, den_shape(p)), "den_flags");
-    if (version != "1") {
-      if (file.tensors.count("ref_num")) f.ref_num = values("ref_num", StDType::F64, out_shape(p));
-      if (file.tensors.count("mag_num_unmasked") || file.tensors.count("mag_den_unmasked")) {
-        f.mag_num_unmasked = values("mag_num_unmasked", StDType::F64, out_shape(p));
-        f.mag_den_unmasked = values("mag_den_unmasked", StDType::F64, den_shape(p));
-      }
+    if (has("flags")) f.flags = u8_values(take("flags", StDType::U8, out_shape(p)), "flags");
+    if (has("den_flags")) f.den_flags = u8_values(take("den_flags", StDType::U8, den_shape(p)), "den_flags");
+    if (version == "1") return;
+    if (has("ref_num")) f.ref_num = values("ref_num", StDType::F64, out_shape(p));
+    if (has("mag_num_unmasked") || has("mag_den_unmasked")) {
+      f.mag_num_unmasked = values("mag_num_unmasked", StDType::F64, out_shape(p));
+      f.mag_den_unmasked = values("mag_den_unmasked", StDType::F64, den_shape(p));
     }
-    // Gradients: all or none (dden and the flags optional).
-    bool any_grad = file.tensors.count("do") || file.tensors.count("dden");
-    for (const GradTensor& g : kGradTensors) any_grad = any_grad || file.tensors.count(g.name);
-    for (const GradFlags& g : kGradFlags) any_grad = any_grad || file.tensors.count(g.name);
-    if (any_grad) {
-      if (version == "1" || version == "2") throw fail("gradient tensors in a format_version " + version + " fixture (they came with version 3)");
-      f.gradients = true;
-      f.dout = values("do", in, out_shape(p));
-      if (file.tensors.count("dden")) f.dden = values("dden", in, den_shape(p));
-      for (const GradTensor& g : kGradTensors) f.*g.values = values(g.name, StDType::F64, g.shape(p));
-      for (const GradFlags& g : kGradFlags)
-        if (file.tensors.count(g.name)) f.*g.flags = u8_values(take(g.name, StDType::U8, g.shape(p)), g.name);
-    }
-    // The state's gradient: with gradients from an initial state, ref_dstate and mag_dstate (every part), flags if any.
+  }
+
+  // Gradients: all or none (dden and the flags optional).
+  void gradients(Fixture& f) {
+    const BatchProblem& p = f.problem;
+    bool any_grad = has("do") || has("dden");
+    for (const GradTensor& g : kGradTensors) any_grad = any_grad || has(g.name);
+    for (const GradFlags& g : kGradFlags) any_grad = any_grad || has(g.name);
+    if (!any_grad) return;
+    if (version == "1" || version == "2") throw fail("gradient tensors in a format_version " + version + " fixture (they came with version 3)");
+    f.gradients = true;
+    const StDType in = st_dtype(p.dtype);
+    f.dout = values("do", in, out_shape(p));
+    if (has("dden")) f.dden = values("dden", in, den_shape(p));
+    for (const GradTensor& g : kGradTensors) f.*g.values = values(g.name, StDType::F64, g.shape(p));
+    for (const GradFlags& g : kGradFlags)
+      if (has(g.name)) f.*g.flags = u8_values(take(g.name, StDType::U8, g.shape(p)), g.name);
+  }
+
+  // The state's gradient: with gradients from an initial state, ref_dstate and mag_dstate (every part), flags if any.
+  void state_gradient(Fixture& f) {
+    const BatchProblem& p = f.problem;
     bool any_dstate = false;
     for (const auto& [name, t] : file.tensors)
       if (is_dstate_tensor(name)) any_dstate = true, seen.insert(name);
     if (any_dstate && !(f.gradients && p.has_state()))
       throw fail(std::string("ref_dstate/mag_dstate/dstate_flags tensors, but the fixture ") +
                  (f.gradients ? "has no initial state" : "carries no gradients"));
-    if (f.gradients && p.has_state()) {
-      try {
-        StateParts ref = read_state_parts(file.tensors, p, kRefDstate, source, true);
-        StateParts mag = read_state_parts(file.tensors, p, kMagDstate, source, true);
-        const StateParts flags = read_state_parts(file.tensors, p, kDstateFlags, source, true, PartKind::flags);
-        if (ref.given.empty() || mag.given.empty())
-          throw InputError("gradients from an initial state without the state's gradient (ref_dstate.<part> and mag_dstate.<part>)");
-        for (const StateParts* x : {&ref, &mag})
-          if (x->dtype != DType::f64) throw InputError("the ref_dstate/mag_dstate tensors must be F64");
-        f.ref_dstate = std::move(ref.values), f.mag_dstate = std::move(mag.values);
-        f.dstate_flags.assign(flags.values.begin(), flags.values.end());
-      } catch (const InputError& e) {
-        throw fail(e.what());
-      }
+    if (!f.gradients || !p.has_state()) return;
+    try {
+      StateParts ref = read_state_parts(file.tensors, p, kRefDstate, source, true);
+      StateParts mag = read_state_parts(file.tensors, p, kMagDstate, source, true);
+      const StateParts flags = read_state_parts(file.tensors, p, kDstateFlags, source, true, PartKind::flags);
+      if (ref.given.empty() || mag.given.empty())
+        throw InputError("gradients from an initial state without the state's gradient (ref_dstate.<part> and mag_dstate.<part>)");
+      for (const StateParts* x : {&ref, &mag})
+        if (x->dtype != DType::f64) throw InputError("the ref_dstate/mag_dstate tensors must be F64");
+      f.ref_dstate = std::move(ref.values), f.mag_dstate = std::move(mag.values);
+      f.dstate_flags.assign(flags.values.begin(), flags.values.end());
+    } catch (const InputError& e) {
+      throw fail(e.what());
     }
+  }
+
+  // state.<name>: a generator's own tensors, carried as they are.
+  void named_states(Fixture& f) {
     for (const auto& [name, t] : file.tensors) {
       if (!has_prefix(name, kStatePrefix)) continue;
       const std::string s = name.substr(kStatePrefix.size());
@@ -415,12 +428,57 @@ Fixture fixture_from_safetensors(const SafetensorsFile& file, const std::string&
       f.state[s] = float_values(t, name);
       f.state_shapes[s] = t.shape;
     }
+  }
+
+  void no_unknown_tensors() const {
     for (const auto& [name, t] : file.tensors)
       if (!seen.count(name))
         throw fail("unknown tensor '" + printable(name, 60) + "' (a fixture holds q, k, v, offsets, ref_out, ref_den, mag_num, mag_den, "
                    "flags, den_flags, state.<name>, initial_state.<part>" + std::string(version == "1" ? "" : ", ref_num, mag_num_unmasked, mag_den_unmasked") +
                    std::string(version == "1" || version == "2" ? "" : "; gradients: do, dden, ref_dq, ref_dk, ref_dv, mag_dq, mag_dk, mag_dv, "
                                                                        "dq_flags, dk_flags, dv_flags, ref_dstate.<part>, mag_dstate.<part>, dstate_flags.<part>") + ")");
+  }
+};
+
+}  // namespace
+
+Fixture fixture_from_safetensors(const SafetensorsFile& file, const std::string& source) {
+  auto fail = [&](const std::string& what) { return InputError(source + ": " + what); };
+  const auto& md = file.metadata;
+  const std::string version = checked_metadata(md, source);
+  const bool digested = version != "1" && version != "2";
+  std::vector<std::string> warnings;
+  // The digest runs beside the decoding on a large file; its verdict comes
+  // first either way (a changed file says so, not what the change broke).
+  std::future<std::string> digest;
+  if (digested) {
+    if (!md.count(kDigestKey)) throw fail("metadata key 'digest' is missing (format_version " + version + " fixtures carry one)");
+    std::size_t bytes = 0;
+    for (const auto& [name, t] : file.tensors) bytes += t.bytes.size();
+    digest = std::async(bytes > (std::size_t{1} << 22) ? std::launch::async : std::launch::deferred, [&file] { return fixture_digest(file); });
+  } else {
+    warnings.push_back(source + ": format_version " + version + " fixture without a digest: file corruption is caught only by "
+                       "the semantic checks; regenerate it with this hla for a self-verifying fixture");
+  }
+  auto check_digest = [&] {
+    if (!digested) return;
+    const std::string want = digest.get();
+    if (md.at(kDigestKey) != want)
+      throw fail("digest mismatch: the file's tensors or metadata changed after it was written (metadata digest " +
+                 printable(md.at(kDigestKey), 80) + ", content " + want + "); regenerate the fixture");
+  };
+  auto body = [&]() -> Fixture {
+    Fixture f;
+    f.format_version = version;
+    f.warnings = std::move(warnings);
+    FixtureReader read{file, source, version, {}};
+    read.metadata(f);
+    read.inputs(f.problem);
+    read.reference(f);
+    read.gradients(f);
+    read.state_gradient(f);
+    read.named_states(f);
+    read.no_unknown_tensors();
     try {
       validate_fixture(f);
     } catch (const InputError& e) {

@@ -189,82 +189,70 @@ SafetensorsFile parse_safetensors(std::string_view bytes, const std::string& sou
 }
 
 namespace {
-FileLayout parse_file_layout(std::string_view header, std::uint64_t buffer, const std::string& source) {
-  auto fail = [&](const std::string& what) { return InputError(source + ": " + what); };
-  check_header_text(header, fail);
-
-  DuplicateKeyCheck dup;
-  json h;
-  try {
-    h = json::parse(header.begin(), header.end(), std::ref(dup));
-  } catch (const json::exception& e) {
-    throw fail(std::string("header is not valid JSON: ") + e.what());
+template <class Fail> void parse_metadata(const json& entry, SafetensorsFile& out, Fail&& fail) {
+  if (!entry.is_object())
+    throw fail(std::string("__metadata__ must be an object of strings, got ") + entry.type_name());
+  for (const auto& [k, v] : entry.items()) {
+    if (!v.is_string())
+      throw fail("__metadata__ value of '" + printable(k) + "' must be a string, got " + v.type_name() + " " + printable(v.dump()));
+    out.metadata[k] = v.get<std::string>();
   }
-  if (!dup.duplicate.empty()) throw fail("header has the key '" + printable(dup.duplicate) + "' twice (duplicate names)");
-  if (!h.is_object()) throw fail(std::string("header must be a JSON object, got ") + h.type_name());
+}
 
-  FileLayout layout;
-  SafetensorsFile& out = layout.file;
-  std::vector<Span>& spans = layout.spans;
-  for (const auto& [name, entry] : h.items()) {
-    if (name == "__metadata__") {
-      if (!entry.is_object())
-        throw fail(std::string("__metadata__ must be an object of strings, got ") + entry.type_name());
-      for (const auto& [k, v] : entry.items()) {
-        if (!v.is_string())
-          throw fail("__metadata__ value of '" + printable(k) + "' must be a string, got " + v.type_name() + " " + printable(v.dump()));
-        out.metadata[k] = v.get<std::string>();
-      }
-      continue;
-    }
-    const std::string shown = printable(name);  // a lambda may not capture a structured binding before clang 16
-    auto bad = [&](const std::string& what) { return fail("tensor '" + shown + "': " + what); };
-    if (name.empty() || has_control_bytes(name)) throw bad("a tensor name must be non-empty text without control bytes");
-    if (!entry.is_object()) throw bad(std::string("entry must be an object, got ") + entry.type_name());
-    for (const auto& [k, v] : entry.items()) {
-      (void)v;
-      if (k != "dtype" && k != "shape" && k != "data_offsets")
-        throw bad("unknown key '" + printable(k) + "' (expected dtype, shape, data_offsets)");
-    }
-    for (const char* k : {"dtype", "shape", "data_offsets"})
-      if (!entry.contains(k)) throw bad(std::string("missing key '") + k + "'");
+// One tensor's header entry: its dtype and shape, and in `span` the bytes of
+// the data buffer (`buffer` bytes long) it takes, checked against the shape.
+template <class Fail>
+Tensor parse_tensor_entry(const std::string& name, const json& entry, std::uint64_t buffer, Span& span, Fail&& fail) {
+  const std::string shown = printable(name);
+  auto bad = [&](const std::string& what) { return fail("tensor '" + shown + "': " + what); };
+  if (name.empty() || has_control_bytes(name)) throw bad("a tensor name must be non-empty text without control bytes");
+  if (!entry.is_object()) throw bad(std::string("entry must be an object, got ") + entry.type_name());
+  for (const auto& [k, v] : entry.items()) {
+    (void)v;
+    if (k != "dtype" && k != "shape" && k != "data_offsets")
+      throw bad("unknown key '" + printable(k) + "' (expected dtype, shape, data_offsets)");
+  }
+  for (const char* k : {"dtype", "shape", "data_offsets"})
+    if (!entry.contains(k)) throw bad(std::string("missing key '") + k + "'");
 
-    const json& jd = entry["dtype"];
-    if (!jd.is_string()) throw bad(std::string("dtype must be a string, got ") + printable(jd.dump()));
-    const auto dtype = parse_st_dtype(jd.get<std::string>());
-    if (!dtype) throw bad("unknown dtype '" + printable(jd.get<std::string>()) + "' (known: " + known_dtypes() + ")");
+  const json& jd = entry["dtype"];
+  if (!jd.is_string()) throw bad(std::string("dtype must be a string, got ") + printable(jd.dump()));
+  const auto dtype = parse_st_dtype(jd.get<std::string>());
+  if (!dtype) throw bad("unknown dtype '" + printable(jd.get<std::string>()) + "' (known: " + known_dtypes() + ")");
 
-    Tensor t;
-    t.dtype = *dtype;
-    const json& js = entry["shape"];
-    if (!js.is_array()) throw bad("shape must be an array, got " + printable(js.dump()));
-    if (js.size() > kMaxRank) throw bad("shape has " + std::to_string(js.size()) + " dimensions, more than " + std::to_string(kMaxRank));
-    for (const json& s : js) {
-      if (!s.is_number_integer() || (s.is_number_integer() && !s.is_number_unsigned() && s.get<std::int64_t>() < 0))
-        throw bad("shape " + printable(js.dump()) + " must hold non-negative integers");
-      if (s.is_number_unsigned() && s.get<std::uint64_t>() > std::uint64_t(std::numeric_limits<std::int64_t>::max()))
-        throw bad("shape " + printable(js.dump()) + " has an entry too large");
-      t.shape.push_back(s.get<std::int64_t>());
-    }
-
-    const json& jo = entry["data_offsets"];
-    if (!jo.is_array() || jo.size() != 2 || !jo[0].is_number_unsigned() || !jo[1].is_number_unsigned())
-      throw bad("data_offsets must be [begin, end], two non-negative integers, got " + printable(jo.dump()));
-    const std::uint64_t b = jo[0].get<std::uint64_t>(), e = jo[1].get<std::uint64_t>();
-    if (b > e) throw bad("data_offsets " + jo.dump() + " end before they begin");
-    if (e > buffer)
-      throw bad("data_offsets " + jo.dump() + " lie outside the data buffer of " + std::to_string(buffer) + " bytes");
-    const auto elems = shape_elements(t.shape);
-    std::uint64_t want = 0;
-    if (!elems || __builtin_mul_overflow(*elems, std::uint64_t{st_dtype_size(t.dtype)}, &want))
-      throw bad("shape " + shape_string(t.shape) + " overflows 64 bits");
-    if (want != e - b)
-      throw bad("shape " + shape_string(t.shape) + " of " + to_string(t.dtype) + " needs " + std::to_string(want) +
-                " bytes but data_offsets " + jo.dump() + " give " + std::to_string(e - b));
-    spans.push_back({b, e, name});
-    out.tensors.emplace(name, std::move(t));
+  Tensor t;
+  t.dtype = *dtype;
+  const json& js = entry["shape"];
+  if (!js.is_array()) throw bad("shape must be an array, got " + printable(js.dump()));
+  if (js.size() > kMaxRank) throw bad("shape has " + std::to_string(js.size()) + " dimensions, more than " + std::to_string(kMaxRank));
+  for (const json& s : js) {
+    if (!s.is_number_integer() || (s.is_number_integer() && !s.is_number_unsigned() && s.get<std::int64_t>() < 0))
+      throw bad("shape " + printable(js.dump()) + " must hold non-negative integers");
+    if (s.is_number_unsigned() && s.get<std::uint64_t>() > std::uint64_t(std::numeric_limits<std::int64_t>::max()))
+      throw bad("shape " + printable(js.dump()) + " has an entry too large");
+    t.shape.push_back(s.get<std::int64_t>());
   }
 
+  const json& jo = entry["data_offsets"];
+  if (!jo.is_array() || jo.size() != 2 || !jo[0].is_number_unsigned() || !jo[1].is_number_unsigned())
+    throw bad("data_offsets must be [begin, end], two non-negative integers, got " + printable(jo.dump()));
+  const std::uint64_t b = jo[0].get<std::uint64_t>(), e = jo[1].get<std::uint64_t>();
+  if (b > e) throw bad("data_offsets " + jo.dump() + " end before they begin");
+  if (e > buffer)
+    throw bad("data_offsets " + jo.dump() + " lie outside the data buffer of " + std::to_string(buffer) + " bytes");
+  const auto elems = shape_elements(t.shape);
+  std::uint64_t want = 0;
+  if (!elems || __builtin_mul_overflow(*elems, std::uint64_t{st_dtype_size(t.dtype)}, &want))
+    throw bad("shape " + shape_string(t.shape) + " overflows 64 bits");
+  if (want != e - b)
+    throw bad("shape " + shape_string(t.shape) + " of " + to_string(t.dtype) + " needs " + std::to_string(want) +
+              " bytes but data_offsets " + jo.dump() + " give " + std::to_string(e - b));
+  span = {b, e, name};
+  return t;
+}
+
+// The tensors' spans (sorted here) tile the data buffer: no overlap, no gap, no trailing byte.
+template <class Fail> void check_spans(std::vector<Span>& spans, std::uint64_t buffer, Fail&& fail) {
   std::sort(spans.begin(), spans.end(),
             [](const Span& x, const Span& y) { return std::tie(x.begin, x.end, x.name) < std::tie(y.begin, y.end, y.name); });
   std::uint64_t at = 0;
@@ -282,7 +270,67 @@ FileLayout parse_file_layout(std::string_view header, std::uint64_t buffer, cons
   if (at != buffer)
     throw fail("trailing bytes: the data buffer holds " + std::to_string(buffer) + " bytes but the tensors cover " +
                std::to_string(at) + " (file length must be exactly 8 + header + data)");
+}
+
+FileLayout parse_file_layout(std::string_view header, std::uint64_t buffer, const std::string& source) {
+  auto fail = [&](const std::string& what) { return InputError(source + ": " + what); };
+  check_header_text(header, fail);
+
+  DuplicateKeyCheck dup;
+  json h;
+  try {
+    h = json::parse(header.begin(), header.end(), std::ref(dup));
+  } catch (const json::exception& e) {
+    throw fail(std::string("header is not valid JSON: ") + e.what());
+  }
+  if (!dup.duplicate.empty()) throw fail("header has the key '" + printable(dup.duplicate) + "' twice (duplicate names)");
+  if (!h.is_object()) throw fail(std::string("header must be a JSON object, got ") + h.type_name());
+
+  FileLayout layout;
+  for (const auto& [name, entry] : h.items()) {
+    if (name == "__metadata__") {
+      parse_metadata(entry, layout.file, fail);
+      continue;
+    }
+    Span span{};
+    Tensor t = parse_tensor_entry(name, entry, buffer, span, fail);
+    layout.spans.push_back(std::move(span));
+    layout.file.tensors.emplace(name, std::move(t));
+  }
+  check_spans(layout.spans, buffer, fail);
   return layout;
+}
+
+// Where the data buffer ends by the header: where its furthest tensor ends
+// (the full parse checks the rest).
+template <class Fail> std::uint64_t declared_data_end(std::string_view header, Fail&& fail) {
+  check_header_text(header, fail);
+  json h;
+  try {
+    h = json::parse(header.begin(), header.end());
+  } catch (const json::exception& e) {
+    throw fail(std::string("header is not valid JSON: ") + e.what());
+  }
+  std::uint64_t end = 0;
+  if (h.is_object())
+    for (const auto& [name, entry] : h.items()) {
+      if (name == "__metadata__" || !entry.is_object() || !entry.contains("data_offsets")) continue;
+      const json& jo = entry["data_offsets"];
+      if (jo.is_array() && jo.size() == 2 && jo[1].is_number_unsigned()) end = std::max(end, jo[1].get<std::uint64_t>());
+    }
+  return end;
+}
+
+// Reads out.size() bytes of fd from offset `at` into out.
+template <class Fail> void pread_all(int fd, std::string& out, std::uint64_t at, const std::string& source, const std::string& name, Fail&& fail) {
+  for (std::uint64_t got = 0; got < out.size();) {
+    const ssize_t r = ::pread(fd, out.data() + got, std::min<std::uint64_t>(out.size() - got, std::uint64_t{1} << 24),
+                              static_cast<off_t>(at + got));
+    if (r < 0 && errno == EINTR) continue;
+    if (r < 0) throw InputError("cannot read '" + source + "': " + std::strerror(errno));
+    if (r == 0) throw fail("the file shrank while it was read (tensor '" + printable(name) + "')");
+    got += static_cast<std::uint64_t>(r);
+  }
 }
 }  // namespace
 
@@ -321,24 +369,7 @@ SafetensorsFile read_safetensors(const std::filesystem::path& path) {
   const std::uint64_t n = load_le(bytes.data(), 8);
   if (n > kMaxHeaderBytes) return parse_safetensors(bytes, source);  // names the limit
   if (read_more(n) < n) return parse_safetensors(bytes, source);
-  // The data buffer ends where the furthest tensor ends (the full parse checks the rest).
-  std::uint64_t end = 0;
-  {
-    const std::string_view header(bytes.data() + 8, n);
-    check_header_text(header, fail);
-    json h;
-    try {
-      h = json::parse(header.begin(), header.end());
-    } catch (const json::exception& e) {
-      throw fail(std::string("header is not valid JSON: ") + e.what());
-    }
-    if (h.is_object())
-      for (const auto& [name, entry] : h.items()) {
-        if (name == "__metadata__" || !entry.is_object() || !entry.contains("data_offsets")) continue;
-        const json& jo = entry["data_offsets"];
-        if (jo.is_array() && jo.size() == 2 && jo[1].is_number_unsigned()) end = std::max(end, jo[1].get<std::uint64_t>());
-      }
-  }
+  const std::uint64_t end = declared_data_end(std::string_view(bytes.data() + 8, n), fail);
   if (end > kMaxDataBytes)
     throw fail("tensors span " + std::to_string(end) + " bytes of data, more than the limit of " + std::to_string(kMaxDataBytes));
   if (const std::uint64_t size = open_file_size(fd); size >= 8 + n + end) {
@@ -348,16 +379,9 @@ SafetensorsFile read_safetensors(const std::filesystem::path& path) {
     // tensors in parallel (no copy of the file in memory).
     SafetensorsFile file = filled(parse_file_layout(std::string_view(bytes).substr(8, n), std::min(size - 8 - n, end + 1), source),
                                   [&](const Span& s, std::string& out) {
-      out.resize(s.end - s.begin);
-      for (std::uint64_t got = 0; got < out.size();) {
-        const ssize_t r = ::pread(fd, out.data() + got, std::min<std::uint64_t>(out.size() - got, std::uint64_t{1} << 24),
-                                  static_cast<off_t>(8 + n + s.begin + got));
-        if (r < 0 && errno == EINTR) continue;
-        if (r < 0) throw InputError("cannot read '" + source + "': " + std::strerror(errno));
-        if (r == 0) throw fail("the file shrank while it was read (tensor '" + printable(s.name) + "')");
-        got += static_cast<std::uint64_t>(r);
-      }
-    });
+                                    out.resize(s.end - s.begin);
+                                    pread_all(fd, out, 8 + n + s.begin, source, s.name, fail);
+                                  });
     char extra;
     if (::pread(fd, &extra, 1, static_cast<off_t>(8 + n + end)) > 0)
       throw fail("the file grew while it was read (trailing bytes after the " + std::to_string(end) + " bytes its tensors cover)");

@@ -50,15 +50,16 @@ except ImportError as _error:  # the pure-Python parts (exec_server.serve) work 
 
     _core = _MissingCore(_error)
     InputError = ValueError
+    __version__ = None  # the compiled core knows it
 else:
     InputError = _core.InputError  # a ValueError: bad arrays, shapes or options (the message names the problem)
+    __version__ = _core.__version__  # CMakeLists.txt's project(VERSION)
 from ._arrays import offsets_tensor, tensor, to_numpy
 from ._options import DEFAULT_EPS, option_text
 from .exec_server import serve
 
 __all__ = ["reference", "Reference", "check", "Report", "load_fixture", "Fixture", "save_candidate", "golden_dir",
            "golden_fixtures", "fuzz", "autograd_backward", "FuzzResult", "Support", "serve", "InputError"]
-__version__ = "0.1.0"
 
 
 def _inputs(q, k, v, layout, cu_seqlens, dtype, initial_state):

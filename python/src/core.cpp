@@ -367,6 +367,14 @@ NB_MODULE(_core, m) {
   using namespace hla::python;
   m.doc() = "hla-oracle's C++ core (reference, check, fixtures, fuzzer); use the hla_oracle package, not this module";
   nb::exception<hla::InputError>(m, "InputError", PyExc_ValueError);
+  m.attr("__version__") = HLA_VERSION;  // CMakeLists.txt's project(VERSION), the one place it is written
+  // What hla_oracle.Support selects by default (ALL_VARIANTS): the variant table's rows, less the paper-literal ones.
+  m.def("variants", [] {
+    std::vector<std::string> names;
+    for (const hla::VariantInfo& v : hla::kVariants)
+      if (!v.paper_literal) names.emplace_back(v.name);
+    return names;
+  });
 
   m.def("reference", &reference, nb::arg("tensors"), nb::arg("options"), nb::arg("layout"), nb::arg("threads") = 0);
   m.def("check", &check_arrays, nb::arg("tensors"), nb::arg("options"), nb::arg("layout"), nb::arg("out"), nb::arg("den").none(),

@@ -186,3 +186,14 @@ def test_bad_support_is_refused():
         hla_oracle.fuzz(kernel, {"variant": ["la1"]}, max_cases=1, progress=False)
     with pytest.raises(hla_oracle.InputError, match="unknown feature"):
         hla_oracle.fuzz(kernel, Support(features=["teleport"]), max_cases=1, progress=False)
+
+
+def test_support_default_variants_are_the_tables_less_the_paper_literal():
+    """Support()'s default variants come from the C++ variant table at import
+    (hla_oracle._core.variants()): every row but the paper-literal ones, which
+    no kernel implements (hla fuzz's default likewise)."""
+    default = Support().variants
+    assert default == list(hla_oracle._support.ALL_VARIANTS) == list(hla_oracle._core.variants())
+    assert "hla3_paper" not in default
+    assert {"la1", "hla2", "ahla", "hla3"} <= set(default)
+    assert hla_oracle.__version__ == hla_oracle._core.__version__ and hla_oracle.__version__.count(".") == 2

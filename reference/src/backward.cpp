@@ -13,7 +13,7 @@ std::string to_string(BackwardForm f) {
 }
 
 bool has_backward(Variant v) {
-  return std::apply([v](auto... b) { return ((b.variant == v) || ...); }, Backwards{});
+  return info(v).has_backward;
 }
 
 bool has_backward_form(Variant v, BackwardForm f) {

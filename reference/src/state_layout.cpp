@@ -4,10 +4,7 @@
 
 namespace hla {
 
-// The variants with a §3 recurrence; props_state checks that these are the ones with a backward type.
-bool has_state(Variant v) {
-  return v == Variant::la1 || v == Variant::hla2 || v == Variant::ahla || v == Variant::hla3;
-}
+bool has_state(Variant v) { return info(v).has_state; }
 
 std::vector<StatePart> state_layout(const Options& o, Index d, Index dv) {
   using R = StatePart::Role;

@@ -419,6 +419,21 @@ TEST_CASE("state: the variants with a state are those with a backward type (whos
   for (const auto& v : kVariants) CHECK(has_state(v.id) == has_backward(v.id));
 }
 
+TEST_CASE("state: a variant's row says it has a state exactly when state_layout lays one out", "[state]") {
+  for (const auto& v : kVariants) {
+    Options o;
+    o.variant = v.id;
+    bool laid_out = true;
+    try {
+      laid_out = !state_layout(o, 4, 3).empty();
+    } catch (const InputError&) {
+      laid_out = false;
+    }
+    INFO(v.name);
+    CHECK(laid_out == has_state(v.id));
+  }
+}
+
 TEST_CASE("state: the checker passes a kernel that continues from the state and fails one that ignores it", "[state]") {
   for (const Variant v : kStateVariants) {
     const Options o = normalized(v);

@@ -66,7 +66,7 @@ template <class S> void run_head(const BatchProblem& p, const BaselineForm& f, C
 bool fast_baseline_applies(const BatchProblem& p, const BaselineForm& f, bool known_finite) {
   if (!fast::supports(p.opt.variant) || (!known_finite && !p.all_finite())) return false;
   return f.form == Form::streaming || f.form == Form::chunked_matmul ||
-         (f.form == Form::streaming_paper_state && p.opt.variant == Variant::hla2);
+         (f.form == Form::streaming_paper_state && info(p.opt.variant).forms.has(Form::streaming_paper_state));
 }
 
 CandidateOutputs fast_ours(const BatchProblem& p, Precision prec, const BaselineForm& f, DType out_dtype) {

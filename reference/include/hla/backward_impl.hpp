@@ -16,12 +16,30 @@
 
 namespace hla {
 
-// In variant order from the first: the backward type of variant v is element v.
+// The backward types, in table order: one for each kVariants row with has_backward, and none other.
 using Backwards = std::tuple<la1_backward, hla2_backward, ahla_backward, hla3_backward>;
-static_assert([]<std::size_t... I>(std::index_sequence<I...>) {
-  return ((static_cast<std::size_t>(std::tuple_element_t<I, Backwards>::variant) == I) && ...);
-}(std::make_index_sequence<std::tuple_size_v<Backwards>>{}), "Backwards must follow enum Variant");
-template <Variant v> using BackwardOf = std::tuple_element_t<static_cast<std::size_t>(v), Backwards>;
+namespace detail {
+template <std::size_t... I> constexpr bool backwards_match_table(std::index_sequence<I...>) {
+  constexpr Variant listed[] = {std::tuple_element_t<I, Backwards>::variant...};
+  std::size_t next = 0;
+  for (const VariantInfo& r : kVariants) {
+    if (!r.has_backward) continue;
+    if (next == sizeof...(I) || listed[next] != r.id) return false;
+    ++next;
+  }
+  return next == sizeof...(I);
+}
+template <Variant v, std::size_t... I> constexpr std::size_t backward_index(std::index_sequence<I...>) {
+  std::size_t i = sizeof...(I);  // none: beyond the tuple, a compile error in BackwardOf
+  (void)((std::tuple_element_t<I, Backwards>::variant == v ? (i = I, true) : false) || ...);
+  return i;
+}
+}  // namespace detail
+static_assert(detail::backwards_match_table(std::make_index_sequence<std::tuple_size_v<Backwards>>{}),
+              "Backwards must hold, in table order, one backward type for each kVariants row with has_backward");
+// The backward type of variant v (which has_backward).
+template <Variant v>
+using BackwardOf = std::tuple_element_t<detail::backward_index<v>(std::make_index_sequence<std::tuple_size_v<Backwards>>{}), Backwards>;
 
 // Calls f(B{}) for the backward type B of variant v; throws InputError when none.
 template <class F> auto with_backward(Variant v, F&& f) {

@@ -81,6 +81,10 @@ struct VariantInfo {
   bool magnitude_unmasked;
   bool paper_literal;     // the paper's own definition, not a kernel's: not fuzzed unless asked
   std::int32_t abi_code;  // hla_variant in include/hla_impl.h: equal to the enumerator
+  // Full parity (docs/contributing.md), each checked against the code that provides it:
+  bool has_state;     // a §3 streaming state: takes an initial state (its parts: reference/src/state_layout.cpp)
+  bool has_backward;  // a backward type in Backwards (reference/include/hla/backward_impl.hpp; static_assert there)
+  bool fast_engine;   // a form in the fast engine's ChunkForms (check/include/hla/fast/engine.hpp; static_assert there)
 };
 
 namespace detail {
@@ -90,23 +94,23 @@ inline constexpr FormSet kScanForms{Form::fold, Form::blelloch, Form::chunked_sc
 }  // namespace detail
 
 inline constexpr std::array kVariants{
-    VariantInfo{Variant::la1, "la1", 1, false, false, false, detail::kCommonForms, {}, Variant::la1, false, false, HLA_LA1},
+    VariantInfo{Variant::la1, "la1", 1, false, false, false, detail::kCommonForms, {}, Variant::la1, false, false, HLA_LA1, true, true, true},
     // hla2's paper state and its §4 summary read out u·C − qᵀG.
     VariantInfo{Variant::hla2, "hla2", 2, true, true, false,
                 {Form::naive, Form::streaming, Form::streaming_paper_state, Form::fold, Form::blelloch,
                  Form::chunked_scan, Form::chunked_matmul},
                 {Form::streaming_paper_state, Form::fold, Form::blelloch, Form::chunked_scan}, Variant::hla2, false,
-                false, HLA_HLA2},
+                false, HLA_HLA2, true, true, true},
     VariantInfo{Variant::ahla, "ahla", 2, false, false, false, detail::kCommonForms, {}, Variant::ahla, false, false,
-                HLA_AHLA},
+                HLA_AHLA, true, true, true},
     // hla3's forms, and the paper's third-order scan (the corrected F of
     // Eq. 7.4), only add terms.
-    VariantInfo{Variant::hla3, "hla3", 3, true, false, false, detail::kCommonForms, {}, Variant::hla3, false, false, HLA_HLA3},
+    VariantInfo{Variant::hla3, "hla3", 3, true, false, false, detail::kCommonForms, {}, Variant::hla3, false, false, HLA_HLA3, true, true, true},
     // Paper Alg. 3 (γ = 1), which reads out S^K S^Q P − G⁽¹⁾ − G⁽²⁾ − G⁽³⁾; the
     // paper gives third order no matmul form.
     VariantInfo{Variant::hla3_paper, "hla3_paper", 3, false, false, true,
                 {Form::naive, Form::streaming, Form::fold, Form::blelloch, Form::chunked_scan},
-                {Form::streaming}, Variant::hla3, true, true, HLA_HLA3_PAPER},
+                {Form::streaming}, Variant::hla3, true, true, HLA_HLA3_PAPER, false, false, false},
 };
 
 constexpr const VariantInfo& info(Variant v) { return kVariants[static_cast<std::size_t>(v)]; }
@@ -129,6 +133,7 @@ constexpr bool variants_consistent() {
     if (v.order < 1 || !v.forms.has(Form::naive) || !v.forms.has(Form::streaming)) return false;
     if ((v.subtracting_forms.bits & ~v.forms.bits) != 0) return false;
     if (static_cast<std::size_t>(v.magnitude_as) >= kVariants.size()) return false;
+    if (v.has_backward && !v.has_state) return false;  // a backward starts from a state's adjoint (SPEC §9)
   }
   return true;
 }
@@ -136,7 +141,8 @@ constexpr bool variants_consistent() {
 static_assert(detail::rows_in_enum_order(kVariants), "kVariants rows must follow enum Variant");
 static_assert(detail::rows_in_enum_order(kForms), "kForms rows must follow enum Form");
 static_assert(detail::abi_codes_are_enumerators(kVariants), "a kVariants row's C ABI code must equal its enumerator");
-static_assert(detail::variants_consistent(), "a kVariants row lacks naive/streaming or names forms it has not");
+static_assert(detail::variants_consistent(),
+              "a kVariants row lacks naive/streaming, names forms it has not, or has a backward without a state");
 
 std::string to_string(Variant v);
 Variant parse_variant(std::string_view s);  // throws InputError naming the known variants

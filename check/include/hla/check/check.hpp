@@ -84,31 +84,40 @@ struct Element {
   Skip skip = Skip::none;
 };
 
+// What one part's elements came to under the pass rule: the outputs (Report)
+// and each gradient tensor or state part (GradientRow) alike.
+struct Tally {
+  size_t elements = 0, scored = 0, nonfinite = 0, over_bound = 0;
+  size_t out_of_range = 0, underflow = 0;  // not scored: see Skip
+  double max_score = 0;                    // over scored elements
+  std::vector<Element> worst;
+  // Rule 3: our own honest orders in the candidate's precision and class,
+  // scored alike; every element's score at most ratio_limit times their worst,
+  // or its floor if larger.
+  double baseline_max_score = 0;    // the worst of them
+  std::string baseline_worst_form;  // which of them
+  double baseline_ratio = 0;        // max over elements of score / max(baseline_max_score, floor); must be ≤ ratio_limit
+  double ratio_limit = 0;           // ratio_limit(scored)
+  Element ratio_element;            // the element with the largest rule-3 ratio
+  // Exact tier: bit equality with the exact reference.
+  bool exact_tier = false;
+  size_t exact_mismatches = 0;
+};
+
 // One gradient tensor's verdict (SPEC §9): every element scored as
 // |candidate − reference| / (u·M*), M* the gradient's magnitude times the
 // conditioning of den ⊕ ε it passes through (check/gradient.hpp), bound K_g + 1.
-struct GradientRow {
+// h: the query head (dq, dstate) or the K/V head (dk, dv); c: the column.
+// dstate: b is the sequence, t the row, c = -1 in a denominator part (m, f, z, e).
+// Rule 3 (SPEC §9): the floor is at least one rounding of its magnitude where
+// our backward forms were all exact. Exact tier (SPEC §9): dq, dk, dv of an
+// exact-tier case in f32/f64.
+struct GradientRow : Tally {
   std::string name;  // dq, dk, dv, or dstate.<part> (from an initial state)
   bool checked = false;  // the candidate has it
-  size_t elements = 0, scored = 0, nonfinite = 0, over_bound = 0;
   size_t ill_conditioned = 0;  // not scored: depends on a den ⊕ ε within its error bound of 0 (or of a clamp jump)
-  size_t out_of_range = 0, underflow = 0;  // not scored, as for outputs
-  double max_score = 0;
-  // h: the query head (dq, dstate) or the K/V head (dk, dv); c: the column.
-  // dstate: b is the sequence, t the row, c = -1 in a denominator part (m, f, z, e).
-  std::vector<Element> worst;
-  // Rule 3 (SPEC §9): our own backward forms in the candidate's precision, scored
-  // alike; every element's score at most ratio_limit times their worst, or its
-  // floor if larger (at least one rounding of its magnitude where ours were all exact).
-  bool baseline_applied = false;
-  double baseline_max_score = 0;
-  std::string baseline_worst_form;
-  double baseline_ratio = 0, ratio_limit = 0;
-  Element ratio_element;
+  bool baseline_applied = false;  // rule 3 applies: we have backward forms of this variant
   bool over_ratio = false;
-  // Exact tier (SPEC §9): dq, dk, dv of an exact-tier case in f32/f64 must equal the exact reference.
-  bool exact_tier = false;
-  size_t exact_mismatches = 0;
   bool fails() const { return nonfinite > 0 || over_bound > 0 || over_ratio || exact_mismatches > 0; }
 };
 
@@ -141,7 +150,8 @@ struct ScoreMap {
   Index blocks() const { return positions == 0 ? 0 : (positions + block - 1) / block; }
 };
 
-struct Report {
+struct Report : Tally {
+  Report() { ratio_limit = kRatioLimit; }
   bool pass = false;
   bool inconclusive = false;  // too little was scored to judge (then pass = false; see kMaxUnscoredFraction)
   std::vector<std::string> reasons;  // why it failed (empty on pass)
@@ -149,21 +159,11 @@ struct Report {
   double u = 0;
   double bound = 0;            // K = depth_bound: every scored element must have score ≤ K
   double noise_floor = 0;      // rule 3's floor at ratio_element: kFloorRoundings × its unit
-  Element ratio_element;       // the element with the largest rule-3 ratio
-  double max_score = 0;        // candidate, over scored elements
-  double baseline_max_score = 0;  // the worst of our honest evaluation orders in the same precision
-  std::string baseline_worst_form;  // which of them
-  double baseline_ratio = 0;   // max over elements of score / max(baseline_max_score, floor); must be ≤ ratio_limit
-  double ratio_limit = kRatioLimit;  // ratio_limit(scored)
   FormClass form_class = FormClass::masked;
   // A masked candidate failing only on the masked magnitude, that the
   // state-difference rule would pass (its message says so).
   bool state_difference_would_pass = false;
-  size_t elements = 0, scored = 0, at_pole = 0, nonfinite = 0, over_bound = 0;
-  size_t reference_nonfinite = 0, out_of_range = 0, underflow = 0;  // not scored: see Skip
-  bool exact_tier = false;
-  size_t exact_mismatches = 0;
-  std::vector<Element> worst;
+  size_t at_pole = 0, reference_nonfinite = 0;  // not scored: see Skip
   std::vector<std::pair<std::string, size_t>> histogram;  // score bins
   std::string dumped;  // the fixture written by dump_on_failure, if any
   // Gradients: rows when the reference has gradients; a note why none were checked.

@@ -23,24 +23,33 @@
 #include "hla/variants.hpp"
 
 #include <map>
+#include <stdexcept>
+#include <tuple>
 #include <utility>
 
 namespace hla::fast {
 
-// Whether the engine has a form for this variant (else the caller uses binary128).
-inline bool supports(Variant v) {
-  return v == Variant::la1 || v == Variant::hla2 || v == Variant::ahla || v == Variant::hla3;
+// The engine's forms (ops/<variant>.hpp: the chunk form, its reverse mode and
+// the streaming step), each naming its variant: one for each kVariants row with
+// fast_engine, and none other.
+using ChunkForms = std::tuple<detail::La1, detail::Hla2, detail::Ahla, detail::Hla3>;
+namespace detail {
+template <std::size_t... I> constexpr bool chunk_forms_match_table(std::index_sequence<I...>) {
+  for (const VariantInfo& r : kVariants)
+    if (((std::tuple_element_t<I, ChunkForms>::variant == r.id) + ... + 0) != (r.fast_engine ? 1 : 0)) return false;
+  return true;
 }
+}  // namespace detail
+static_assert(detail::chunk_forms_match_table(std::make_index_sequence<std::tuple_size_v<ChunkForms>>{}),
+              "ChunkForms must hold one form for each kVariants row with fast_engine, and none other");
 
-// Calls f(F{}) with the chunk form F of variant v (ops/<variant>.hpp).
-template <class F> decltype(auto) with_chunk_form(Variant v, F&& f) {
-  switch (v) {
-    case Variant::la1: return f(detail::La1{});
-    case Variant::hla2: return f(detail::Hla2{});
-    case Variant::ahla: return f(detail::Ahla{});
-    case Variant::hla3: return f(detail::Hla3{});
-    default: throw std::logic_error("fast engine: no chunked form for this variant");
-  }
+// Whether the engine has a form for this variant (else the caller uses binary128).
+constexpr bool supports(Variant v) { return info(v).fast_engine; }
+
+// Calls f(F{}) with the form F of variant v (ops/<variant>.hpp).
+template <class F> void with_chunk_form(Variant v, F&& f) {
+  const bool found = std::apply([&](auto... form) { return ((form.variant == v ? (f(form), true) : false) || ...); }, ChunkForms{});
+  if (!found) throw std::logic_error("fast engine: no chunked form for this variant");
 }
 
 // Calls f(chunk) for the chunks [c0, c0 + L) of the head, first to last.

@@ -36,6 +36,24 @@ template <class S> struct Streamer {
   }
 };
 
+// The streaming recurrences' state and scratch: every variant's members,
+// each variant's step (ops/<variant>.hpp `stream`) uses its own.
+template <class S> struct StreamState {
+  using T = typename Streamer<S>::T;
+  Idx d, dv1;
+  bool masked, ridge, paper_state;
+  T g1, g2, g3, lambda;
+  Dense<S> Sm, SQ, C, F, P, E;
+  std::vector<T> u, w, y;
+  StreamState(const FastHead<S>& h, bool paper)
+      : d(h.q.cols()), dv1(h.v.cols()), masked(h.masked), ridge(h.ridge), paper_state(paper),
+        g1(h.pow.g.size() > 1 ? T(h.pow.g[1]) : T(1)), g2(h.pow.g.size() > 2 ? T(h.pow.g[2]) : T(1)),
+        g3(h.pow.g.size() > 3 ? T(h.pow.g[3]) : T(1)), lambda(h.ridge ? T(h.lambda.val.at(0, 0)) : T(0)),
+        Sm(Dense<S>::zero(d, d)), SQ(Dense<S>::zero(d, d)), C(Dense<S>::zero(d, dv1)), F(Dense<S>::zero(d, dv1)),
+        P(Dense<S>::zero(d, dv1)), E(Dense<S>::zero(d, dv1)), u(static_cast<size_t>(std::max(d, dv1))),
+        w(static_cast<size_t>(std::max(d, dv1))), y(static_cast<size_t>(dv1)) {}
+};
+
 }  // namespace detail
 
 // The head's outputs n × (dv + 1) by the streaming recurrence of its variant
@@ -43,84 +61,14 @@ template <class S> struct Streamer {
 // subtracts partial sums: num = (qᵀS + λqᵀ)C − qᵀG; the state-difference class).
 template <class S> Dense<S> streaming_head(const FastHead<S>& h, bool paper_state = false) {
   using St = detail::Streamer<S>;
-  using T = typename St::T;
-  const Idx n = h.n(), d = h.q.cols(), dv1 = h.v.cols();
-  Dense<S> Y = Dense<S>::zero(n, dv1);
-  const T g1 = h.pow.g.size() > 1 ? T(h.pow.g[1]) : T(1);
-  const T g2 = h.pow.g.size() > 2 ? T(h.pow.g[2]) : T(1);
-  const T g3 = h.pow.g.size() > 3 ? T(h.pow.g[3]) : T(1);
-  Dense<S> Sm = Dense<S>::zero(d, d), SQ = Dense<S>::zero(d, d), C = Dense<S>::zero(d, dv1), F = Dense<S>::zero(d, dv1),
-           P = Dense<S>::zero(d, dv1), E = Dense<S>::zero(d, dv1);
-  std::vector<T> u(static_cast<size_t>(std::max(d, dv1))), w(static_cast<size_t>(std::max(d, dv1))), y(static_cast<size_t>(dv1));
-  const T lambda = h.ridge ? T(h.lambda.val.at(0, 0)) : T(0);
-  for (Idx t = 0; t < n; ++t) {
-    const T* q = St::ptr(h.q.val) + t * h.q.val.ld;
-    const T* k = St::ptr(h.k.val) + t * h.k.val.ld;
-    const T* v = St::ptr(h.v.val) + t * h.v.val.ld;
-    T* out = St::ptr(Y) + t * Y.ld;
-    switch (h.variant) {
-      case Variant::la1:
-        St::rank1(P, g1, k, v);
-        St::vecmat(q, P, out);
-        break;
-      case Variant::hla2:
-        if (paper_state) {
-          // G = γ²G + γk(kᵀC_{t−1}) (C before its update), then S, C; num = (qᵀS + λqᵀ)C − qᵀG.
-          if (h.masked) {
-            St::vecmat(k, C, w.data());
-            for (Idx i = 0; i < d; ++i) u[static_cast<size_t>(i)] = St::mul(g1, k[i]);
-            St::rank1(F, g2, u.data(), w.data());  // F holds G here
-          }
-          St::rank1(Sm, g1, k, k);
-          St::rank1(C, g1, q, v);
-          St::vecmat(q, Sm, u.data());
-          if (h.ridge)
-            for (Idx i = 0; i < d; ++i) u[static_cast<size_t>(i)] = St::add(u[static_cast<size_t>(i)], St::mul(lambda, q[i]));
-          St::vecmat(u.data(), C, out);
-          if (h.masked) {
-            St::vecmat(q, F, y.data());
-            for (Idx c = 0; c < dv1; ++c) out[c] = St::add(out[c], -y[static_cast<size_t>(c)]);
-          }
-          break;
-        }
-        St::rank1(Sm, g1, k, k);
-        St::rank1(C, g1, q, v);
-        St::vecmat(q, Sm, u.data());  // qᵀS = (Sq)ᵀ: S is symmetric, exactly (its updates are)
-        if (h.masked) {
-          St::rank1(F, g2, u.data(), v);
-          St::vecmat(q, F, out);
-        } else {
-          St::vecmat(u.data(), C, out);
-        }
-        if (h.ridge) {
-          St::vecmat(q, C, y.data());
-          for (Idx c = 0; c < dv1; ++c) out[c] = St::add(out[c], St::mul(lambda, y[static_cast<size_t>(c)]));
-        }
-        break;
-      case Variant::ahla:
-        St::rank1(P, g1, k, v);
-        St::vecmat(q, P, w.data());
-        St::rank1(E, g1, k, w.data());
-        St::vecmat(q, E, out);
-        break;
-      case Variant::hla3:
-        St::rank1(Sm, g1, k, k);
-        St::rank1(P, g1, k, v);
-        if (h.masked) {
-          St::vecmat(q, Sm, u.data());
-          St::vecmat(q, P, w.data());
-          St::rank1(F, g3, u.data(), w.data());
-          St::vecmat(q, F, out);
-        } else {
-          St::rank1(SQ, g1, q, q);
-          St::vecmat(q, Sm, u.data());
-          St::vecmat(u.data(), SQ, w.data());
-          St::vecmat(w.data(), P, out);
-        }
-        break;
-      default: throw std::logic_error("fast engine: no streaming form for this variant");
-    }
-  }
+  const Idx n = h.n();
+  Dense<S> Y = Dense<S>::zero(n, h.v.cols());
+  detail::StreamState<S> s(h, paper_state);
+  with_chunk_form(h.variant, [&]<class F>(F) {
+    for (Idx t = 0; t < n; ++t)
+      F::template stream<St>(s, St::ptr(h.q.val) + t * h.q.val.ld, St::ptr(h.k.val) + t * h.k.val.ld, St::ptr(h.v.val) + t * h.v.val.ld,
+                             St::ptr(Y) + t * Y.ld);
+  });
   return Y;
 }
 

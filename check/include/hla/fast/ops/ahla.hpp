@@ -7,6 +7,17 @@
 namespace hla::fast::detail {
 
 struct Ahla {
+  static constexpr Variant variant = Variant::ahla;
+
+  // One token of the streaming recurrence (SPEC §3; fast/streaming.hpp) in
+  // the streamer St's precision: the state s updated, the readout into out.
+  template <class St, class State>
+  static void stream(State& s, const typename St::T* q, const typename St::T* k, const typename St::T* v, typename St::T* out) {
+    St::rank1(s.P, s.g1, k, v);
+    St::vecmat(q, s.P, s.w.data());
+    St::rank1(s.E, s.g1, k, s.w.data());
+    St::vecmat(q, s.E, out);
+  }
   // Carry (P, E).
   template <class S> static Carry<S> initial(const FastHead<S>& h) {
     return {h.carry(0, h.d(), h.dv1()), h.carry(1, h.d(), h.dv1())};

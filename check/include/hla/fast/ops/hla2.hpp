@@ -9,6 +9,48 @@
 namespace hla::fast::detail {
 
 struct Hla2 {
+  static constexpr Variant variant = Variant::hla2;
+
+  // One token of the streaming recurrence (SPEC §3; fast/streaming.hpp) in
+  // the streamer St's precision: the state s updated, the readout into out.
+  template <class St, class State>
+  static void stream(State& s, const typename St::T* q, const typename St::T* k, const typename St::T* v, typename St::T* out) {
+    auto* u = s.u.data();
+    auto* w = s.w.data();
+    auto* y = s.y.data();
+    if (s.paper_state) {
+      // G = γ²G + γk(kᵀC_{t−1}) (C before its update), then S, C; num = (qᵀS + λqᵀ)C − qᵀG.
+      if (s.masked) {
+        St::vecmat(k, s.C, w);
+        for (Idx i = 0; i < s.d; ++i) u[i] = St::mul(s.g1, k[i]);
+        St::rank1(s.F, s.g2, u, w);  // F holds G here
+      }
+      St::rank1(s.Sm, s.g1, k, k);
+      St::rank1(s.C, s.g1, q, v);
+      St::vecmat(q, s.Sm, u);
+      if (s.ridge)
+        for (Idx i = 0; i < s.d; ++i) u[i] = St::add(u[i], St::mul(s.lambda, q[i]));
+      St::vecmat(u, s.C, out);
+      if (s.masked) {
+        St::vecmat(q, s.F, y);
+        for (Idx c = 0; c < s.dv1; ++c) out[c] = St::add(out[c], -y[c]);
+      }
+      return;
+    }
+    St::rank1(s.Sm, s.g1, k, k);
+    St::rank1(s.C, s.g1, q, v);
+    St::vecmat(q, s.Sm, u);  // qᵀS = (Sq)ᵀ: S is symmetric, exactly (its updates are)
+    if (s.masked) {
+      St::rank1(s.F, s.g2, u, v);
+      St::vecmat(q, s.F, out);
+    } else {
+      St::vecmat(u, s.C, out);
+    }
+    if (s.ridge) {
+      St::vecmat(q, s.C, y);
+      for (Idx c = 0; c < s.dv1; ++c) out[c] = St::add(out[c], St::mul(s.lambda, y[c]));
+    }
+  }
   // Carry (S, C, F = SC − G).
   template <class S> static Carry<S> initial(const FastHead<S>& h) {
     return {h.carry(0, h.d(), h.d()), h.carry(1, h.d(), h.dv1()), h.carry(2, h.d(), h.dv1())};
@@ -80,6 +122,12 @@ struct Hla2 {
     }
   }
 
+  // What backward() gathers: the adjoints of Q, K, V, of QS = Q S_A, of
+  // W_d = QKᵀ ⊙ D_1 and of QK itself (masked by L or not), and of the carry A.
+  template <class S> struct Adjoints {
+    BMat<S> dQ, dK, dV, dQS, dWd, dQK, Sb, Cb, Fb;
+  };
+
   // The reverse of forward(), term by term (G: the chunk's ∂L/∂Y; Xb: the
   // adjoint of the carry after the chunk in, of the carry A before it out).
   template <class S>
@@ -89,7 +137,7 @@ struct Hla2 {
     const bool mg = h.magnitudes;
     const BMat<S>&Q = x.Q, &K = x.K, &V = x.V, &Sa = A[0], &Ca = A[1], &Fa = A[2];
     const BMat<S>& D1 = c.D(L, 1);
-    const BMat<S> rho1 = c.rho(L, 1), e1 = c.e(L, 1), rB = c.gs(L);
+    const BMat<S> rho1 = c.rho(L, 1);
     const BMat<S> Grho1 = Chunks<S>::times_rows(G, rho1), Grho2 = Chunks<S>::times_rows(G, c.rho(L, 2));
     const BMat<S> QK = mm(Q, N, K, T, false, h.masked);
     BMat<S> Wd = QK;
@@ -97,9 +145,10 @@ struct Hla2 {
     const BMat<S> QS = mm(Q, N, Sa, N);
     BMat<S> GV = mm(G, N, V, T, false, true);  // adjoint of the masked score products: (G Vᵀ) ⊙ D_1
     had(GV, D1);
-    BMat<S> dQ = BMat<S>::zero(L, d, mg), dK = dQ, dV = BMat<S>::zero(L, dv1, mg), dQS = dQ;
-    BMat<S> dWd = BMat<S>::zero(L, L, mg), dQK = dWd;  // dQK: adjoint of QK itself (masked by L or not)
-    BMat<S> Sb = BMat<S>::zero(d, d, mg), Cb = BMat<S>::zero(d, dv1, mg), Fb = Cb;
+    Adjoints<S> a{BMat<S>::zero(L, d, mg), BMat<S>::zero(L, d, mg), BMat<S>::zero(L, dv1, mg), BMat<S>::zero(L, d, mg),
+                  BMat<S>::zero(L, L, mg), BMat<S>::zero(L, L, mg), BMat<S>::zero(d, d, mg), BMat<S>::zero(d, dv1, mg),
+                  BMat<S>::zero(d, dv1, mg)};
+    BMat<S>&dQ = a.dQ, &dK = a.dK, &dV = a.dV, &dQS = a.dQS, &dWd = a.dWd, &dQK = a.dQK, &Cb = a.Cb, &Fb = a.Fb;
     // cross: Z = (QS Qᵀ) ⊙ D_1, Y += diag(ρ_1) Z V
     BMat<S> Z = mm(QS, N, Q, T, false, true);
     had(Z, D1);
@@ -151,6 +200,22 @@ struct Hla2 {
       scale(Rc, h.lambda);
       add(Cb, Rc);
     }
+    backward_carry(h, c, x, Sa, Wd, Xb, a);
+    g.dQ = std::move(dQ), g.dK = std::move(dK), g.dV = std::move(dV);
+    Xb = {std::move(a.Sb), std::move(Cb), std::move(Fb)};
+  }
+
+  // backward()'s carry update, from the adjoints Xb of (S', C', F'), and the
+  // products of Q it shares with the readout (QS = Q S_A, the scores QKᵀ).
+  template <class S>
+  static void backward_carry(const FastHead<S>& h, Chunks<S>& c, const Chunk<S>& x, const BMat<S>& Sa, const BMat<S>& Wd,
+                             const Carry<S>& Xb, Adjoints<S>& a) {
+    const Idx L = x.L, d = h.d(), dv1 = h.dv1();
+    const bool mg = h.magnitudes;
+    const BMat<S>&Q = x.Q, &K = x.K, &V = x.V;
+    const BMat<S>& D1 = c.D(L, 1);
+    const BMat<S> e1 = c.e(L, 1), rB = c.gs(L);
+    BMat<S>&dQ = a.dQ, &dK = a.dK, &dV = a.dV, &dQS = a.dQS, &dWd = a.dWd, &dQK = a.dQK, &Sb = a.Sb, &Cb = a.Cb, &Fb = a.Fb;
     // The carry update, from the adjoints Xb of (S', C', F').
     const bool needs_C = !h.masked || h.ridge;
     const BMat<S> Ve1 = Chunks<S>::times_rows(V, e1);
@@ -196,8 +261,6 @@ struct Hla2 {
     add(dQK, dWd);
     mm_into(dQ, true, dQK, N, K, N, h.masked);
     mm_into(dK, true, dQK, T, Q, N);
-    g.dQ = std::move(dQ), g.dK = std::move(dK), g.dV = std::move(dV);
-    Xb = {std::move(Sb), std::move(Cb), std::move(Fb)};
   }
 };
 

@@ -7,6 +7,15 @@
 namespace hla::fast::detail {
 
 struct La1 {
+  static constexpr Variant variant = Variant::la1;
+
+  // One token of the streaming recurrence (SPEC §3; fast/streaming.hpp) in
+  // the streamer St's precision: the state s updated, the readout into out.
+  template <class St, class State>
+  static void stream(State& s, const typename St::T* q, const typename St::T* k, const typename St::T* v, typename St::T* out) {
+    St::rank1(s.P, s.g1, k, v);
+    St::vecmat(q, s.P, out);
+  }
   // Carry (P).
   template <class S> static Carry<S> initial(const FastHead<S>& h) { return {h.carry(0, h.d(), h.dv1())}; }
 
