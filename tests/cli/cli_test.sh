@@ -55,8 +55,9 @@ open(sys.argv[2], "wb").write(hff.serialize(parts))
 PY
 "$hla" eval "$work/tiny.safetensors" --precision f64 --out "$work/tiny.candidate.safetensors" >/dev/null
 expect 4 "in the underflow regime" -- "$hla" check "$work/tiny.safetensors" "$work/tiny.candidate.safetensors" --precision f32
-# --version: the project's version, which the Python package (the wheel) carries too.
-version=$(sed -n 's/^version = "\(.*\)"$/\1/p' "$(dirname "$0")/../../python/pyproject.toml")
+# --version: the project's version, written once in CMakeLists.txt's project() (the wheel reads it there too).
+version=$(sed -n 's/^project(hla_oracle VERSION \([0-9.]*\).*/\1/p' "$(dirname "$0")/../../CMakeLists.txt")
+[ -n "$version" ] || { echo "FAILED: no project(hla_oracle VERSION ...) in CMakeLists.txt"; fails=$((fails + 1)); }
 expect 0 "hla-oracle $version" -- "$hla" --version
 [ "$("$hla" --version)" = "hla-oracle $version" ] || { echo "FAILED: hla --version is not 'hla-oracle $version'"; fails=$((fails + 1)); }
 # Input errors: exit 2, message names the problem.
