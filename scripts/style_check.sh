@@ -18,7 +18,7 @@ if ! git rev-parse -q --verify "$base^{commit}" >/dev/null 2>&1; then
 fi
 exts=c,h,cpp,hpp,cu,cuh
 if [ "${1:-}" = "--fix" ]; then
-  "$gcf" --binary "$cf" --style file --extensions "$exts" "$base"; exit 0
+  "$gcf" --binary "$cf" --style file --extensions "$exts" --force "$base"; exit 0
 fi
 status=0
 # Committed changes since the base, then uncommitted ones.

@@ -36,6 +36,24 @@ struct Hla3 {
     return {h.carry(0, h.d(), h.d()), h.carry(1, h.d(), h.dv1()), h.carry(2, h.d(), h.masked ? h.dv1() : h.d())};
   }
 
+  // Unmasked hla3's readout intermediates, for forward() and (recomputed) backward_unmasked():
+  // a = diag(ρ_1) Q S_A + U, b = diag(ρ_1) a Zq_A + ((a Qᵀ) ⊙ D_1) Q, with aQ = (a Qᵀ) ⊙ D_1, bK = (b Kᵀ) ⊙ D_1.
+  template <class S> struct Readout { BMat<S> a, b, aQ, bK; };
+  template <class S>
+  static Readout<S> readout(const BMat<S>& Q, const BMat<S>& K, const BMat<S>& Sa, const BMat<S>& U, const BMat<S>& Zqa, const BMat<S>& D1,
+                            const BMat<S>& rho1) {
+    Readout<S> o;
+    o.a = Chunks<S>::times_rows(mm(Q, N, Sa, N), rho1);
+    add(o.a, U);
+    o.b = Chunks<S>::times_rows(mm(o.a, N, Zqa, N), rho1);
+    o.aQ = mm(o.a, N, Q, T, false, true);
+    had(o.aQ, D1);
+    mm_into(o.b, true, o.aQ, N, Q, N, true);
+    o.bK = mm(o.b, N, K, T, false, true);
+    had(o.bK, D1);
+    return o;
+  }
+
   // Within the chunk, W_d = (QKᵀ) ⊙ D_1, U = W_d K (row u: (S_{B,≤u} q_u)ᵀ),
   // Z = W_d V (row u: q_uᵀ P_{B,≤u}). Masked, with G_A = Q S_A Qᵀ, M = Q Uᵀ:
   //   Y = diag(ρ_3) Q F_A + (M ⊙ D_3) Z + diag(ρ_1)((G_A ⊙ D_2) Z + (M ⊙ D_2) Q P_A) + diag(ρ_2)(G_A ⊙ D_1) Q P_A;
@@ -92,16 +110,9 @@ struct Hla3 {
     } else {
       BMat<S>& Zqa = X[2];
       if (Y) {
-        BMat<S> a = Chunks<S>::times_rows(mm(Q, N, Sa, N), rho1);
-        add(a, U);
-        BMat<S> b = Chunks<S>::times_rows(mm(a, N, Zqa, N), rho1);
-        BMat<S> aQ = mm(a, N, Q, T, false, true);
-        had(aQ, D1);
-        mm_into(b, true, aQ, N, Q, N, true);
-        *Y = Chunks<S>::times_rows(mm(b, N, Pa, N), rho1);
-        BMat<S> bK = mm(b, N, K, T, false, true);
-        had(bK, D1);
-        mm_into(*Y, true, bK, N, V, N, true);
+        const Readout<S> o = readout(Q, K, Sa, U, Zqa, D1, rho1);
+        *Y = Chunks<S>::times_rows(mm(o.b, N, Pa, N), rho1);
+        mm_into(*Y, true, o.bK, N, V, N, true);
       }
       scale(Zqa, c.gs(L));
       mm_into(Zqa, true, Q, T, Chunks<S>::times_rows(Q, c.e(L, 1)), N);
@@ -258,14 +269,8 @@ struct Hla3 {
     BMat<S>&dQ = adj.dQ, &dK = adj.dK, &dU = adj.dU, &dV = adj.dV, &Sb = adj.Sb, &Pb = adj.Pb, &Xb2 = adj.Xb2;
     const BMat<S>& Zqa = A[2];
     const BMat<S>& Zqn = Xb[2];
-    BMat<S> a = Chunks<S>::times_rows(mm(Q, N, Sa, N), rho1);
-    add(a, U);
-    BMat<S> b = Chunks<S>::times_rows(mm(a, N, Zqa, N), rho1);
-    BMat<S> aQ = mm(a, N, Q, T, false, true);
-    had(aQ, D1);
-    mm_into(b, true, aQ, N, Q, N, true);
-    BMat<S> bK = mm(b, N, K, T, false, true);
-    had(bK, D1);
+    const Readout<S> o = readout(Q, K, Sa, U, Zqa, D1, rho1);
+    const BMat<S>&a = o.a, &b = o.b, &aQ = o.aQ, &bK = o.bK;
     BMat<S> GV = mm(G, N, V, T, false, true);
     had(GV, D1);
     const BMat<S> Grho1 = Chunks<S>::times_rows(G, rho1);
