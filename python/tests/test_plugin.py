@@ -13,20 +13,13 @@ TEST = '''
 import sys
 sys.path.insert(0, {here!r})
 import pytest
-from kernels import kernel
-
-class Opts:
-    def __init__(self, fx):
-        kw = fx.kwargs
-        self.variant, self.normalize, self.eps_mode = kw["variant"], kw["normalize"], kw["eps_mode"]
-        self.gamma, self.eps, self.scale = float(kw["gamma"]), float(kw["eps"]), float(kw["scale"])
-        self.cu_seqlens = fx.cu_seqlens
+from kernels import fixture_options, kernel
 
 @pytest.mark.hla_golden(variants=["hla2", "la1"], dtypes=["f32", "f64", "bf16"],
                         features=["decay", "normalize", "clamp", "scale", "gqa", "varlen"],
                         precision={{"bf16": "f32", "f32": "f32", "f64": "f64"}})
 def test_kernel(hla_fixture):
-    out, den = kernel(hla_fixture.q, hla_fixture.k, hla_fixture.v, Opts(hla_fixture), bug={bug!r})
+    out, den = kernel(hla_fixture.q, hla_fixture.k, hla_fixture.v, fixture_options(hla_fixture), bug={bug!r})
     {assertion}
 '''
 

@@ -24,19 +24,12 @@ TEST = '''
 import sys
 sys.path.insert(0, {kernels!r})
 import pytest
-from kernels import kernel
-
-class Opts:
-    def __init__(self, fx):
-        kw = fx.kwargs
-        self.variant, self.normalize, self.eps_mode = kw["variant"], kw["normalize"], kw["eps_mode"]
-        self.gamma, self.eps, self.scale = float(kw["gamma"]), float(kw["eps"]), float(kw["scale"])
-        self.cu_seqlens = fx.cu_seqlens
+from kernels import fixture_options, kernel
 
 SUPPORT = dict(variants=["hla2"], dtypes=["f32"], features=["gqa", "varlen"], precision={{"f32": "f32"}})
 
 def run(fx, bug):
-    out, den = kernel(fx.q, fx.k, fx.v, Opts(fx), bug=bug)
+    out, den = kernel(fx.q, fx.k, fx.v, fixture_options(fx), bug=bug)
     fx.assert_passes(out, den)
 
 @pytest.mark.hla_golden(**SUPPORT)
