@@ -51,21 +51,41 @@ void add_totals(Summary& s, const json& j) {
   for (const auto& [probe, n] : j.at("probes").items()) s.probes[probe] += n.get<size_t>();
 }
 
+// A source example's files (fixture, then candidate if any), found relative to
+// its findings folder: the campaign may have run elsewhere (another machine,
+// another cwd). Empty when the finding is not an example with files.
+std::vector<fs::path> example_files(const fs::path& src_dir, const json& src) {
+  if (!src.value("example", false) || src.value("fixture", "").empty()) return {};
+  const fs::path from = fs::path(src.at("fixture").get<std::string>());
+  const fs::path base = src_dir / from.parent_path().filename();
+  std::vector<fs::path> files{base / from.filename()};
+  if (const std::string cand = src.value("candidate", ""); !cand.empty()) files.push_back(base / fs::path(cand).filename());
+  return files;
+}
+
+// Before anything is written: every example a summary lists has its files, so
+// that a damaged or forged folder is refused with nothing left in --out.
+void check_examples(const std::vector<std::string>& dirs, const std::vector<json>& summaries) {
+  for (size_t d = 0; d < dirs.size(); ++d)
+    for (const json& src : summaries[d].at("findings"))
+      for (const fs::path& file : example_files(dirs[d], src))
+        if (!fs::is_regular_file(file))
+          throw InputError("fuzz-merge: " + io::printable(dirs[d]) + "/summary.json lists an example whose file " +
+                           io::printable(file.string()) + " is missing");
+}
+
 // Copies a source example's files into its merged group's folder; false when it has none.
 bool copy_example(Finding& f, const fs::path& src_dir, const json& src, const Group& g, const fs::path& out) {
-  if (!src.value("example", false) || src.value("fixture", "").empty()) return false;
-  const fs::path from = fs::path(src.at("fixture").get<std::string>());
-  // Relative to its folder: the campaign may have run elsewhere (another machine, another cwd).
-  const fs::path base = src_dir / from.parent_path().filename();
+  const std::vector<fs::path> files = example_files(src_dir, src);
+  if (files.empty()) return false;
   fs::create_directories(out / g.dir);
   std::string stem = f.kind + "-" + std::to_string(f.case_index);
   for (int k = 1; fs::exists(out / g.dir / (stem + ".safetensors")); ++k)
     stem = f.kind + "-" + std::to_string(f.case_index) + "-" + std::to_string(k);
-  fs::copy_file(base / from.filename(), out / g.dir / (stem + ".safetensors"));
+  fs::copy_file(files[0], out / g.dir / (stem + ".safetensors"));
   f.fixture = (out / g.dir / (stem + ".safetensors")).string();
-  const std::string cand = src.value("candidate", "");
-  if (!cand.empty()) {
-    fs::copy_file(base / fs::path(cand).filename(), out / g.dir / (stem + ".candidate.safetensors"));
+  if (files.size() > 1) {
+    fs::copy_file(files[1], out / g.dir / (stem + ".candidate.safetensors"));
     f.candidate = (out / g.dir / (stem + ".candidate.safetensors")).string();
   }
   return true;
@@ -79,6 +99,7 @@ Summary merge_findings(const std::vector<std::string>& dirs, const std::string& 
   for (const auto& d : dirs) summaries.push_back(read_summary(d));
   const fs::path out(out_dir);
   if (fs::exists(out / "summary.json")) throw InputError("fuzz-merge: --out " + io::printable(out_dir) + " already holds a summary.json");
+  check_examples(dirs, summaries);
   fs::create_directories(out);
   Summary s;
   std::set<std::tuple<std::string, std::string, std::string>> seen;  // kind, shrunk, message

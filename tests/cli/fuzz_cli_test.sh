@@ -89,6 +89,12 @@ assert len(own["findings"]) == len(shards[0]["findings"]) and own["cases"] == 2 
 PY
 "$hla" fuzz-merge "$work/m0" "$work/nope" --out "$work/merged_bad" 2> "$work/err"; [ $? = 2 ] && grep -q "nope holds no summary.json" "$work/err" \
   && note "ok: fuzz-merge of a folder without summary.json -> 2" || note "FAILED: fuzz-merge of a non-findings folder must exit 2"
+# A damaged shard (an example's fixture file gone) is refused before anything is written to --out.
+cp -r "$work/m1" "$work/m1_damaged" && find "$work/m1_damaged" -name "*.safetensors" ! -name "*.candidate.*" | head -1 | xargs rm -f
+"$hla" fuzz-merge "$work/m0" "$work/m1_damaged" --out "$work/merged_damaged" 2> "$work/err"; rc=$?
+[ $rc = 2 ] && grep -q "is missing" "$work/err" && [ ! -e "$work/merged_damaged" ] \
+  && note "ok: fuzz-merge of a shard missing an example file -> 2, nothing written" \
+  || { cat "$work/err"; note "FAILED: fuzz-merge of a damaged shard (rc $rc) must exit 2 and write nothing"; }
 fx=$(ls "$work"/merged/numerics-*/numerics-*.safetensors | grep -v candidate | head -1)
 "$hla" check "$fx" "${fx%.safetensors}.candidate.safetensors" > /dev/null; [ $? = 1 ] && note "ok: a merged finding reproduces" \
   || note "FAILED: a merged finding does not reproduce"
