@@ -7,8 +7,6 @@ sequences). Run by ctest `example_torch_hla` (needs torch in .venv: scripts/setu
 """
 import os
 from fractions import Fraction
-import re
-import subprocess
 import sys
 from pathlib import Path
 
@@ -66,17 +64,6 @@ def test_fuzz(form, tmp_path):
     print(r.text)
     assert r.ok, r.text
     assert r.probes.get("state_continuation", 0) > 0 and r.probes.get("nan_causality", 0) > 0
-
-
-def test_readme_example_runs_as_written():
-    """The three lines of README "Quick start: Python and pytest", run from the repository root."""
-    readme = (REPO / "README.md").read_text()
-    section = readme[readme.index("## Quick start: Python and pytest"):]
-    code = re.search(r"```python\n(.*?)```", section, re.S).group(1)
-    assert len(code.strip().splitlines()) == 3, code
-    env = dict(os.environ)
-    p = subprocess.run([sys.executable, "-c", code], cwd=REPO, env=env, capture_output=True, text=True, timeout=300)
-    assert p.returncode == 0, p.stdout + p.stderr
 
 
 @pytest.mark.parametrize("form", FORMS)

@@ -9,6 +9,8 @@
 #include <random>
 #include <string>
 
+#include "../float_inputs.hpp"
+
 namespace hla::test {
 
 inline Rational abs_r(const Rational& x) { return x < 0 ? Rational(-x) : x; }
@@ -36,14 +38,8 @@ template <class S> fast::FastHead<S> head_of(const Problem<Rational>& p, Index w
 // A problem whose inputs are doubles: Gaussian values rounded to f32, from a seed.
 inline Problem<Rational> gaussian_problem(Options o, Index n, Index d, Index dv, uint64_t seed) {
   std::mt19937_64 rng(seed);
-  std::normal_distribution<double> N;
-  auto m = [&](Index r, Index c) {
-    Mat<Rational> x(r, c);
-    for (Index i = 0; i < r; ++i)
-      for (Index j = 0; j < c; ++j) x(i, j) = to_rational(static_cast<double>(static_cast<float>(N(rng))));
-    return x;
-  };
-  Mat<Rational> q = m(n, d), k = m(n, d), v = m(n, dv);
+  Mat<Rational> q = gaussian_f32_matrix(rng, n, d), k = gaussian_f32_matrix(rng, n, d);
+  Mat<Rational> v = gaussian_f32_matrix(rng, n, dv);
   return {o, q, k, v};
 }
 

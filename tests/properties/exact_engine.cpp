@@ -17,6 +17,7 @@
 #include <random>
 #include <sstream>
 
+#include "../float_inputs.hpp"
 #include "backward_gen.hpp"
 #include "generators.hpp"
 #include "harness.hpp"
@@ -215,15 +216,6 @@ template <class V> struct StatesEqualMpq {
 
 // ---------------------------------------------------------------- float-like inputs
 
-// Gaussian values rounded to f32 (dyadic, exponents spread over ~2^-20 … 2^2).
-Mat<Rational> float_matrix(std::mt19937_64& rng, Index r, Index c) {
-  std::normal_distribution<double> N;
-  Mat<Rational> m(r, c);
-  for (Index i = 0; i < r; ++i)
-    for (Index j = 0; j < c; ++j) m(i, j) = to_rational(static_cast<double>(static_cast<float>(N(rng))));
-  return m;
-}
-
 TEST_CASE("fast exact engine: float inputs with kernel options, forward and backward equal mpq", "[exact]") {
   prop("float inputs, gamma in {9/10, 99/100, 7/8}, eps 1e-6, scale 1/sqrt(32) decimal: engine == mpq", [] {
     std::mt19937_64 rng(*rc::gen::arbitrary<uint64_t>());
@@ -237,14 +229,14 @@ TEST_CASE("fast exact engine: float inputs with kernel options, forward and back
     if (*rc::gen::arbitrary<bool>()) o.scale = Rational(17677669529663687, 100000000000000000);
     if (has_ridge(o.variant) && *rc::gen::arbitrary<bool>()) o.lambda = Rational(1, 10);
     const Index n = *rc::gen::inRange<Index>(1, 25), d = *rc::gen::inRange<Index>(1, 9), dv = *rc::gen::inRange<Index>(1, 9);
-    const Problem<Rational> p{o, float_matrix(rng, n, d), float_matrix(rng, n, d), float_matrix(rng, n, dv)};
+    const Problem<Rational> p{o, gaussian_f32_matrix(rng, n, d), gaussian_f32_matrix(rng, n, d), gaussian_f32_matrix(rng, n, dv)};
     tag_options(o);
     assert_same("streaming", outcome([&] { return exact::evaluate(p); }), outcome([&] { return evaluate(p); }));
     assert_same("chunked_scan", outcome([&] { return exact::evaluate(p, Form::chunked_scan, 5); }),
                 outcome([&] { return evaluate(p, Form::chunked_scan, 5); }));
     assert_same("magnitude", outcome([&] { return exact::magnitude(p, true); }), outcome([&] { return magnitude(p, true); }));
-    const Mat<Rational> dout = float_matrix(rng, n, dv);
-    const Vec<Rational> dden = float_matrix(rng, n, 1).col(0);
+    const Mat<Rational> dout = gaussian_f32_matrix(rng, n, dv);
+    const Vec<Rational> dden = gaussian_f32_matrix(rng, n, 1).col(0);
     assert_same("backward", outcome([&] { return exact::backward(p, dout, dden); }),
                 outcome([&] { return backward(p, dout, dden); }));
     assert_same("backward chunked", outcome([&] { return exact::backward(p, dout, dden, BackwardForm::chunked, 4); }),

@@ -11,8 +11,10 @@
 #include "hla/evaluate.hpp"
 #include "hla/exact.hpp"
 
+#include "../../tests/float_inputs.hpp"
+#include "median_time.hpp"
+
 #include <algorithm>
-#include <chrono>
 #include <cstdio>
 #include <cstring>
 #include <functional>
@@ -24,33 +26,13 @@ using namespace hla;
 
 namespace {
 
-Mat<Rational> float_matrix(std::mt19937_64& rng, Index r, Index c) {
-  std::normal_distribution<double> N;
-  Mat<Rational> m(r, c);
-  for (Index i = 0; i < r; ++i)
-    for (Index j = 0; j < c; ++j) m(i, j) = to_rational(static_cast<double>(static_cast<float>(N(rng))));
-  return m;
-}
-
 Problem<Rational> make_problem(Variant v, Index n, Index d, const char* gamma, uint64_t seed) {
   std::mt19937_64 rng(seed);
   Options o;
   o.variant = v;
   o.gamma = parse_rational(gamma);
-  Problem<Rational> p{o, float_matrix(rng, n, d), float_matrix(rng, n, d), float_matrix(rng, n, d)};
+  Problem<Rational> p{o, test::gaussian_f32_matrix(rng, n, d), test::gaussian_f32_matrix(rng, n, d), test::gaussian_f32_matrix(rng, n, d)};
   return p;
-}
-
-// Median wall time of `reps` runs, in seconds.
-double time_it(const std::function<void()>& f, int reps) {
-  std::vector<double> ts;
-  for (int r = 0; r < reps; ++r) {
-    const auto t0 = std::chrono::steady_clock::now();
-    f();
-    ts.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
-  }
-  std::sort(ts.begin(), ts.end());
-  return ts[ts.size() / 2];
 }
 
 bool all_same = true;
@@ -66,8 +48,8 @@ struct Totals {
 template <class R> void row(const std::string& name, const std::function<R()>& mpq, const std::function<R()>& engine, int reps,
                             Totals& tot) {
   R a, b;
-  const double tm = time_it([&] { a = mpq(); }, std::max(1, reps / 4));
-  const double te = time_it([&] { b = engine(); }, reps);
+  const double tm = bench::median_seconds([&] { a = mpq(); }, std::max(1, reps / 4));
+  const double te = bench::median_seconds([&] { b = engine(); }, reps);
   const bool same = equal(a, b);
   all_same = all_same && same;
   tot.mpq += tm, tot.engine += te;
@@ -94,8 +76,8 @@ void forms(const Problem<Rational>& p, int reps, const char* title) {
 void backwards(const Problem<Rational>& p0, int reps, const char* title) {
   header(title);
   std::mt19937_64 rng(7);
-  const Mat<Rational> dout = float_matrix(rng, p0.n(), p0.dv());
-  const Vec<Rational> dden = float_matrix(rng, p0.n(), 1).col(0);
+  const Mat<Rational> dout = test::gaussian_f32_matrix(rng, p0.n(), p0.dv());
+  const Vec<Rational> dden = test::gaussian_f32_matrix(rng, p0.n(), 1).col(0);
   Totals t;
   for (const bool normalize : {false, true}) {
     Problem<Rational> p = p0;

@@ -4,8 +4,8 @@
 // in this one run; nothing here is asserted.
 #include "hla/evaluate.hpp"
 
-#include <algorithm>
-#include <chrono>
+#include "median_time.hpp"
+
 #include <cmath>
 #include <cstdio>
 #include <random>
@@ -33,21 +33,9 @@ Problem<Rational> make_problem(Index n, uint64_t seed) {
   return p;
 }
 
-// Median wall time of `reps` runs, in seconds.
-template <class F> double time_it(F&& f, int reps) {
-  std::vector<double> ts;
-  for (int r = 0; r < reps; ++r) {
-    const auto t0 = std::chrono::steady_clock::now();
-    f();
-    ts.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
-  }
-  std::sort(ts.begin(), ts.end());
-  return ts[ts.size() / 2];
-}
-
 template <class S> double time_form(const Problem<Rational>& p, Form f, int reps) {
   const Problem<S> ps = convert_problem<S>(p);
-  return time_it([&] { (void)evaluate(ps, f, 64); }, reps);
+  return bench::median_seconds([&] { (void)evaluate(ps, f, 64); }, reps);
 }
 
 // Least-squares slope of log t against log n.
