@@ -480,8 +480,11 @@ class CabiAdapter final : public Adapter, public StateBackward {
   }
 
   // The head sizes and block the command line declares (hla_impl_info has no
-  // fields for them) and a shorter max_n, inside what the library declares.
+  // fields for them), a shorter max_n and fewer variants or dtypes, inside
+  // what the library declares.
   void narrow(const Supports& z) {
+    narrow_list(s_.variants, z.variants, "--variants", "variant");
+    narrow_list(s_.dtypes, z.dtypes, "--dtypes", "dtype");
     for (const auto& [list, max, name] : {std::tuple{&z.d_values, s_.max_d, "d"}, std::tuple{&z.dv_values, s_.max_dv, "dv"}})
       for (Index x : *list)
         if (x > max)
@@ -498,6 +501,16 @@ class CabiAdapter final : public Adapter, public StateBackward {
     if (!s_.d_values.empty()) s_.max_d = *std::max_element(s_.d_values.begin(), s_.d_values.end());
     if (!s_.dv_values.empty()) s_.max_dv = *std::max_element(s_.dv_values.begin(), s_.dv_values.end());
     s_.validate();
+  }
+
+  // Keeps `want` of `declared` (all when want is empty); one it lacks is an InputError.
+  template <class T> void narrow_list(std::vector<T>& declared, const std::vector<T>& want, const char* option, const char* what) {
+    if (want.empty()) return;
+    for (const T& x : want)
+      if (std::find(declared.begin(), declared.end(), x) == declared.end())
+        throw InputError(std::string(option) + ": " + path_ + " does not declare the " + what + " " + to_string(x) +
+                         " in hla_impl_info");
+    declared = want;
   }
 
   std::string path_;

@@ -164,6 +164,18 @@ assert len(ns) == 8 and max(ns) <= 9, ns
 PY
 "$hla" fuzz --lib "$good" --max-n 100000 --max-cases 1 2> "$work/err"; [ $? = 2 ] && grep -q "above the max_n" "$work/err" \
   && note "ok: --lib --max-n above its max_n -> 2" || note "FAILED: --lib --max-n above max_n must exit 2"
+# --variants and --dtypes narrow a --lib's declared lists (f16_accum: la1, hla2, ahla in f32, f16): 6 findings
+# (unshrunk) are all ahla in f16; a variant it does not declare is refused.
+"$hla" fuzz --lib "$zoo/libzoo_f16_accum.so" --seed 3 --max-cases 300 --stop-after 6 --shrink-attempts 0 --variants ahla \
+  --dtypes f16 --findings "$work/narrow" --json --no-progress > "$work/narrow.json" 2> /dev/null
+python3 - "$work/narrow.json" <<'PY' && note "ok: --lib --variants ahla --dtypes f16 keeps every case there" || note "FAILED: --lib --variants/--dtypes"
+import json, sys
+f = json.load(open(sys.argv[1]))["findings"]
+assert len(f) == 6 and all(x["original"].startswith("ahla ") and ", f16 " in x["original"] for x in f), [x["original"] for x in f]
+PY
+"$hla" fuzz --lib "$zoo/libzoo_correct_chunked.so" --variants la1,hla3 --max-cases 1 2> "$work/err"; [ $? = 2 ] \
+  && grep -q "does not declare the variant hla3" "$work/err" && note "ok: --lib --variants it does not declare -> 2" \
+  || note "FAILED: --lib --variants it does not declare must exit 2"
 
 # Usage errors.
 "$hla" fuzz --max-cases 3 2> /dev/null; [ $? = 2 ] && note "ok: no adapter -> 2" || note "FAILED: no adapter must exit 2"

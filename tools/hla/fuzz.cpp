@@ -33,6 +33,7 @@ struct FuzzArgs {
   fuzz::CampaignOptions campaign;
   bool json = false, progress = true;
   std::vector<std::string> exec_only_given;  // options that describe an exec candidate, given on the command line
+  bool lists_given = false;                   // --variants or --dtypes given (a --lib: narrows its declared lists)
 };
 
 // "i/N" with 0 <= i < N, plain digits (std::stoul would take "-1", " 1" or "1x").
@@ -72,6 +73,10 @@ std::unique_ptr<fuzz::Adapter> make_adapter(const FuzzArgs& a) {
   fuzz::Supports s;
   parse_sizes(a, s);
   s.max_n = a.max_n;  // a --lib: 0 keeps its declared max_n
+  if (!a.lib.empty() && a.lists_given) {  // a --lib: empty lists keep its declared ones
+    for (const auto& v : fuzz::split_list(a.variants)) s.variants.push_back(parse_variant(v));
+    for (const auto& t : fuzz::split_list(a.dtypes)) s.dtypes.push_back(parse_dtype(t));
+  }
   if (!a.lib.empty()) {
     if (!a.exec_only_given.empty())
       throw InputError(a.exec_only_given.front() + " describes an --exec candidate; a --lib declares its support in hla_impl_info");
@@ -215,8 +220,9 @@ void add_fuzz(CLI::App& app, Action& action) {
                 "command started once that answers each line 'run<TAB>IN<TAB>OUT' on stdin with 'ok' or 'error <message>' "
                 "on stdout (docs/fuzzing.md: exec server)")
       ->check(non_empty);
-  exec_only.push_back(c->add_option("--variants", a->variants, "exec: variants it supports (comma list)")->check(comma_list));
-  exec_only.push_back(c->add_option("--dtypes", a->dtypes, "exec: input dtypes it supports (f64,f32,bf16,f16)")->check(comma_list));
+  CLI::Option* variants = c->add_option("--variants", a->variants, "variants it supports (comma list; a --lib: some of those it declares)");
+  CLI::Option* dtypes = c->add_option("--dtypes", a->dtypes, "input dtypes it supports (f64,f32,bf16,f16; a --lib: some of those it declares)");
+  variants->check(comma_list), dtypes->check(comma_list);
   exec_only.push_back(c->add_option("--features", a->features, "exec: unmasked,normalize,clamp,decay,ridge,scale,gqa,varlen,den,state,backward, all (all but state and backward) "
                                     "or none (default none); state: the command takes {state_in} and writes {state_out}; backward: "
                                     "where the fixture carries do (and dden), the candidate file also holds dq, dk, dv (docs/fuzzing.md: exec adapter)")
@@ -257,9 +263,10 @@ void add_fuzz(CLI::App& app, Action& action) {
   c->add_option("--replay", a->replay, "run the candidate on one fixture (e.g. a finding) and report")->check(non_empty);
   c->add_flag("--json", a->json, "print the summary as JSON");
   c->add_flag("!--no-progress", a->progress, "no progress display");
-  c->callback([a, exec_only, &action] {
+  c->callback([a, exec_only, variants, dtypes, &action] {
     for (const CLI::Option* o : exec_only)
       if (o->count() > 0) a->exec_only_given.push_back(o->get_name());
+    a->lists_given = variants->count() > 0 || dtypes->count() > 0;
     action = [a] { return run_fuzz(*a); };
   });
 }
