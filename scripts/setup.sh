@@ -8,7 +8,10 @@ cd "$(dirname "$0")/.."
 # chromium: headless, renders `hla check --html` pages in ctest hla_html_report (skipped without it).
 packages=(cmake clang g++ make python3 python3-venv libboost-dev libgmp-dev libmpfr-dev libeigen3-dev catch2
           librapidcheck-dev nlohmann-json3-dev libcli11-dev chromium)
-bash scripts/apt_install.sh setup "${packages[@]}"
+# HLA_EXTRA_APT: more packages for the same apt run (.ci/run: the later CI jobs' own, so that
+# a fresh machine updates the package lists once, not once per job).
+read -r -a extra <<< "${HLA_EXTRA_APT:-}"
+bash scripts/apt_install.sh setup "${packages[@]}" "${extra[@]}"
 
 # Python side: the test venv (numpy, safetensors, pytest, pytest-xdist for the
 # plugin's parallel-run test), nanobind to build the package hla_oracle
