@@ -508,8 +508,7 @@ class CabiAdapter final : public Adapter, public StateBackward {
     if (want.empty()) return;
     for (const T& x : want)
       if (std::find(declared.begin(), declared.end(), x) == declared.end())
-        throw InputError(std::string(option) + ": " + path_ + " does not declare the " + what + " " + to_string(x) +
-                         " in hla_impl_info");
+        throw InputError(std::string(option) + ": " + path_ + " does not declare the " + what + " " + to_string(x) + " in hla_impl_info");
     declared = want;
   }
 

@@ -4,6 +4,7 @@
 #include "hla/io/printable.hpp"
 
 #include <filesystem>
+#include <algorithm>
 #include <set>
 #include <tuple>
 
@@ -103,28 +104,36 @@ Summary merge_findings(const std::vector<std::string>& dirs, const std::string& 
   fs::create_directories(out);
   Summary s;
   std::set<std::tuple<std::string, std::string, std::string>> seen;  // kind, shrunk, message
+  // In case order across the folders: shards of one campaign (`hla fuzz --shard`, `--jobs`) then merge into
+  // what the campaign finds in one process, the same groups and examples (ties keep the folders' order).
+  std::vector<std::pair<size_t, const json*>> all;
   for (size_t d = 0; d < dirs.size(); ++d) {
     add_totals(s, summaries[d]);
-    for (const json& src : summaries[d].at("findings")) {
-      Finding f = finding_of(src);
-      if (!seen.insert({f.kind, f.shrunk, f.message}).second) continue;  // the same finding from another campaign
-      Group key{f.kind, f.rules, f.tensor, f.needs, "", 0, {}};
-      size_t g = 0;
-      while (g < s.groups.size() && s.groups[g].signature() != key.signature()) ++g;
-      if (g == s.groups.size()) {
-        key.dir = f.kind + "-" + std::to_string(g);
-        s.groups.push_back(std::move(key));
-      }
-      Group& group = s.groups[g];
-      f.group = g;
-      if (group.examples.size() < examples_per_group && copy_example(f, dirs[d], src, group, out)) {
-        f.example = true;
-        group.examples.push_back(s.findings.size());
-      }
-      ++group.count;
-      ++s.by_kind[f.kind];
-      s.findings.push_back(std::move(f));
+    for (const json& src : summaries[d].at("findings")) all.emplace_back(d, &src);
+  }
+  std::stable_sort(all.begin(), all.end(), [](const auto& x, const auto& y) {
+    return x.second->at("case_index").template get<size_t>() < y.second->at("case_index").template get<size_t>();
+  });
+  for (const auto& [d, src_ptr] : all) {
+    const json& src = *src_ptr;
+    Finding f = finding_of(src);
+    if (!seen.insert({f.kind, f.shrunk, f.message}).second) continue;  // the same finding from another campaign
+    Group key{f.kind, f.rules, f.tensor, f.needs, "", 0, {}};
+    size_t g = 0;
+    while (g < s.groups.size() && s.groups[g].signature() != key.signature()) ++g;
+    if (g == s.groups.size()) {
+      key.dir = f.kind + "-" + std::to_string(g);
+      s.groups.push_back(std::move(key));
     }
+    Group& group = s.groups[g];
+    f.group = g;
+    if (group.examples.size() < examples_per_group && copy_example(f, dirs[d], src, group, out)) {
+      f.example = true;
+      group.examples.push_back(s.findings.size());
+    }
+    ++group.count;
+    ++s.by_kind[f.kind];
+    s.findings.push_back(std::move(f));
   }
   io::write_file_atomically(out / "summary.json", s.json().dump(2, ' ', false, json::error_handler_t::replace) + "\n");
   return s;

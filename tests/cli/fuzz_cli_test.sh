@@ -54,8 +54,8 @@ ia = {f["case_index"] for f in a["findings"]}; ib = {f["case_index"] for f in b[
 assert ia and ib and all(i % 2 == 0 for i in ia) and all(i % 2 == 1 for i in ib), (ia, ib)
 PY
 
-# The shards' findings merge into one folder (hla fuzz-merge), grouped by the same signature, duplicates
-# dropped: a shard merged with itself counts each of its findings once.
+# The shards' findings merge into one folder (hla fuzz-merge), in case order, grouped by the same signature,
+# duplicates dropped: a shard merged with itself counts each of its findings once.
 for s in 0 1; do
   "$hla" fuzz --lib "$buggy" --seed 3 --max-cases 20 --shard $s/2 --shrink-attempts 30 --findings "$work/m$s" --json \
     --no-progress > "$work/m$s.json"
@@ -68,10 +68,10 @@ w = pathlib.Path(sys.argv[1])
 shards = [json.load(open(w / f"m{s}.json")) for s in (0, 1)]
 m = json.load(open(w / "merged.json"))
 distinct, seen = [], set()
-for j in shards:
-    for f in j["findings"]:
-        if (f["kind"], f["shrunk"], f["message"]) not in seen:
-            seen.add((f["kind"], f["shrunk"], f["message"])); distinct.append(f)
+# In case order across the shards (ties in the order given), the first of each duplicate kept.
+for f in sorted((f for j in shards for f in j["findings"]), key=lambda f: f["case_index"]):
+    if (f["kind"], f["shrunk"], f["message"]) not in seen:
+        seen.add((f["kind"], f["shrunk"], f["message"])); distinct.append(f)
 assert all(j["findings"] for j in shards) and m["cases"] == sum(j["cases"] for j in shards)
 assert [(f["kind"], f["case_index"], f["shrunk"]) for f in m["findings"]] == [(f["kind"], f["case_index"], f["shrunk"]) for f in distinct]
 sig = {}
@@ -176,6 +176,29 @@ PY
 "$hla" fuzz --lib "$zoo/libzoo_correct_chunked.so" --variants la1,hla3 --max-cases 1 2> "$work/err"; [ $? = 2 ] \
   && grep -q "does not declare the variant hla3" "$work/err" && note "ok: --lib --variants it does not declare -> 2" \
   || note "FAILED: --lib --variants it does not declare must exit 2"
+
+# --jobs 3 runs exactly the cases of one process (the shard split three ways) and finds the same:
+# the same 40 cases, probes and findings, the same files per group, exit 1, no jobs folder left.
+for j in 1 3; do
+  "$hla" fuzz --lib "$buggy" --seed 5 --max-cases 40 --shrink-attempts 0 --jobs $j --findings "$work/jobs$j" --json \
+    --no-progress > "$work/jobs$j.json" 2> /dev/null; echo $? > "$work/jobs$j.rc"
+done
+python3 - "$work" <<'PY' && note "ok: --jobs 3 = one process (cases, probes, findings, files, exit 1)" || note "FAILED: --jobs 3 differs from one process"
+import json, pathlib, sys
+w = pathlib.Path(sys.argv[1])
+a, b = (json.load(open(w / f"jobs{j}.json")) for j in (1, 3))
+key = lambda s: sorted((f["case_index"], f["kind"], f["message"]) for f in s["findings"])
+assert a["cases"] == b["cases"] == 40 and a["probes"] == b["probes"] and key(a) == key(b) and len(key(a)) > 5, (a["cases"], b["cases"])
+files = lambda d: sorted(p.relative_to(d).as_posix() for p in d.rglob("*.safetensors"))
+assert files(w / "jobs1") == files(w / "jobs3") and files(w / "jobs1"), (files(w / "jobs1"), files(w / "jobs3"))
+assert (w / "jobs1.rc").read_text().strip() == (w / "jobs3.rc").read_text().strip() == "1"
+assert not list((w / "jobs3").glob(".jobs-*")), "a jobs folder was left"
+PY
+"$hla" fuzz --lib "$good" --max-cases 6 --jobs 2 --findings "$work/jobs_good" --no-progress > /dev/null 2>&1; [ $? = 0 ] \
+  && [ -z "$(ls -A "$work/jobs_good")" ] && note "ok: --jobs 2 on a correct library -> 0, nothing left" \
+  || note "FAILED: --jobs 2 on a correct library must exit 0 and leave nothing"
+"$hla" fuzz --lib "$work/nope.so" --jobs 2 2> "$work/err"; [ $? = 2 ] && [ "$(grep -c 'no such file' "$work/err")" = 1 ] \
+  && note "ok: --jobs 2 with a missing library -> 2, said once" || note "FAILED: --jobs 2 with a missing library"
 
 # Usage errors.
 "$hla" fuzz --max-cases 3 2> /dev/null; [ $? = 2 ] && note "ok: no adapter -> 2" || note "FAILED: no adapter must exit 2"

@@ -2,7 +2,8 @@
 """ctest hla_fuzz_signal: `hla fuzz` killed by SIGTERM (a CI timeout) or SIGINT
 (Ctrl-C) in the middle of a case ends the candidate's process group, its
 children included, removes the exec adapter's temporary folder, and dies of
-the same signal (a shell sees 128 + signo).
+the same signal (a shell sees 128 + signo); with --jobs 2, the same for both
+jobs' candidates, and no jobs folder is left in --findings.
 
 The candidate (this file, run as `candidate.py MODE PIDS ...`) records its
 process group and starts a grandchild `sleep` in it, then sleeps: the signal
@@ -45,8 +46,8 @@ def group_alive(pgid):
     return alive
 
 
-def run(hla, work, mode, sig):
-    name = f"{mode}_{signal.Signals(sig).name}"
+def run(hla, work, mode, sig, jobs=1):
+    name = f"{mode}_{signal.Signals(sig).name}" + (f"_jobs{jobs}" if jobs > 1 else "")
     tmp, pids = work / f"{name}_tmp", work / f"{name}.pids"
     tmp.mkdir(parents=True)
     me = f"{sys.executable} {pathlib.Path(__file__).resolve()}"
@@ -55,21 +56,22 @@ def run(hla, work, mode, sig):
     else:
         adapter = ["--exec-server", f"{me} --candidate server {pids}"]
     cmd = [hla, "fuzz", *adapter, "--variants", "la1", "--max-n", "8", "--max-cases", "5", "--timeout", "200",
-           "--no-progress", "--findings", str(work / f"{name}_findings")]
+           "--no-progress", "--findings", str(work / f"{name}_findings"), "--jobs", str(jobs)]
     env = dict(os.environ, TMPDIR=str(tmp))
     proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     deadline = time.monotonic() + 60
-    while not (pids.exists() and pids.read_text().endswith("\n")):
+    while not (pids.exists() and pids.read_text().endswith("\n") and len(pids.read_text().splitlines()) == jobs):
         if proc.poll() is not None or time.monotonic() > deadline:
             out, err = proc.communicate()
             return [f"{name}: the candidate never started (exit {proc.returncode}): {err.decode()[-500:]}"]
         time.sleep(0.05)
-    pid, pgid, grandchild = map(int, pids.read_text().split())
+    started = [tuple(map(int, line.split())) for line in pids.read_text().splitlines()]
     problems = []
-    if not list(tmp.glob("hla-exec-*")):
-        problems.append(f"{name}: no hla-exec-* folder under TMPDIR={tmp} while the case ran")
-    if not group_alive(pgid):
-        problems.append(f"{name}: the candidate's group {pgid} is not running before the signal")
+    if len(list(tmp.glob("hla-exec-*"))) != jobs:
+        problems.append(f"{name}: not {jobs} hla-exec-* folder(s) under TMPDIR={tmp} while the case ran")
+    for _, pgid, _ in started:
+        if not group_alive(pgid):
+            problems.append(f"{name}: the candidate's group {pgid} is not running before the signal")
     t0 = time.monotonic()
     proc.send_signal(sig)
     try:
@@ -85,13 +87,15 @@ def run(hla, work, mode, sig):
     if f"stopped by signal {sig}" not in out.decode():
         problems.append(f"{name}: the summary on stdout does not say 'stopped by signal {sig}': {out.decode()[-500:]}")
     time.sleep(0.2)  # the killed group's members are reaped by init
-    left = group_alive(pgid)
-    if left:
-        problems.append(f"{name}: processes {left} of the candidate's group {pgid} (candidate {pid}, its child "
-                        f"{grandchild}) outlived hla fuzz")
-        for p in left:
-            os.kill(p, signal.SIGKILL)
-    debris = sorted(p.name for p in tmp.iterdir())
+    for pid, pgid, grandchild in started:
+        left = group_alive(pgid)
+        if left:
+            problems.append(f"{name}: processes {left} of the candidate's group {pgid} (candidate {pid}, its child "
+                            f"{grandchild}) outlived hla fuzz")
+            for p in left:
+                os.kill(p, signal.SIGKILL)
+    findings = work / f"{name}_findings"
+    debris = sorted(p.name for p in tmp.iterdir()) + sorted(p.name for p in findings.glob(".jobs-*"))
     if debris:
         problems.append(f"{name}: left in TMPDIR: {debris}")
     print(f"{'ok' if not problems else 'FAILED'}: {name}: exit {proc.returncode} {took:.2f} s after the signal")
@@ -110,6 +114,9 @@ def main():
     for mode, sig in (("exec", signal.SIGTERM), ("exec", signal.SIGINT), ("server", signal.SIGTERM),
                       ("server", signal.SIGINT)):
         problems += run(hla, work, mode, sig)
+    # --jobs 2: the signal reaches hla fuzz alone and is passed on to both jobs, each a process group of its own.
+    for mode, sig in (("exec", signal.SIGTERM), ("server", signal.SIGINT)):
+        problems += run(hla, work, mode, sig, jobs=2)
     for p in problems:
         print("FAILED:", p)
     return 1 if problems else 0

@@ -9,10 +9,18 @@
 #include "hla/fuzz/signals.hpp"
 #include "hla_impl.h"
 
+#include "hla/io/atomic_file.hpp"
 #include "hla/io/fixture.hpp"
 #include "hla/io/printable.hpp"
 
+#include <signal.h>
+#include <sys/wait.h>
 #include <unistd.h>
+
+#include <atomic>
+#include <cerrno>
+#include <chrono>
+#include <cstring>
 
 #include <algorithm>
 #include <cstdio>
@@ -24,6 +32,8 @@
 namespace hla::cli {
 namespace {
 
+namespace fs = std::filesystem;
+
 struct FuzzArgs {
   std::string lib, exec, exec_server, variants = variant_csv(false), dtypes = "f32", features, precision = "f32", form_class = "masked", shard = "0/1", replay;
   std::string d_values, dv_values;
@@ -32,8 +42,9 @@ struct FuzzArgs {
   std::string worker = "persistent";
   fuzz::CampaignOptions campaign;
   bool json = false, progress = true;
+  unsigned jobs = 1;                         // processes, each a sub-shard of this shard, merged at the end
   std::vector<std::string> exec_only_given;  // options that describe an exec candidate, given on the command line
-  bool lists_given = false;                   // --variants or --dtypes given (a --lib: narrows its declared lists)
+  bool lists_given = false;                  // --variants or --dtypes given (a --lib: narrows its declared lists)
 };
 
 // "i/N" with 0 <= i < N, plain digits (std::stoul would take "-1", " 1" or "1x").
@@ -117,11 +128,33 @@ std::function<void()> report_on_stderr(fuzz::CampaignOptions& o, bool progress) 
   };
 }
 
+void print_header(const FuzzArgs& a, const fuzz::Supports& s) {
+  std::cerr << "hla fuzz: candidate '" << io::printable(s.name, 1000) << "' (precision " << s.precision.str() << ", form class "
+            << check::to_string(s.form_class) << (s.sizes_text().empty() ? "" : "; " + s.sizes_text()) << "), seed " << a.campaign.seed
+            << ", shard " << a.shard << ", up to " << a.campaign.max_cases << " cases"
+            << (a.campaign.max_seconds > 0 ? " or " + std::to_string(a.campaign.max_seconds) + " s" : "")
+            << (a.jobs > 1 ? ", " + std::to_string(a.jobs) + " jobs" : "") << "\n";
+}
+
+int print_summary(const FuzzArgs& a, const fuzz::Summary& sum) {
+  if (a.json) {
+    // Messages quote the candidate's output, which may not be UTF-8.
+    std::cout << sum.json().dump(2, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
+  } else {
+    // Messages quote the candidate's output: no escape sequence reaches the terminal.
+    std::cout << io::printable_message(sum.text(), size_t(1) << 24);
+  }
+  return sum.findings.empty() ? 0 : 1;
+}
+
+int run_jobs(FuzzArgs a);
+
 int run_campaign_or_replay(FuzzArgs a) {
   parse_shard(a.shard, a.campaign);
   // Findings go there: a folder that cannot take them is an error now, not
   // after the first finding.
   if (a.replay.empty()) check_output_dir("--findings", a.campaign.findings_dir);
+  if (a.jobs > 1 && a.replay.empty()) return run_jobs(std::move(a));
   // The fixture to replay is read before the adapter exists (an exec adapter
   // makes a temporary folder).
   const std::optional<io::Fixture> replay = a.replay.empty() ? std::nullopt : std::optional(io::read_fixture(a.replay));
@@ -140,21 +173,11 @@ int run_campaign_or_replay(FuzzArgs a) {
               << (v.kind.empty() ? "passes" : "[" + v.kind + "] " + io::printable_message(v.message)) << "\n";
     return v.kind.empty() ? 0 : 1;
   }
-  std::cerr << "hla fuzz: candidate '" << io::printable(s.name, 1000) << "' (precision " << s.precision.str() << ", form class "
-            << check::to_string(s.form_class) << (s.sizes_text().empty() ? "" : "; " + s.sizes_text()) << "), seed "
-            << a.campaign.seed << ", shard " << a.shard << ", up to " << a.campaign.max_cases << " cases"
-            << (a.campaign.max_seconds > 0 ? " or " + std::to_string(a.campaign.max_seconds) + " s" : "") << "\n";
+  print_header(a, s);
   const auto clear_line = report_on_stderr(a.campaign, a.progress);
   const fuzz::Summary sum = fuzz::run_campaign(*adapter, a.campaign);
   clear_line();
-  if (a.json) {
-    // Messages quote the candidate's output, which may not be UTF-8.
-    std::cout << sum.json().dump(2, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
-  } else {
-    // Messages quote the candidate's output: no escape sequence reaches the terminal.
-    std::cout << io::printable_message(sum.text(), size_t(1) << 24);
-  }
-  return sum.findings.empty() ? 0 : 1;
+  return print_summary(a, sum);
 }
 
 // SIGTERM or SIGINT (a CI timeout, Ctrl-C) ends the candidate's processes at
@@ -194,6 +217,145 @@ int run_fuzz_merge(const MergeArgs& a) {
   return sum.findings.empty() ? 0 : 1;
 }
 
+// --jobs J: J processes; job j runs the cases i of this shard s/S with
+// i % (S·J) == s + S·j, so that together they run exactly this shard's cases
+// (--max-cases split among them; --time and --stop-after hold per job). Each
+// writes into a folder of its own; their findings are merged as `hla
+// fuzz-merge` merges shards. A job is a process group of its own: SIGTERM or
+// SIGINT reaches `hla fuzz` once and is passed on to every job, which stops
+// as a campaign does (its candidate's processes ended, its folders removed).
+constexpr unsigned kMaxJobs = 256;
+std::atomic<pid_t> job_pids[kMaxJobs];
+std::atomic<int> job_signal{0};
+
+void pass_signal_to_jobs(int sig) {
+  const int saved = errno;
+  for (auto& p : job_pids)
+    if (const pid_t x = p.load(); x > 0) kill(x, sig);
+  int none = 0;
+  job_signal.compare_exchange_strong(none, sig);
+  errno = saved;
+}
+
+// One job, in the forked child: a campaign into `dir`, its summary in dir/summary.json.
+[[noreturn]] void run_job(FuzzArgs a, const fs::path& dir, unsigned j) {
+  int rc = 3;
+  try {
+    fuzz::StopSignals signals;
+    fs::create_directories(dir);
+    a.campaign.findings_dir = dir.string();
+    a.campaign.on_note = [j](const std::string& m) { std::fprintf(stderr, "hla fuzz: job %u: %s\n", j, m.c_str()); };
+    fuzz::Summary sum;
+    {
+      auto adapter = make_adapter(a);
+      sum = fuzz::run_campaign(*adapter, a.campaign);
+    }                                       // the adapter's processes and folders end here
+    if (!fs::exists(dir / "summary.json"))  // the campaign writes one only for findings
+      io::write_file_atomically(dir / "summary.json", sum.json().dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n");
+    if (signals.received()) signals.reraise();
+    rc = sum.findings.empty() ? 0 : 1;
+  } catch (const InputError& e) {
+    std::fprintf(stderr, "hla: error: job %u: %s\n", j, io::printable_message(e.what()).c_str());
+    rc = 2;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "hla: internal error: job %u: %s\n", j, io::printable_message(e.what()).c_str());
+  }
+  std::fflush(nullptr);
+  _exit(rc);
+}
+
+// Forks the jobs (stop signals blocked meanwhile, so none is lost or reaches a
+// job before it can stop cleanly) and waits for them. Returns each job's
+// wait status, -1 for a job with no cases.
+std::vector<int> fork_and_wait(const FuzzArgs& a, const std::vector<fs::path>& dirs) {
+  const size_t s = a.campaign.shard, S = a.campaign.shards, J = a.jobs, M = a.campaign.max_cases;
+  sigset_t stop, old;
+  sigemptyset(&stop), sigaddset(&stop, SIGTERM), sigaddset(&stop, SIGINT);
+  sigprocmask(SIG_BLOCK, &stop, &old);
+  std::fflush(nullptr);
+  std::vector<pid_t> pids(J, -1);
+  for (size_t j = 0; j < J; ++j) {
+    FuzzArgs job = a;
+    job.campaign.shard = s + S * j, job.campaign.shards = S * J;
+    job.campaign.max_cases = M / J + (j < M % J);
+    if (job.campaign.max_cases == 0) continue;
+    const pid_t pid = fork();
+    if (pid < 0) throw std::runtime_error(std::string("fork: ") + std::strerror(errno));
+    if (pid == 0) {
+      signal(SIGTERM, SIG_DFL), signal(SIGINT, SIG_DFL);
+      setpgid(0, 0);
+      sigprocmask(SIG_SETMASK, &old, nullptr);
+      run_job(std::move(job), dirs[j], static_cast<unsigned>(j));
+    }
+    setpgid(pid, pid);
+    pids[j] = pid, job_pids[j] = pid;
+  }
+  struct sigaction sa {
+  }, prev_term, prev_int;
+  sa.sa_handler = pass_signal_to_jobs;
+  sa.sa_flags = SA_RESTART;
+  sigaction(SIGTERM, &sa, &prev_term), sigaction(SIGINT, &sa, &prev_int);
+  sigprocmask(SIG_SETMASK, &old, nullptr);
+  std::vector<int> status(J, -1);
+  for (size_t j = 0; j < J; ++j)
+    while (pids[j] > 0 && waitpid(pids[j], &status[j], 0) < 0 && errno == EINTR) {
+    }
+  for (auto& p : job_pids) p = 0;
+  sigaction(SIGTERM, &prev_term, nullptr), sigaction(SIGINT, &prev_int, nullptr);
+  return status;
+}
+
+int run_jobs(FuzzArgs a) {
+  if (a.jobs > kMaxJobs) throw InputError("--jobs " + std::to_string(a.jobs) + " is above " + std::to_string(kMaxJobs));
+  print_header(a, make_adapter(a)->supports());  // input errors now, once, not in every job
+  const fs::path out = a.campaign.findings_dir;
+  fs::create_directories(out);
+  std::string templ = (out / ".jobs-XXXXXX").string();
+  if (!::mkdtemp(templ.data())) throw InputError("--findings " + io::printable(out.string()) + ": cannot make a folder for the jobs in it");
+  const fs::path work = templ;
+  std::vector<fs::path> dirs;
+  for (unsigned j = 0; j < a.jobs; ++j) dirs.push_back(work / ("job-" + std::to_string(j)));
+  const auto t0 = std::chrono::steady_clock::now();
+  std::vector<int> status;
+  try {
+    status = fork_and_wait(a, dirs);
+  } catch (...) {
+    fs::remove_all(work);
+    throw;
+  }
+  int rc = 0;
+  std::vector<std::string> done;
+  size_t findings = 0;
+  for (unsigned j = 0; j < a.jobs; ++j) {
+    if (status[j] == -1) continue;
+    const int code = WIFEXITED(status[j]) ? WEXITSTATUS(status[j]) : 3;
+    if (code > 1) rc = std::max(rc, code);
+    if (code <= 1 || job_signal.load()) {
+      if (!fs::exists(dirs[j] / "summary.json")) continue;
+      done.push_back(dirs[j].string());
+      findings += nlohmann::json::parse(io::read_file_bytes(dirs[j] / "summary.json")).at("findings").size();
+    }
+  }
+  fuzz::Summary sum;
+  if (!done.empty() && (rc == 0 || job_signal.load())) {
+    // Findings go into --findings as one campaign's would (replacing its summary.json); none: a summary only.
+    if (findings > 0) fs::remove(out / "summary.json");
+    sum = fuzz::merge_findings(done, findings > 0 ? out.string() : (work / "merged").string(), a.campaign.examples_per_group);
+  }
+  fs::remove_all(work);
+  const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  if (const int sig = job_signal.load()) {
+    sum.signal = sig;
+    if (!done.empty()) print_summary(a, sum);
+    std::fflush(nullptr);
+    signal(sig, SIG_DFL);
+    raise(sig);
+  }
+  if (rc != 0) return rc;  // the job said why
+  std::fprintf(stderr, "hla fuzz: %u jobs, %.1f s wall (the summary's seconds add up the jobs')\n", a.jobs, wall);
+  return print_summary(a, sum);
+}
+
 }  // namespace
 
 // `hla fuzz-merge DIR... --out DIR`: the findings of several campaigns (shards
@@ -221,7 +383,8 @@ void add_fuzz(CLI::App& app, Action& action) {
                 "on stdout (docs/fuzzing.md: exec server)")
       ->check(non_empty);
   CLI::Option* variants = c->add_option("--variants", a->variants, "variants it supports (comma list; a --lib: some of those it declares)");
-  CLI::Option* dtypes = c->add_option("--dtypes", a->dtypes, "input dtypes it supports (f64,f32,bf16,f16; a --lib: some of those it declares)");
+  CLI::Option* dtypes =
+      c->add_option("--dtypes", a->dtypes, "input dtypes it supports (f64,f32,bf16,f16; a --lib: some of those it declares)");
   variants->check(comma_list), dtypes->check(comma_list);
   exec_only.push_back(c->add_option("--features", a->features, "exec: unmasked,normalize,clamp,decay,ridge,scale,gqa,varlen,den,state,backward, all (all but state and backward) "
                                     "or none (default none); state: the command takes {state_in} and writes {state_out}; backward: "
@@ -244,6 +407,10 @@ void add_fuzz(CLI::App& app, Action& action) {
   c->add_option("--max-cases", a->campaign.max_cases, "cases to run (this shard)")->check(integer_in(1, 1000000000000));
   c->add_option("--time", a->campaign.max_seconds, "stop after this many seconds (0: no limit)")->check(seconds_in(0, 1e7, false));
   c->add_option("--shard", a->shard, "i/N: run the i-th of N disjoint deterministic case streams")->check(non_empty);
+  c->add_option("--jobs", a->jobs,
+                "processes that share this shard's cases (one a core; the same cases and findings as one process, merged "
+                "into --findings; --time and --stop-after hold per job)")
+      ->check(integer_in(1, 256));
   c->add_option("--stop-after", a->campaign.stop_after, "stop after this many findings (0: never)")->check(integer_in(0, 1000000000));
   c->add_option("--findings", a->campaign.findings_dir, "directory for the shrunk failing cases")->check(non_empty);
   c->add_option("--timeout", a->timeout, "seconds per candidate call")->check(seconds_in(0, 1e6, true));

@@ -13,7 +13,9 @@ namespace hla::fuzz {
 // Reads DIR/summary.json of each findings folder (InputError naming the
 // folder when it has none or it is not a campaign's summary), drops
 // duplicates (a finding of the same kind, shrunk case and message as an
-// earlier one), groups the rest by signature across all folders, and writes
+// earlier one, in case order across the folders: the shards of one campaign
+// merge into what it finds in one process), groups the rest by signature
+// across all folders, and writes
 // into `out` (created; must not hold a summary.json already) one folder per
 // group with the files of its first examples_per_group findings that have
 // files, and out/summary.json. The returned summary adds up the campaigns'
