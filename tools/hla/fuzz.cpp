@@ -14,6 +14,7 @@
 #include "hla/io/printable.hpp"
 
 #include <signal.h>
+#include <sys/mman.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -228,6 +229,12 @@ constexpr unsigned kMaxJobs = 256;
 std::atomic<pid_t> job_pids[kMaxJobs];
 std::atomic<int> job_signal{0};
 
+// Each job's progress, in memory shared with `hla fuzz` (mapped before the fork).
+struct JobProgress {
+  std::atomic<uint64_t> cases{0}, findings{0};
+};
+static_assert(std::atomic<uint64_t>::is_always_lock_free);
+
 void pass_signal_to_jobs(int sig) {
   const int saved = errno;
   for (auto& p : job_pids)
@@ -238,13 +245,19 @@ void pass_signal_to_jobs(int sig) {
 }
 
 // One job, in the forked child: a campaign into `dir`, its summary in dir/summary.json.
-[[noreturn]] void run_job(FuzzArgs a, const fs::path& dir, unsigned j) {
+[[noreturn]] void run_job(FuzzArgs a, const fs::path& dir, unsigned j, JobProgress* progress) {
   int rc = 3;
   try {
     fuzz::StopSignals signals;
     fs::create_directories(dir);
     a.campaign.findings_dir = dir.string();
     a.campaign.on_note = [j](const std::string& m) { std::fprintf(stderr, "hla fuzz: job %u: %s\n", j, m.c_str()); };
+    a.campaign.on_progress = [progress](const fuzz::Progress& p) { progress->cases = p.cases, progress->findings = p.findings; };
+    if (a.progress)  // one write a line, so that the jobs' lines do not interleave
+      a.campaign.on_finding = [](const fuzz::Finding& f) {
+        const std::string line = "\r\033[K" + f.headline() + "\n";
+        [[maybe_unused]] const ssize_t n = write(2, isatty(2) ? line.data() : line.data() + 4, isatty(2) ? line.size() : line.size() - 4);
+      };
     fuzz::Summary sum;
     {
       auto adapter = make_adapter(a);
@@ -267,12 +280,29 @@ void pass_signal_to_jobs(int sig) {
 // Forks the jobs (stop signals blocked meanwhile, so none is lost or reaches a
 // job before it can stop cleanly) and waits for them. Returns each job's
 // wait status, -1 for a job with no cases.
+// While the jobs run: their cases and findings added up, on stderr as a campaign
+// shows its own (redrawn on a terminal, every 10 s otherwise).
+void show_progress(const FuzzArgs& a, const JobProgress* slots, std::chrono::steady_clock::time_point t0, double& last) {
+  if (!a.progress) return;
+  const bool tty = isatty(2);
+  fuzz::Progress p;
+  p.max_cases = a.campaign.max_cases;
+  p.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  if (p.seconds - last <= (tty ? 0.25 : 10.0)) return;
+  last = p.seconds;
+  for (unsigned j = 0; j < a.jobs; ++j) p.cases += slots[j].cases, p.findings += slots[j].findings;
+  std::fprintf(stderr, tty ? "\r\033[K%s, %u jobs" : "%s, %u jobs\n", p.text().c_str(), a.jobs);
+}
+
 std::vector<int> fork_and_wait(const FuzzArgs& a, const std::vector<fs::path>& dirs) {
   const size_t s = a.campaign.shard, S = a.campaign.shards, J = a.jobs, M = a.campaign.max_cases;
   sigset_t stop, old;
   sigemptyset(&stop), sigaddset(&stop, SIGTERM), sigaddset(&stop, SIGINT);
   sigprocmask(SIG_BLOCK, &stop, &old);
   std::fflush(nullptr);
+  void* shared = mmap(nullptr, sizeof(JobProgress) * J, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+  if (shared == MAP_FAILED) throw std::runtime_error(std::string("mmap: ") + std::strerror(errno));
+  auto* slots = new (shared) JobProgress[J];
   std::vector<pid_t> pids(J, -1);
   for (size_t j = 0; j < J; ++j) {
     FuzzArgs job = a;
@@ -285,7 +315,7 @@ std::vector<int> fork_and_wait(const FuzzArgs& a, const std::vector<fs::path>& d
       signal(SIGTERM, SIG_DFL), signal(SIGINT, SIG_DFL);
       setpgid(0, 0);
       sigprocmask(SIG_SETMASK, &old, nullptr);
-      run_job(std::move(job), dirs[j], static_cast<unsigned>(j));
+      run_job(std::move(job), dirs[j], static_cast<unsigned>(j), &slots[j]);
     }
     setpgid(pid, pid);
     pids[j] = pid, job_pids[j] = pid;
@@ -297,9 +327,16 @@ std::vector<int> fork_and_wait(const FuzzArgs& a, const std::vector<fs::path>& d
   sigaction(SIGTERM, &sa, &prev_term), sigaction(SIGINT, &sa, &prev_int);
   sigprocmask(SIG_SETMASK, &old, nullptr);
   std::vector<int> status(J, -1);
-  for (size_t j = 0; j < J; ++j)
-    while (pids[j] > 0 && waitpid(pids[j], &status[j], 0) < 0 && errno == EINTR) {
-    }
+  const auto t0 = std::chrono::steady_clock::now();
+  double last = -1;
+  for (size_t running = std::count_if(pids.begin(), pids.end(), [](pid_t p) { return p > 0; }); running > 0;) {
+    for (size_t j = 0; j < J; ++j)
+      if (pids[j] > 0 && waitpid(pids[j], &status[j], WNOHANG) == pids[j]) pids[j] = -1, job_pids[j] = 0, --running;
+    show_progress(a, slots, t0, last);
+    if (running > 0) usleep(50000);
+  }
+  if (a.progress && isatty(2)) std::fprintf(stderr, "\r\033[K");
+  munmap(shared, sizeof(JobProgress) * J);
   for (auto& p : job_pids) p = 0;
   sigaction(SIGTERM, &prev_term, nullptr), sigaction(SIGINT, &prev_int, nullptr);
   return status;
