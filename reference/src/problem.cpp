@@ -1,7 +1,11 @@
 #include "hla/problem.hpp"
 
+#include "hla/head.hpp"
+
 #include <ostream>
 #include <sstream>
+#include <stdexcept>
+#include <string>
 
 namespace hla {
 namespace {
@@ -15,6 +19,10 @@ std::string names_with(bool VariantInfo::*has) {
 }
 
 }  // namespace
+
+void throw_beyond_decay_bound(Index e, size_t table_size) {
+  throw std::logic_error("gamma^" + std::to_string(e) + " is beyond the variant's decay bound (" + std::to_string(table_size - 1) + ")");
+}
 
 std::string to_string(EpsMode m) { return m == EpsMode::add ? "add" : "clamp"; }
 

@@ -1,5 +1,6 @@
 // Problem validation, option parsing and scalar conversions (plain cases).
 #include "hla/evaluate.hpp"
+#include "hla/head.hpp"
 
 #include <catch2/catch.hpp>
 
@@ -108,4 +109,23 @@ TEST_CASE("conversions round to nearest and back exactly", "[scalar]") {
   CHECK(err <= Rational(1) / Rational(mp::mpz_int(1) << 115));
   CHECK(from_rational<bf16>(Rational(1, 3)) == bf16(1.0f / 3.0f));
   CHECK_THROWS_AS(to_rational(std::numeric_limits<double>::quiet_NaN()), std::domain_error);
+}
+
+TEST_CASE("a decay power beyond the variant's table is a logic_error, not a silent read", "[problem]") {
+  Problem<Rational> p = small(Variant::hla2);
+  p.opt.gamma = Rational(1, 2);
+  const Head<Rational> h = make_head(p);
+  REQUIRE(!h.gpow.empty());
+  CHECK(h.g(0) == Rational(1));
+  CHECK(h.g(static_cast<Index>(h.gpow.size()) - 1) == h.gpow.back());
+  for (Index e : {Index(-1), static_cast<Index>(h.gpow.size())}) {
+    INFO("e = " << e);
+    try {
+      (void)h.g(e);
+      FAIL("expected std::logic_error");
+    } catch (const std::logic_error& err) {
+      CHECK(std::string(err.what()).find("beyond the variant's decay bound (" + std::to_string(h.gpow.size() - 1) + ")") !=
+            std::string::npos);
+    }
+  }
 }
