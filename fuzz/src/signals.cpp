@@ -22,6 +22,9 @@ std::atomic<int> received_signal{0};
 std::atomic<bool> handlers_installed{false};
 struct sigaction previous_term, previous_int;
 
+// Processes that stop by themselves on the signal (forward_stop_signal).
+std::atomic<pid_t> forwarded[kChildSlots];
+
 void kill_child_groups() {
   for (auto& g : child_groups)
     if (const pid_t p = g.load(); p > 0) kill(-p, SIGKILL);
@@ -30,6 +33,8 @@ void kill_child_groups() {
 void on_stop_signal(int sig) {
   const int saved_errno = errno;
   kill_child_groups();
+  for (auto& f : forwarded)
+    if (const pid_t p = f.load(); p > 0) kill(p, sig);
   int none = 0;
   if (!received_signal.compare_exchange_strong(none, sig)) {
     // A second signal: the default action, delivered when this handler returns.
@@ -62,8 +67,24 @@ void reset_signals_in_child() {
   signal(SIGINT, SIG_DFL);
 }
 
+void forward_stop_signal(int pid) {
+  for (auto& f : forwarded) {
+    pid_t free = 0;
+    if (f.compare_exchange_strong(free, pid)) break;
+  }
+  if (const int sig = received_signal.load()) kill(pid, sig);  // the signal came between the fork and here
+}
+
+void unforward_stop_signal(int pid) {
+  for (auto& f : forwarded) {
+    pid_t p = pid;
+    if (f.compare_exchange_strong(p, 0)) break;
+  }
+}
+
 StopSignals::StopSignals() {
   received_signal = 0;
+  for (auto& f : forwarded) f = 0;  // a forked child's copy of its parent's registry is not its own
   struct sigaction sa {};
   sa.sa_handler = on_stop_signal;
   sigemptyset(&sa.sa_mask);

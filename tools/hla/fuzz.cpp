@@ -225,24 +225,11 @@ int run_fuzz_merge(const MergeArgs& a) {
 // fuzz-merge` merges shards. A job is a process group of its own: SIGTERM or
 // SIGINT reaches `hla fuzz` once and is passed on to every job, which stops
 // as a campaign does (its candidate's processes ended, its folders removed).
-constexpr unsigned kMaxJobs = 256;
-std::atomic<pid_t> job_pids[kMaxJobs];
-std::atomic<int> job_signal{0};
-
 // Each job's progress, in memory shared with `hla fuzz` (mapped before the fork).
 struct JobProgress {
   std::atomic<uint64_t> cases{0}, findings{0};
 };
 static_assert(std::atomic<uint64_t>::is_always_lock_free);
-
-void pass_signal_to_jobs(int sig) {
-  const int saved = errno;
-  for (auto& p : job_pids)
-    if (const pid_t x = p.load(); x > 0) kill(x, sig);
-  int none = 0;
-  job_signal.compare_exchange_strong(none, sig);
-  errno = saved;
-}
 
 // One job, in the forked child: a campaign into `dir`, its summary in dir/summary.json.
 [[noreturn]] void run_job(FuzzArgs a, const fs::path& dir, unsigned j, JobProgress* progress) {
@@ -277,9 +264,6 @@ void pass_signal_to_jobs(int sig) {
   _exit(rc);
 }
 
-// Forks the jobs (stop signals blocked meanwhile, so none is lost or reaches a
-// job before it can stop cleanly) and waits for them. Returns each job's
-// wait status, -1 for a job with no cases.
 // While the jobs run: their cases and findings added up, on stderr as a campaign
 // shows its own (redrawn on a terminal, every 10 s otherwise).
 void show_progress(const FuzzArgs& a, const JobProgress* slots, std::chrono::steady_clock::time_point t0, double& last) {
@@ -294,6 +278,9 @@ void show_progress(const FuzzArgs& a, const JobProgress* slots, std::chrono::ste
   std::fprintf(stderr, tty ? "\r\033[K%s, %u jobs" : "%s, %u jobs\n", p.text().c_str(), a.jobs);
 }
 
+// Forks the jobs (stop signals blocked meanwhile, so none is lost or reaches a
+// job before it can stop cleanly) and waits for them. Returns each job's
+// wait status, -1 for a job with no cases.
 std::vector<int> fork_and_wait(const FuzzArgs& a, const std::vector<fs::path>& dirs) {
   const size_t s = a.campaign.shard, S = a.campaign.shards, J = a.jobs, M = a.campaign.max_cases;
   sigset_t stop, old;
@@ -318,32 +305,25 @@ std::vector<int> fork_and_wait(const FuzzArgs& a, const std::vector<fs::path>& d
       run_job(std::move(job), dirs[j], static_cast<unsigned>(j), &slots[j]);
     }
     setpgid(pid, pid);
-    pids[j] = pid, job_pids[j] = pid;
+    pids[j] = pid;
+    fuzz::forward_stop_signal(pid);  // run_fuzz's StopSignals passes a stop signal on to the job
   }
-  struct sigaction sa {
-  }, prev_term, prev_int;
-  sa.sa_handler = pass_signal_to_jobs;
-  sa.sa_flags = SA_RESTART;
-  sigaction(SIGTERM, &sa, &prev_term), sigaction(SIGINT, &sa, &prev_int);
   sigprocmask(SIG_SETMASK, &old, nullptr);
   std::vector<int> status(J, -1);
   const auto t0 = std::chrono::steady_clock::now();
   double last = -1;
   for (size_t running = std::count_if(pids.begin(), pids.end(), [](pid_t p) { return p > 0; }); running > 0;) {
     for (size_t j = 0; j < J; ++j)
-      if (pids[j] > 0 && waitpid(pids[j], &status[j], WNOHANG) == pids[j]) pids[j] = -1, job_pids[j] = 0, --running;
+      if (pids[j] > 0 && waitpid(pids[j], &status[j], WNOHANG) == pids[j]) fuzz::unforward_stop_signal(pids[j]), pids[j] = -1, --running;
     show_progress(a, slots, t0, last);
     if (running > 0) usleep(50000);
   }
   if (a.progress && isatty(2)) std::fprintf(stderr, "\r\033[K");
   munmap(shared, sizeof(JobProgress) * J);
-  for (auto& p : job_pids) p = 0;
-  sigaction(SIGTERM, &prev_term, nullptr), sigaction(SIGINT, &prev_int, nullptr);
   return status;
 }
 
 int run_jobs(FuzzArgs a) {
-  if (a.jobs > kMaxJobs) throw InputError("--jobs " + std::to_string(a.jobs) + " is above " + std::to_string(kMaxJobs));
   print_header(a, make_adapter(a)->supports());  // input errors now, once, not in every job
   const fs::path out = a.campaign.findings_dir;
   fs::create_directories(out);
@@ -367,26 +347,23 @@ int run_jobs(FuzzArgs a) {
     if (status[j] == -1) continue;
     const int code = WIFEXITED(status[j]) ? WEXITSTATUS(status[j]) : 3;
     if (code > 1) rc = std::max(rc, code);
-    if (code <= 1 || job_signal.load()) {
+    if (code <= 1 || fuzz::stop_signal()) {
       if (!fs::exists(dirs[j] / "summary.json")) continue;
       done.push_back(dirs[j].string());
       findings += nlohmann::json::parse(io::read_file_bytes(dirs[j] / "summary.json")).at("findings").size();
     }
   }
   fuzz::Summary sum;
-  if (!done.empty() && (rc == 0 || job_signal.load())) {
+  if (!done.empty() && (rc == 0 || fuzz::stop_signal())) {
     // Findings go into --findings as one campaign's would (replacing its summary.json); none: a summary only.
     if (findings > 0) fs::remove(out / "summary.json");
     sum = fuzz::merge_findings(done, findings > 0 ? out.string() : (work / "merged").string(), a.campaign.examples_per_group);
   }
   fs::remove_all(work);
   const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  if (const int sig = job_signal.load()) {
+  if (const int sig = fuzz::stop_signal()) {  // run_fuzz raises it again once the summary is out
     sum.signal = sig;
-    if (!done.empty()) print_summary(a, sum);
-    std::fflush(nullptr);
-    signal(sig, SIG_DFL);
-    raise(sig);
+    return done.empty() ? 1 : print_summary(a, sum);
   }
   if (rc != 0) return rc;  // the job said why
   std::fprintf(stderr, "hla fuzz: %u jobs, %.1f s wall (the summary's seconds add up the jobs')\n", a.jobs, wall);
@@ -447,7 +424,7 @@ void add_fuzz(CLI::App& app, Action& action) {
   c->add_option("--jobs", a->jobs,
                 "processes that share this shard's cases (one a core; the same cases and findings as one process, merged "
                 "into --findings; --time and --stop-after hold per job)")
-      ->check(integer_in(1, 256));
+      ->check(integer_in(1, 64));  // StopSignals passes a stop signal on to 64 processes at most
   c->add_option("--stop-after", a->campaign.stop_after, "stop after this many findings (0: never)")->check(integer_in(0, 1000000000));
   c->add_option("--findings", a->campaign.findings_dir, "directory for the shrunk failing cases")->check(non_empty);
   c->add_option("--timeout", a->timeout, "seconds per candidate call")->check(seconds_in(0, 1e6, true));

@@ -28,4 +28,10 @@ class StopSignals {
 // campaign checks it between its steps.
 int stop_signal();
 
+// A process that stops cleanly by itself on SIGTERM or SIGINT (a campaign of
+// `hla fuzz --jobs`, with its own StopSignals): while registered, the handler
+// passes it the signal instead of killing it. At most 64 at a time.
+void forward_stop_signal(int pid);
+void unforward_stop_signal(int pid);
+
 }  // namespace hla::fuzz
