@@ -67,11 +67,15 @@ extern "C" {
 typedef enum { HLA_LA1 = 0, HLA_HLA2 = 1, HLA_AHLA = 2, HLA_HLA3 = 3, HLA_HLA3_PAPER = 4 } hla_variant;
 typedef enum { HLA_F64 = 0, HLA_F32 = 1, HLA_BF16 = 2, HLA_F16 = 3 } hla_dtype;
 typedef enum { HLA_EPS_ADD = 0, HLA_EPS_CLAMP = 1 } hla_eps_mode;
-/* The kind of algorithm (docs/pass-rule.md): MASKED forms only masked
- * terms (the corrected-state streaming form, the chunked form); STATE_DIFFERENCE
- * subtracts unmasked partial sums (the paper's o_t = q_t^T(S_t C_t - G_t)) and is
- * judged against the magnitude of the terms it forms. */
-typedef enum { HLA_CLASS_MASKED = 0, HLA_CLASS_STATE_DIFFERENCE = 1 } hla_form_class;
+/* How the kernel accumulates its terms, its evaluation class (docs/pass-rule.md):
+ * MASKED forms only masked terms in nested sums (the corrected-state streaming
+ * form, the chunked matmul form, scans); STATE_DIFFERENCE subtracts unmasked
+ * partial sums (the paper's o_t = q_t^T(S_t C_t - G_t)) and is judged against the
+ * magnitude of the terms it forms; FLAT adds every literal term of the definition
+ * into one accumulator per output (any order); HLA_CLASS_FLAT_CHUNKS(w) is a
+ * chunked kernel (width w, 1 <= w <= 65536) adding its intra-chunk terms one by one. */
+typedef enum { HLA_CLASS_MASKED = 0, HLA_CLASS_STATE_DIFFERENCE = 1, HLA_CLASS_FLAT = 2 } hla_form_class;
+#define HLA_CLASS_FLAT_CHUNKS(w) ((int32_t)(((w) << 8) | HLA_CLASS_FLAT))
 
 /* Feature bits of hla_impl_info.features. */
 #define HLA_FEAT_UNMASKED  (1u << 0) /* masked = 0 (hla2, hla3) */

@@ -90,7 +90,7 @@ void score(const Judge& j, GradientRow& row, std::vector<Element>& all, Element 
 // that a zero baseline never makes a tiny error infinitely many times ours.
 double rule3_yardstick(const GradientRow& row, const Element& e) {
   const double floor = kFloorRoundings * e.unit;
-  return row.baseline_max_score > 0 ? std::max(row.baseline_max_score, floor) : std::max(floor, 1.0);
+  return row.baseline_max_score > 0 ? std::max({row.baseline_max_score, floor, kMinYardstick}) : std::max(floor, 1.0);
 }
 
 // The row's map into r.maps: the candidate's scores and those of the order rule 3 took as ours.

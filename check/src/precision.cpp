@@ -58,12 +58,39 @@ PrecisionMap parse_precision_map(std::string_view s) {
   return m;
 }
 
-std::string to_string(FormClass c) { return c == FormClass::masked ? "masked" : "state_difference"; }
+std::string to_string(FormClass c) {
+  switch (c.kind) {
+    case FormClass::Kind::masked: return "masked";
+    case FormClass::Kind::state_difference: return "state_difference";
+    case FormClass::Kind::flat: return c.width == 0 ? "flat" : "flat:" + std::to_string(c.width);
+  }
+  return "?";
+}
 
 FormClass parse_form_class(std::string_view s) {
   if (s == "masked") return FormClass::masked;
   if (s == "state_difference") return FormClass::state_difference;
-  throw InputError("unknown form class '" + std::string(s) + "' (expected masked or state_difference)");
+  if (s == "flat") return FormClass::flat();
+  const std::string valid = "expected masked, state_difference, flat (every term added into one accumulator) or flat:W "
+                            "(intra-chunk terms added one by one in chunks of width W, 1 <= W <= " + std::to_string(kMaxFlatWidth) + ")";
+  if (s.rfind("flat:", 0) == 0) {
+    const std::string w(s.substr(5));
+    const bool digits = !w.empty() && w.size() <= 6 && w.find_first_not_of("0123456789") == std::string::npos;
+    const long long x = digits ? std::stoll(w) : 0;
+    if (x < 1 || x > kMaxFlatWidth) throw InputError("form class '" + std::string(s) + "': bad chunk width '" + w + "' (" + valid + ")");
+    return FormClass::flat(x);
+  }
+  throw InputError("unknown form class '" + std::string(s) + "' (" + valid + ")");
+}
+
+FormClass form_class_from_code(std::int32_t code) {
+  const std::int32_t kind = code & 0xff, w = code >> 8;
+  if (code == 0) return FormClass::masked;
+  if (code == 1) return FormClass::state_difference;
+  if (kind == 2 && w >= 0 && w <= kMaxFlatWidth) return FormClass::flat(w);
+  throw InputError("unknown form_class " + std::to_string(code) +
+                   " (expected HLA_CLASS_MASKED 0, HLA_CLASS_STATE_DIFFERENCE 1, HLA_CLASS_FLAT 2 or HLA_CLASS_FLAT_CHUNKS(w), 1 <= w <= " +
+                   std::to_string(kMaxFlatWidth) + ")");
 }
 
 }  // namespace hla::check

@@ -24,6 +24,26 @@ double depth_bound(Variant v, Index n, Index d) {
   return static_cast<double>((order_of(v) + 1) * (n + d) + 16);
 }
 
+double literal_terms(const Options& o, Index w) {
+  const double x = static_cast<double>(std::max<Index>(w, 0));
+  const bool unmasked = !o.masked && has_unmasked(o.variant);
+  double terms = x;
+  switch (order_of(o.variant)) {
+    case 1: break;
+    case 2: terms = unmasked ? x * x : x * (x + 1) / 2; break;
+    default: terms = unmasked || o.variant == Variant::hla3_paper ? x * x * x : x * (x + 1) * (2 * x + 1) / 6; break;
+  }
+  return terms + (o.lambda != 0 ? x : 0);
+}
+
+double depth_bound(const Options& o, Index n, Index d, FormClass c) {
+  double K = depth_bound(o.variant, n, d);
+  if (c.is_flat()) K += literal_terms(o, c.width == 0 ? n : std::min<Index>(c.width, n));
+  const double L = std::fabs(std::log(to_double(o.gamma)));
+  if (L > 0) K += order_of(o.variant) * (L * static_cast<double>(n) * static_cast<double>(n + 2) + 2);
+  return K;
+}
+
 namespace {
 
 struct Sink {

@@ -474,9 +474,12 @@ class CabiAdapter final : public Adapter, public StateBackward {
     if (info->max_dv > 0) s_.max_dv = std::min<Index>(s_.max_dv, info->max_dv);
     s_.precision = check::parse_precision_map(info->precision_by_dtype);
     if (!s_.precision.all) s_.precision.all = check::parse_precision(info->precision);
-    if (info->form_class != HLA_CLASS_MASKED && info->form_class != HLA_CLASS_STATE_DIFFERENCE)
-      throw InputError(path_ + " declares an unknown form_class " + std::to_string(info->form_class));
-    s_.form_class = info->form_class == HLA_CLASS_MASKED ? check::FormClass::masked : check::FormClass::state_difference;
+    try {
+      s_.form_class = check::form_class_from_code(info->form_class);
+      s_.interface = check::Interface::cabi;
+    } catch (const InputError& e) {
+      throw InputError(path_ + " declares an " + e.what());
+    }
   }
 
   // The head sizes and block the command line declares (hla_impl_info has no

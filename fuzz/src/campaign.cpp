@@ -84,7 +84,7 @@ std::string failing_tensor(const check::Report& r) {
 Verdict failing(const std::string& kind, const std::string& message, const check::CandidateOutputs& out, const check::Report& rep) {
   Verdict v;
   v.kind = kind, v.message = message, v.outputs = out, v.has_outputs = true;
-  v.rules = failed_rules(rep), v.unapplied = unapplied_rules(rep), v.other_class_passes = rep.state_difference_would_pass;
+  v.rules = failed_rules(rep), v.unapplied = unapplied_rules(rep), v.other_class_passes = rep.passing_class.has_value();
   v.tensor = failing_tensor(rep);
   return v;
 }
@@ -135,7 +135,9 @@ check::CandidateOutputs stitch(const BatchProblem& p, const check::CandidateOutp
 
 std::string summarize(const check::Report& r) {
   std::string m = r.reasons.empty() ? "check failed" : r.reasons.front();
-  if (r.state_difference_would_pass) m += " (hint: it passes as --form-class state_difference: does it subtract partial sums?)";
+  // The class hint (check::explain_failure: another class passes it), in the adapter's syntax.
+  for (const std::string& why : r.reasons)
+    if (r.passing_class && why.rfind("hint: ", 0) == 0) m += " (" + why + ")";
   // The worst element of what failed: the outputs, else the first failing gradient.
   const check::Element* e = r.worst.empty() || !forward_fails(r) ? nullptr : &r.worst.front();
   std::string what = e && e->c < 0 ? "den" : "";
@@ -240,6 +242,7 @@ Verdict run_and_check(Adapter& a, const FuzzCase& c, const check::Reference& ref
   check::CheckOptions opt;
   opt.precision = a.supports().precision_for(c.p.dtype);
   opt.form_class = a.supports().form_class;
+  opt.interface = a.supports().interface;
   opt.exact_tier = c.exact_tier;
   const check::Report rep = timed(&Summary::Phases::check, [&] { return check::check(c.p, ref, r.out, opt); });
   if (rep.pass) return {};
@@ -370,6 +373,7 @@ Verdict judge(Adapter& a, const FuzzCase& c, double reference_budget, Index exac
   check::CheckOptions opt;
   opt.precision = a.supports().precision_for(c.p.dtype);
   opt.form_class = a.supports().form_class;
+  opt.interface = a.supports().interface;
   check::Report rep = check::check(c.p, ref, out, opt);
   if (rep.pass && c.grad) {
     // State-gradient continuation (ABI 1.4): the backward of the second parts

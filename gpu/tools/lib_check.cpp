@@ -159,7 +159,7 @@ int main(int argc, char** argv) {
         io::write_candidate(std::filesystem::path(cand_dir) / (std::filesystem::path(path).stem().string() + ".candidate.safetensors"), c, f);
       check::CheckOptions opt;
       opt.precision = declared.of(p.dtype);
-      opt.form_class = in.form_class == HLA_CLASS_STATE_DIFFERENCE ? check::FormClass::state_difference : check::FormClass::masked;
+      opt.form_class = check::form_class_from_code(in.form_class);
       const check::Report r = check::check_fixture(f, c, opt);
       const std::string var = to_string(p.opt.variant);
       if (r.pass) {

@@ -195,7 +195,10 @@ def check(out, q, k, v, *, variant="hla2", masked=True, gamma=1, normalize=False
     the pass rule of `hla check`: computes the reference, scores every element
     in units of u·magnitude and compares with our own honest evaluation
     orders. precision: the kernel's compute precision ('f32', 'bf16=f32,...';
-    default: out's dtype); form_class: 'masked' or 'state_difference';
+    default: out's dtype); form_class: how the kernel accumulates
+    its terms, 'masked' (nested sums), 'state_difference' (subtracts unmasked partial
+    sums), 'flat' (every term added one by one into one accumulator) or 'flat:W' (so
+    inside chunks of width W) (docs/pass-rule.md);
     initial_state as in reference(). dump='PATH/STEM': on failure write STEM.safetensors and
     STEM.candidate.safetensors, reproduced by `hla check` (the report says how).
     Gradients (SPEC §9): with the upstream do [B,H,T,dv] (and dden [B,H,T]),

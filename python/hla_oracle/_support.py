@@ -42,8 +42,8 @@ class Support:
     state); max_n, max_d, max_dv: largest sizes; d, dv: the only head sizes it
     takes (dv='d': dv = d only); n_multiple: every sequence length a multiple
     of this block; precision: its compute precision, one ('f32') or per input
-    dtype ('bf16=f32,f32=f32' or {'bf16': 'f32'}); form_class: 'masked' or
-    'state_difference' (docs/pass-rule.md)."""
+    dtype ('bf16=f32,f32=f32' or {'bf16': 'f32'}); form_class: 'masked',
+    'state_difference', 'flat' or 'flat:W' (docs/pass-rule.md)."""
     variants: list = field(default_factory=lambda: list(ALL_VARIANTS))
     dtypes: list = field(default_factory=lambda: ["f32"])
     features: list = field(default_factory=list)

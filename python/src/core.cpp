@@ -130,6 +130,7 @@ check::CheckOptions check_options(const BatchProblem& p, const std::string& prec
   check::CheckOptions opt;
   if (!precision.empty()) opt.precision = check::parse_precision_map(precision).of(p.dtype);
   opt.form_class = check::parse_form_class(form_class);
+  opt.interface = check::Interface::python;
   opt.worst = worst;
   return opt;
 }

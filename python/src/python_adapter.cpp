@@ -213,6 +213,7 @@ fuzz::Supports supports_of(const nb::dict& d) {
   s.precision = check::parse_precision_map(nb::cast<std::string>(get("precision")));
   if (s.precision.empty()) throw InputError("precision must name a compute precision (e.g. f32, or bf16=f32,f32=f32)");
   s.form_class = check::parse_form_class(nb::cast<std::string>(get("form_class")));
+  s.interface = check::Interface::python;
   s.validate();
   return s;
 }

@@ -32,6 +32,7 @@ int run_check(const CheckArgs& a) {
   check::CheckOptions opt;
   opt.precision = check::parse_precision_map(a.precision).of(f.problem.dtype);
   opt.form_class = check::parse_form_class(a.form_class);
+  opt.interface = check::Interface::cli;
   opt.worst = a.worst;
   opt.require_gradients = a.require_grad;
   opt.progress = [&bar](const char* stage, double done, double total) {
@@ -75,7 +76,9 @@ void add_check(CLI::App& app, Action& action) {
                 "(default: dtype of `out`)")
       ->check(non_empty);
   c->add_option("--form-class", a->form_class,
-                "masked (default: sums only masked terms) or state_difference (subtracts unmasked partial sums, S*C - G)")
+                "how the kernel accumulates its terms (docs/pass-rule.md): masked (default: nested sums of masked terms), "
+                "state_difference (subtracts unmasked partial sums, S*C - G), flat (every term added one by one into one "
+                "accumulator) or flat:W (intra-chunk terms so added, chunks of width W)")
       ->check(non_empty);
   c->add_flag("--json", a->json, "print the report as JSON");
   c->add_option("--html", a->html,

@@ -407,7 +407,8 @@ void add_fuzz(CLI::App& app, Action& action) {
   exec_only.push_back(c->add_option("--precision", a->precision,
                                     "exec: declared compute precision, one (f32) or per input dtype (bf16=f32,f16=f32,f32=f32,f64=f64)")
                           ->check(comma_list));
-  exec_only.push_back(c->add_option("--form-class", a->form_class, "exec: masked (default) or state_difference (subtracts unmasked partial sums)")
+  exec_only.push_back(c->add_option("--form-class", a->form_class, "exec: masked (default), state_difference (subtracts unmasked partial sums), flat (every term added one "
+                                    "by one into one accumulator) or flat:W (so inside chunks of width W)")
                           ->check(non_empty));
   c->add_option("--max-n", a->max_n, "the longest sequence it takes (default 4096; a --lib: its declared max_n, or less)")
       ->check(integer_in(1, 1 << 20));

@@ -34,7 +34,8 @@ template <class S> struct Output {
 // Throws InputError for an invalid problem, a form the variant lacks, or
 // chunk < 1. Exact scalars: throws std::domain_error when a normalized output
 // divides by exactly zero.
-template <class S> Output<S> evaluate(const Problem<S>& p, Form f = Form::streaming, Index chunk = 16);
+// log_decay: decay weights in log space (head.hpp make_head), floating-point S only.
+template <class S> Output<S> evaluate(const Problem<S>& p, Form f = Form::streaming, Index chunk = 16, bool log_decay = false);
 template <class S> Output<S> evaluate_paper(const Problem<S>& p, PaperForm f, Index chunk = 16);
 
 // SPEC §7 magnitude: the naive sums over absolute values (|q|, |k|, |v|, |scale|),

@@ -66,12 +66,12 @@ template <class S> void check_form_args(const Problem<S>& p, Index chunk) {
   if (chunk < 1) throw InputError("chunk width must be >= 1, got " + std::to_string(chunk));
 }
 
-template <class S> Output<S> evaluate(const Problem<S>& p, Form f, Index chunk) {
+template <class S> Output<S> evaluate(const Problem<S>& p, Form f, Index chunk, bool log_decay) {
   check_form_args(p, chunk);
   const auto fs = forms_of(p.opt.variant);
   if (std::find(fs.begin(), fs.end(), f) == fs.end())
     throw InputError("variant " + to_string(p.opt.variant) + " has no form " + to_string(f));
-  const Head<S> h = make_head(p);
+  const Head<S> h = make_head(p, log_decay);
   return finish(p.opt, with_operator(p.opt.variant, [&]<class V>(V) { return run_form<V>(h, f, chunk); }));
 }
 
@@ -112,7 +112,7 @@ template <class S> Output<S> magnitude(const Problem<S>& p, bool unmasked_order)
 // Explicitly instantiated once per scalar type, in reference/src/instantiate_*.cpp
 // (ext = nothing); every other includer sees them as extern and reuses those.
 #define HLA_EVALUATE_INSTANTIATIONS(ext, S)                                                      \
-  ext template hla::Output<S> hla::evaluate<S>(const hla::Problem<S>&, hla::Form, hla::Index);          \
+  ext template hla::Output<S> hla::evaluate<S>(const hla::Problem<S>&, hla::Form, hla::Index, bool);    \
   ext template hla::Output<S> hla::evaluate_paper<S>(const hla::Problem<S>&, hla::PaperForm, hla::Index); \
   ext template hla::Output<S> hla::magnitude<S>(const hla::Problem<S>&, bool);
 HLA_EVALUATE_INSTANTIATIONS(extern, hla::Rational)

@@ -19,8 +19,11 @@ namespace hla {
 using Operators = std::tuple<la1, hla2, ahla, hla3, hla3_paper>;
 
 // Whether operator type V implements form f (naive, streaming and the scan
-// forms are required of every operator; these two are optional).
+// forms are required of every operator; the others are optional: the flat
+// forms need its literal terms and chunked_pairs).
 template <class V> constexpr bool implements(Form f) {
+  if (f == Form::literal || f == Form::literal_reversed || f == Form::chunked_pairs)
+    return requires(const Head<double>& h, Index w) { V::chunked_pairs(h, w); };
   if (f == Form::streaming_paper_state) return requires(const Head<double>& h) { V::streaming_paper_state(h); };
   if (f == Form::chunked_matmul) return requires(const Head<double>& h, Index w) { V::chunked(h, w); };
   return true;
@@ -31,7 +34,10 @@ template <std::size_t... I> constexpr bool operators_match_table(std::index_sequ
   auto row_ok = []<class V>(std::size_t i) {
     const VariantInfo& r = kVariants[i];
     return V::variant == r.id && implements<V>(Form::streaming_paper_state) == r.forms.has(Form::streaming_paper_state) &&
-           implements<V>(Form::chunked_matmul) == r.forms.has(Form::chunked_matmul);
+           implements<V>(Form::chunked_matmul) == r.forms.has(Form::chunked_matmul) &&
+           implements<V>(Form::literal) == r.forms.has(Form::literal) &&
+           implements<V>(Form::literal) == r.forms.has(Form::literal_reversed) &&
+           implements<V>(Form::literal) == r.forms.has(Form::chunked_pairs);
   };
   return (row_ok.template operator()<std::tuple_element_t<I, Operators>>(I) && ...);
 }

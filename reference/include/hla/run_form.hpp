@@ -19,6 +19,13 @@ template <class V, class T> Mat<T> run_form(const Head<T>& h, Form f, Index chun
     case Form::chunked_matmul:
       if constexpr (implements<V>(Form::chunked_matmul)) return V::chunked(h, chunk);
       break;
+    case Form::literal:
+    case Form::literal_reversed:
+      if constexpr (implements<V>(Form::literal)) return literal_form<V>(h, f == Form::literal_reversed);
+      break;
+    case Form::chunked_pairs:
+      if constexpr (implements<V>(Form::chunked_pairs)) return V::chunked_pairs(h, chunk);
+      break;
   }
   throw InputError("form " + to_string(f) + " is not implemented for variant " + to_string(V::variant));
 }

@@ -31,6 +31,9 @@ enum class Form : std::int32_t {
   blelloch,               // SPEC §4 operator, exclusive Blelloch scan + local inclusion
   chunked_scan,           // SPEC §4 operator, two-level chunked scan
   chunked_matmul,         // SPEC §5 matmul form
+  literal,                // SPEC §2's terms, each formed alone and added one by one into the output (flat)
+  literal_reversed,       // the same terms added in the reverse order
+  chunked_pairs,          // SPEC §5 with the intra-chunk terms added one by one (pair by pair)
 };
 
 // A set of forms, one bit per Form.
@@ -58,6 +61,9 @@ inline constexpr std::array kForms{
     FormInfo{Form::blelloch, "blelloch", false, true},
     FormInfo{Form::chunked_scan, "chunked_scan", true, true},
     FormInfo{Form::chunked_matmul, "chunked_matmul", true, false},
+    FormInfo{Form::literal, "literal", false, false},
+    FormInfo{Form::literal_reversed, "literal_reversed", false, false},
+    FormInfo{Form::chunked_pairs, "chunked_pairs", true, false},
 };
 
 struct VariantInfo {
@@ -88,8 +94,9 @@ struct VariantInfo {
 };
 
 namespace detail {
-inline constexpr FormSet kCommonForms{Form::naive, Form::streaming, Form::fold, Form::blelloch, Form::chunked_scan,
-                                      Form::chunked_matmul};
+inline constexpr FormSet kCommonForms{Form::naive,          Form::streaming,       Form::fold,   Form::blelloch,
+                                      Form::chunked_scan,   Form::chunked_matmul,  Form::literal, Form::literal_reversed,
+                                      Form::chunked_pairs};
 inline constexpr FormSet kScanForms{Form::fold, Form::blelloch, Form::chunked_scan};
 }  // namespace detail
 
@@ -98,7 +105,7 @@ inline constexpr std::array kVariants{
     // hla2's paper state and its §4 summary read out u·C − qᵀG.
     VariantInfo{Variant::hla2, "hla2", 2, true, true, false,
                 {Form::naive, Form::streaming, Form::streaming_paper_state, Form::fold, Form::blelloch,
-                 Form::chunked_scan, Form::chunked_matmul},
+                 Form::chunked_scan, Form::chunked_matmul, Form::literal, Form::literal_reversed, Form::chunked_pairs},
                 {Form::streaming_paper_state, Form::fold, Form::blelloch, Form::chunked_scan}, Variant::hla2, false,
                 false, HLA_HLA2, true, true, true},
     VariantInfo{Variant::ahla, "ahla", 2, false, false, false, detail::kCommonForms, {}, Variant::ahla, false, false,

@@ -422,7 +422,7 @@ void compare(const std::vector<double>& got, const std::vector<double>& ref, con
 }
 
 // In the child: "outcome detail" on one line. form_class: what zoo.json says the member declares.
-std::string run_case(const std::string& lib, const Case& c, hla_form_class form_class) {
+std::string run_case(const std::string& lib, const Case& c, int32_t form_class) {
   void* h = dlopen(lib.c_str(), RTLD_NOW | RTLD_LOCAL);
   if (!h) return std::string("error dlopen: ") + dlerror();
   Api api{reinterpret_cast<decltype(&hla_impl_info_get)>(dlsym(h, "hla_impl_info_get")),
@@ -463,7 +463,7 @@ struct Result {
   std::string detail;
 };
 
-Result run_isolated(const std::string& lib, const Case& c, hla_form_class form_class, int timeout_s) {
+Result run_isolated(const std::string& lib, const Case& c, int32_t form_class, int timeout_s) {
   int fd[2];
   if (pipe(fd) != 0) return {Outcome::error, "pipe failed"};
   const pid_t pid = fork();
@@ -658,12 +658,15 @@ int main(int argc, char** argv) {
   for (const auto& [name, e] : expect)
     if (!in_manifest.count(name)) fail(name + ": in the self-test's table but not a cabi member of zoo.json");
 
-  std::map<std::string, hla_form_class> form_class;  // what zoo.json says each cabi member declares
+  std::map<std::string, int32_t> form_class;  // what zoo.json says each cabi member declares (hla_impl.h codes)
   for (const auto& m : zoo.at("members"))
-    if (m.at("adapter") == "cabi")
-      form_class[m.at("name")] = m.value("form_class", std::string("masked")) == "state_difference"
-                                     ? HLA_CLASS_STATE_DIFFERENCE
-                                     : HLA_CLASS_MASKED;
+    if (m.at("adapter") == "cabi") {
+      const std::string c = m.value("form_class", std::string("masked"));
+      form_class[m.at("name")] = c == "state_difference" ? HLA_CLASS_STATE_DIFFERENCE
+                                 : c.rfind("flat:", 0) == 0 ? HLA_CLASS_FLAT_CHUNKS(std::stoi(c.substr(5)))
+                                 : c == "flat"              ? HLA_CLASS_FLAT
+                                                            : HLA_CLASS_MASKED;
+    }
 
   const auto cs = cases();
   std::cout << cs.size() << " problems, " << in_manifest.size() << " members\n";

@@ -32,9 +32,16 @@ struct CandidateOutputs {
   DType dstate_dtype = DType::f64;
 };
 
+// The interface a check was asked through: hints name options in its syntax.
+enum class Interface { cpp, cli, python, cabi };
+// How `c` is declared through `i`: `--form-class flat:64`, `form_class="flat:64"`,
+// `hla_impl_info.form_class = HLA_CLASS_FLAT_CHUNKS(64)`, `.form_class = FormClass::flat(64)`.
+std::string declare_class(FormClass c, Interface i);
+
 struct CheckOptions {
   std::optional<Precision> precision{};  // default: the candidate's output dtype
   FormClass form_class = FormClass::masked;  // SPEC §7: which magnitude and baseline judge it
+  Interface interface = Interface::cpp;      // the syntax of hints
   bool exact_tier = false;             // demand bit equality (fixture says so)
   // Fail when the reference has gradients and the candidate lacks dq, dk or dv
   // (else they are reported as not checked).
@@ -66,6 +73,10 @@ inline constexpr double kRatioLimit = 4.0;
 // INCONCLUSIVE (not a pass; `hla check` exits 4).
 inline constexpr double kMaxUnscoredFraction = 0.5;
 inline constexpr double kFloorRoundings = 2.0;
+// Rule 3's yardstick is never below this, so that its bar (ratio_limit ≥
+// kRatioLimit times the yardstick) is at least one rounding of the magnitude:
+// a score ≤ 1 never fails rule 3, even where every order of ours is exact.
+inline constexpr double kMinYardstick = 1.0 / kRatioLimit;
 double ratio_limit(size_t scored);
 
 // Why an element is not scored (reported and counted, never failed).
@@ -160,9 +171,11 @@ struct Report : Tally {
   double bound = 0;            // K = depth_bound: every scored element must have score ≤ K
   double noise_floor = 0;      // rule 3's floor at ratio_element: kFloorRoundings × its unit
   FormClass form_class = FormClass::masked;
-  // A masked candidate failing only on the masked magnitude, that the
-  // state-difference rule would pass (its message says so).
-  bool state_difference_would_pass = false;
+  // A masked candidate failing only the numeric rules, that another class's
+  // rules pass: that class (its hint says so, and why), tried in the order
+  // state_difference (where it differs), flat.
+  std::optional<FormClass> passing_class;
+  bool state_difference_would_pass = false;  // passing_class is state_difference
   size_t at_pole = 0, reference_nonfinite = 0;  // not scored: see Skip
   std::vector<std::pair<std::string, size_t>> histogram;  // score bins
   std::string dumped;  // the fixture written by dump_on_failure, if any
@@ -205,7 +218,8 @@ Report check(const BatchProblem& p, const CandidateOutputs& cand, const CheckOpt
 // rounded to `out`. A paper-literal form when `paper` is set. A problem with
 // an initial state: streaming (chunks of one token) and chunked_matmul through
 // the fast engine (fast_ours), from the state; other forms InputError.
-CandidateOutputs ours(const BatchProblem& p, Precision prec, Form f, Index chunk = 64, DType out = DType::f64);
+// log_decay: decay weights as exp of a cumulative sum of log γ (Head::span).
+CandidateOutputs ours(const BatchProblem& p, Precision prec, Form f, Index chunk = 64, DType out = DType::f64, bool log_decay = false);
 CandidateOutputs ours_paper(const BatchProblem& p, Precision prec, PaperForm f, Index chunk = 64, DType out = DType::f64);
 
 // The FlashAttention-style baseline: our own honest evaluation orders in the
@@ -223,7 +237,10 @@ struct BaselineForm {
   // q and k with their feature columns reversed: the same sums with every dot
   // product q·k accumulated in the opposite order.
   bool reversed_features = false;
-  std::string name() const;  // "chunked_matmul/16"
+  // Decay weights as production chunk kernels form them: exp of a cumulative
+  // sum of log γ, per chunk (chunked forms) or per sequence (literal forms).
+  bool log_decay = false;
+  std::string name() const;  // "chunked_matmul/16", "literal (log-space decay)"
 };
 std::vector<BaselineForm> baseline_forms(const BatchProblem& p, FormClass c = FormClass::masked);
 

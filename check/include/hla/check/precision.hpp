@@ -5,6 +5,7 @@
 #include "hla/dtype.hpp"
 
 #include <array>
+#include <cstdint>
 #include <map>
 #include <optional>
 #include <string>
@@ -54,13 +55,37 @@ struct PrecisionMap {
 };
 PrecisionMap parse_precision_map(std::string_view s);  // throws InputError; "" is the empty map
 
-// How a candidate forms its sums (SPEC §7 evaluation classes):
-//   masked           only masked terms (streaming F form, chunked form): judged
-//                    against the masked magnitude (the default);
-//   state_difference subtracts unmasked partial sums (S_tC_t − G_t, the paper's
-//                    Algorithms 1–3): judged against the unmasked-order magnitude.
-enum class FormClass { masked, state_difference };
-std::string to_string(FormClass c);
-FormClass parse_form_class(std::string_view s);  // "masked" | "state_difference" (throws InputError)
+// How a candidate accumulates its terms: its evaluation class (SPEC §7). Each
+// class has its own a priori bound (depth_bound: the longest rounding path its
+// kernels can have) and its own orders of ours in rule 3:
+//   masked            nested sums of masked terms: the streaming F form, scans,
+//                     chunked matmul forms, tree sums (the default);
+//   state_difference  subtracts unmasked partial sums (S_tC_t − G_t, the paper's
+//                     Algorithms 1–3): judged against the unmasked-order magnitude;
+//   flat              every literal term of the §2 definition added into one
+//                     accumulator per output, in any order or association;
+//   flat:W            a chunked kernel (chunks of width W) whose intra-chunk terms
+//                     are added one by one (pair by pair) into the output.
+// Declared as one word (`--form-class flat:64`, `form_class="flat:64"`) or, in
+// the C ABI, one value (HLA_CLASS_FLAT_CHUNKS(64)).
+struct FormClass {
+  enum class Kind : std::int8_t { masked, state_difference, flat };
+  Kind kind = Kind::masked;
+  std::int64_t width = 0;  // flat: the chunk width W (0: the whole sequence)
+  static const FormClass masked, state_difference;
+  static constexpr FormClass flat(std::int64_t w = 0) { return {Kind::flat, w}; }
+  bool operator==(const FormClass&) const = default;
+  bool is_flat() const { return kind == Kind::flat; }
+};
+inline constexpr FormClass FormClass::masked{FormClass::Kind::masked, 0};
+inline constexpr FormClass FormClass::state_difference{FormClass::Kind::state_difference, 0};
+inline constexpr std::int64_t kMaxFlatWidth = 1 << 16;
+std::string to_string(FormClass c);  // "masked", "state_difference", "flat", "flat:64"
+// "masked" | "state_difference" | "flat" | "flat:W" (1 ≤ W ≤ kMaxFlatWidth);
+// anything else: InputError listing the valid values.
+FormClass parse_form_class(std::string_view s);
+// The C ABI's int32 code (hla_impl.h: the kind in the low byte, a flat chunk
+// width above it); InputError for an unknown one.
+FormClass form_class_from_code(std::int32_t code);
 
 }  // namespace hla::check

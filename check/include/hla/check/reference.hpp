@@ -4,6 +4,7 @@
 #pragma once
 
 #include "hla/batch.hpp"
+#include "hla/check/precision.hpp"
 #include "hla/evaluate.hpp"
 #include "hla/parallel.hpp"  // worker_threads: the engines and checker share it
 
@@ -89,6 +90,23 @@ struct ReferenceOptions {
 // p+1 nested prefix sums of length ≤ n, and a few products and decays —
 // K = (p + 1)(n + d) + 16, with p the order.
 double depth_bound(Variant v, Index n, Index d);
+
+// The most literal terms of the §2 sum that one output element adds when its
+// tokens lie in a window of w: la1 w, hla2 and ahla w(w+1)/2 (unmasked hla2 w²),
+// masked hla3 w(w+1)(2w+1)/6 (unmasked w³), plus w ridge terms (hla2, λ > 0).
+double literal_terms(const Options& o, Index w);
+
+// K of an evaluation class (SPEC §7, docs/pass-rule.md): the longest rounding
+// path one term can take in any kernel of the class, in units of u.
+//   masked, state_difference: depth_bound (nested sums);
+//   flat:W: the same plus literal_terms(min(W, n)): a flat sum of T terms in
+//     any order or association puts at most T − 1 roundings on one term's path;
+//   flat: flat:n.
+// Every class adds the decay computed in log space, exp(Σ log γ) as chunk
+// kernels compute it, with the cumulative sum over the whole sequence (the
+// longest span): its rounding errs the exponent of a weight γ^(t−j) by at most
+// |log γ|·(t−j)·(n+2)·u, so p·(|log γ|·n·(n+2) + 2) more roundings (p = order).
+double depth_bound(const Options& o, Index n, Index d, FormClass c);
 
 // Exact rationals (then certified) when every head is small (n ≤ exact_max_n,
 // d, dv ≤ 16), the inputs finite and the options short (exact_options_cheap),

@@ -26,6 +26,7 @@ struct Supports {
   Index max_n = 4096, max_d = 64, max_dv = 64;
   check::PrecisionMap precision{check::Precision::f32, {}};  // per input dtype
   check::FormClass form_class = check::FormClass::masked;
+  check::Interface interface = check::Interface::cli;  // how the candidate declares itself: the syntax of hints
   // Sizes a kernel may restrict itself to (every problem generated or shrunk
   // stays inside): the head dimensions it takes (empty: any up to max_d,
   // max_dv), dv = d only, and sequence lengths (each packed sequence, and a

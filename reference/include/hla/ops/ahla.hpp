@@ -25,6 +25,12 @@ struct ahla {
     return Y;
   }
 
+  // The literal terms of token t over [lo, t] (head.hpp add_literal): per j, every i.
+  template <class T, class Emit> static void terms(const Head<T>& h, const Mat<T>& A, Index t, Index lo, bool, Emit&& emit) {
+    for (Index j = lo; j <= t; ++j)
+      for (Index i = j; i <= t; ++i) emit(h.weight(t - lo, {j - lo}) * A(t, i) * A(i, j), j);
+  }
+
   // Paper Alg. 2 / Thm 6.1: P = γP + kvᵀ, E = γE + k(qᵀP), num = qᵀE.
   template <class T> static Mat<T> streaming(const Head<T>& h) {
     Mat<T> P = Mat<T>::Zero(h.d(), h.dv1()), E = P, Y(h.n(), h.dv1());
@@ -92,7 +98,7 @@ struct ahla {
     const auto K = h.k.middleRows(c0, L);
     const auto V = h.v.middleRows(c0, L);
     const Vec<T> e = decay_to_end(h, L);
-    const T& rB = h.g(L);
+    const T rB = chunk_decay(h, L);
     const Mat<T> Wd = (Q * K.transpose()).cwiseProduct(decay_mask(h, L));
     a.E = rB * a.E + K.transpose() * e.asDiagonal() * Wd * V + rB * (K.transpose() * Q * a.P);
     a.P = rB * a.P + K.transpose() * e.asDiagonal() * V;
@@ -111,6 +117,10 @@ struct ahla {
 
   template <class T> static Mat<T> chunked(const Head<T>& h, Index w) {
     return chunked_with(h, w, [](const ChunkTerms<T>& r, auto&&...) -> Mat<T> { return r.carry + r.cross + r.intra; });
+  }
+  // The same with the intra-chunk terms added one by one (pair by pair).
+  template <class T> static Mat<T> chunked_pairs(const Head<T>& h, Index w) {
+    return add_chunk_pairs<ahla>(h, chunked_with(h, w, [](const ChunkTerms<T>& r, auto&&...) -> Mat<T> { return r.carry + r.cross; }), w);
   }
 
 };

@@ -29,6 +29,16 @@ struct hla2 {
     return Y;
   }
 
+  // The literal terms of token t over [lo, t] (head.hpp add_literal), in the
+  // order of naive: per j, every i (then the ridge term of j).
+  template <class T, class Emit>
+  static void terms(const Head<T>& h, const Mat<T>& A, Index t, Index lo, bool ridge, Emit&& emit) {
+    for (Index j = lo; j <= t; ++j) {
+      for (Index i = lo; i <= (h.masked ? j : t); ++i) emit(h.weight(t - lo, {i - lo, j - lo}) * A(t, i) * A(j, i), j);
+      if (ridge && h.lambda != T(0)) emit(h.lambda * h.weight(t - lo, {j - lo}) * h.q.row(t).dot(h.q.row(j)), j);
+    }
+  }
+
   // Corrected-state recurrence (SPEC §3): S_t = γS + kkᵀ, C_t = γC + qvᵀ,
   // F_t = γ²F + (S_t q_t)v_tᵀ, num = q_tᵀF_t (+ λq_tᵀC_t). Unmasked: q_tᵀS_tC_t.
   template <class T> static Mat<T> streaming(const Head<T>& h) {
@@ -141,7 +151,7 @@ struct hla2 {
     const auto K = h.k.middleRows(c0, L);
     const auto V = h.v.middleRows(c0, L);
     const Vec<T> e = decay_to_end(h, L);
-    const T& rB = h.g(L);
+    const T rB = chunk_decay(h, L);
     const Mat<T> CB = Q.transpose() * e.asDiagonal() * V;
     if (h.masked) {
       const Mat<T> Wd = (Q * K.transpose()).cwiseProduct(decay_mask(h, L));
@@ -164,6 +174,10 @@ struct hla2 {
 
   template <class T> static Mat<T> chunked(const Head<T>& h, Index w) {
     return chunked_with(h, w, [](const ChunkTerms<T>& r) -> Mat<T> { return r.carry + r.cross + r.intra + r.ridge; });
+  }
+  // The same with the intra-chunk terms added one by one (pair by pair).
+  template <class T> static Mat<T> chunked_pairs(const Head<T>& h, Index w) {
+    return add_chunk_pairs<hla2>(h, chunked_with(h, w, [](const ChunkTerms<T>& r) -> Mat<T> { return r.carry + r.cross + r.ridge; }), w);
   }
 
 };

@@ -29,6 +29,14 @@ struct hla3 {
     return Y;
   }
 
+  // The literal terms of token t over [lo, t] (head.hpp add_literal): per j, every (u, i).
+  template <class T, class Emit> static void terms(const Head<T>& h, const Mat<T>& A, Index t, Index lo, bool, Emit&& emit) {
+    for (Index j = lo; j <= t; ++j)
+      for (Index u = h.masked ? j : lo; u <= t; ++u)
+        for (Index i = lo; i <= (h.masked ? u : t); ++i)
+          emit(h.weight(t - lo, {i - lo, u - lo, j - lo}) * A(t, i) * A(u, i) * A(u, j), j);
+  }
+
   // SPEC §3: S_t = γS + kkᵀ, P_t = γP + kvᵀ (ones column: mK),
   // F_t = γ³F + (S_tq_t)(q_tᵀP_t) (ones column: η), num = q_tᵀF_t.
   // Unmasked: SQ_t = γSQ + qqᵀ, num = q_tᵀS_tSQ_tP_t.
@@ -113,7 +121,12 @@ struct hla3 {
   // The carry advances by the operator itself: carry ⊕ B, with B's summary in
   // matmul form (e_p(u) = γ^(p(L-1-u))): S_B = Kᵀdiag(e_1)K, P_B = Kᵀdiag(e_1)V,
   // Zq_B = Qᵀdiag(e_1)Q, X_B = Qᵀdiag(e_2)Z, Y_B = Uᵀdiag(e_2)Q, F_B = Uᵀdiag(e_3)Z.
-  template <class T> static Mat<T> chunked(const Head<T>& h, Index w) {
+  // pairs (masked): the intra term instead added one by one (chunked_pairs); unmasked,
+  // where the intra-chunk sums are factors of the readout's products, it is the matmul form.
+  template <class T> static Mat<T> chunked_pairs(const Head<T>& h, Index w) {
+    return h.masked ? add_chunk_pairs<hla3>(h, chunked(h, w, true), w) : chunked(h, w);
+  }
+  template <class T> static Mat<T> chunked(const Head<T>& h, Index w, bool pairs = false) {
     const Op<T> op{h};
     auto carry = op.identity();
     Mat<T> Out(h.n(), h.dv1());
@@ -128,8 +141,8 @@ struct hla3 {
       if (h.masked) {
         const Mat<T> GA = Q * A.S * Q.transpose(), M = Q * U.transpose(), QPA = Q * A.P;
         const Mat<T> D2 = decay_mask(h, L, 2);
-        Out.middleRows(c0, L) = decay_from_carry(h, L, 3).asDiagonal() * (Q * A.F) +
-                                M.cwiseProduct(decay_mask(h, L, 3)) * Z +
+        const Mat<T> intra = pairs ? Mat<T>::Zero(L, h.dv1()) : Mat<T>(M.cwiseProduct(decay_mask(h, L, 3)) * Z);
+        Out.middleRows(c0, L) = decay_from_carry(h, L, 3).asDiagonal() * (Q * A.F) + intra +
                                 rho.asDiagonal() * (GA.cwiseProduct(D2) * Z + M.cwiseProduct(D2) * QPA) +
                                 decay_from_carry(h, L, 2).asDiagonal() * (GA.cwiseProduct(D1) * QPA);
       } else {
@@ -144,7 +157,7 @@ struct hla3 {
                                       Q.transpose() * e2.asDiagonal() * Z,
                                       U.transpose() * e2.asDiagonal() * Q,
                                       U.transpose() * decay_to_end(h, L, 3).asDiagonal() * Z,
-                                      h.g(L)};
+                                      chunk_decay(h, L)};
       carry = op.combine(carry, B);
     });
     return Out;

@@ -43,17 +43,24 @@ struct la1 {
     RowVec<T> readout(const Summary& X, Index t) const { return h.q.row(t) * X.P; }
   };
 
-  // Chunked matmul form (SPEC §5): carry term ρ_t q_tᵀP_A + ((QKᵀ) ⊙ D) V.
-  template <class T> static Mat<T> chunked(const Head<T>& h, Index w) {
+  // The literal terms of token t over [lo, t] (head.hpp add_literal): γ^(t-j) a_tj, j.
+  template <class T, class Emit> static void terms(const Head<T>& h, const Mat<T>& A, Index t, Index lo, bool, Emit&& emit) {
+    for (Index j = lo; j <= t; ++j) emit(h.weight(t - lo, {j - lo}) * A(t, j), j);
+  }
+
+  // Chunked matmul form (SPEC §5): carry term ρ_t q_tᵀP_A + ((QKᵀ) ⊙ D) V;
+  // pairs: the intra-chunk terms instead added one by one (chunked_pairs).
+  template <class T> static Mat<T> chunked_pairs(const Head<T>& h, Index w) { return add_chunk_pairs<la1>(h, chunked(h, w, true), w); }
+  template <class T> static Mat<T> chunked(const Head<T>& h, Index w, bool pairs = false) {
     Mat<T> P = Mat<T>::Zero(h.d(), h.dv1()), Y(h.n(), h.dv1());
     for_each_chunk(h.n(), w, [&](Index c0, Index L) {
       const auto Q = h.q.middleRows(c0, L);
       const auto K = h.k.middleRows(c0, L);
       const auto V = h.v.middleRows(c0, L);
       const Mat<T> D = decay_mask(h, L);
-      Y.middleRows(c0, L) = decay_from_carry(h, L).asDiagonal() * (Q * P) +
-                            (Q * K.transpose()).cwiseProduct(D) * V;
-      P = h.g(L) * P + K.transpose() * decay_to_end(h, L).asDiagonal() * V;
+      if (pairs) Y.middleRows(c0, L) = decay_from_carry(h, L).asDiagonal() * (Q * P);
+      else Y.middleRows(c0, L) = decay_from_carry(h, L).asDiagonal() * (Q * P) + (Q * K.transpose()).cwiseProduct(D) * V;
+      P = chunk_decay(h, L) * P + K.transpose() * decay_to_end(h, L).asDiagonal() * V;
     });
     return Y;
   }
