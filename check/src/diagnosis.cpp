@@ -162,7 +162,8 @@ std::optional<std::string> hint_onset(const ScoreMap& m, const std::vector<float
 // The error grows with t: the worst score per eighth of the sequence rises
 // 4-fold at least, without falling by half, faster than ours, and still in
 // the second half.
-std::optional<std::string> hint_growth(const BatchProblem& p, const ScoreMap& m, const std::vector<float>& prof, const std::vector<float>& ours) {
+std::optional<std::string> hint_growth(const BatchProblem& p, const ScoreMap& m, const std::vector<float>& prof,
+                                       const std::vector<float>& ours) {
   const Index L = static_cast<Index>(prof.size());
   if (L < 32 || ours.size() != prof.size()) return std::nullopt;
   double c[8], o[8];
@@ -221,9 +222,11 @@ std::optional<std::string> hint_starts(const BatchProblem& p, const ScoreMap& m)
 
 std::vector<std::string> diagnose(const BatchProblem& p, const Report& r) {
   std::vector<std::string> hints;
-  // A candidate that another class passes has a rounding profile of that
-  // class (its hint says so): where its error lies says nothing about a bug.
-  if (r.passing_class) return hints;
+  // A candidate that the flat class passes no worse than our own flat orders
+  // has the rounding profile of a flat sum (the class hint says so): where its
+  // error lies says nothing about a bug. (The state-difference class passes
+  // far more, its magnitude being far larger: no such evidence.)
+  if (r.passing_class && r.passing_class->is_flat() && r.passing_ratio <= 1) return hints;
   if (auto h = hint_parts(r)) hints.push_back(*h);
   const Index longest = longest_sequence(p);
   for (const ScoreMap& m : r.maps) {

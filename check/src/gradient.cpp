@@ -12,6 +12,7 @@
 #include "internal.hpp"
 
 #include <algorithm>
+#include <tuple>
 #include <cmath>
 #include <cstdio>
 #include <mutex>
@@ -43,9 +44,9 @@ template <> struct BackwardEngine<Rational> {
 };
 
 template <class S>
-GroupGradient<S> group_gradient(const BatchProblem& p, const std::vector<double>& dout, const std::vector<double>& dden, Index b,
-                                Index kvh, Index t0, Index t1, BackwardForm form = BackwardForm::streaming, Index chunk = 16,
-                                bool magnitudes = true) {
+GroupGradient<S> group_gradient(const BatchProblem& p, const std::vector<double>& dout, const std::vector<double>& dden, Index b, Index kvh,
+                                Index t0, Index t1, BackwardForm form = BackwardForm::streaming, Index chunk = 16, bool magnitudes = true,
+                                bool log_decay = false) {
   const Index L = t1 - t0, group = p.heads / p.kv_heads;
   GroupGradient<S> g;
   g.dk = g.mdk = Mat<S>::Zero(L, p.d);
@@ -65,7 +66,8 @@ GroupGradient<S> group_gradient(const BatchProblem& p, const std::vector<double>
       x = E::grad_from(ph, X0, up, dd, form, chunk);
       if (magnitudes) m = E::mag_from(ph, X0, up, dd);
     } else {
-      x.tokens = E::grad(ph, up, dd, form, chunk);
+      if constexpr (is_exact_v<S>) x.tokens = E::grad(ph, up, dd, form, chunk);
+      else x.tokens = E::grad(ph, up, dd, form, chunk, log_decay);
       if (magnitudes) m.tokens = E::mag(ph, up, dd);
     }
     g.dq.push_back(x.tokens.dq);
@@ -147,8 +149,8 @@ GradientScale gradient_scale(const BatchProblem& p, const std::vector<double>& d
 
 // Our backward form in scalar S on every group and sequence, rounded to `out`.
 template <class S>
-void gradients_in(const BatchProblem& p, const std::vector<double>& dout, const std::vector<double>& dden, BackwardForm form,
-                  Index chunk, DType out, CandidateOutputs& c) {
+void gradients_in(const BatchProblem& p, const std::vector<double>& dout, const std::vector<double>& dden, BackwardForm form, Index chunk,
+                  DType out, CandidateOutputs& c, bool log_decay = false) {
   p.validate();
   if (!has_backward_form(p.opt.variant, form))
     throw InputError("variant " + to_string(p.opt.variant) + " has no backward form " + to_string(form));
@@ -167,7 +169,7 @@ void gradients_in(const BatchProblem& p, const std::vector<double>& dout, const 
   const std::vector<Task> tasks = group_tasks(p);
   parallel_for(tasks.size(), worker_threads(), [&](size_t i) {  // tasks write disjoint elements
     const Task& k = tasks[i];
-    for_each_element(p, k, group_gradient<S>(p, dout, dden, k.b, k.kvh, k.t0, k.t1, form, chunk, false),
+    for_each_element(p, k, group_gradient<S>(p, dout, dden, k.b, k.kvh, k.t0, k.t1, form, chunk, false, log_decay),
                      [&](int w, size_t at, const S& v, const S&, size_t) { (*values[w])[at] = round_to(out, static_cast<double>(v)); });
   });
 }
@@ -210,14 +212,28 @@ std::vector<std::pair<std::string, CandidateOutputs>> gradient_baselines(const B
     masked_done->clear();
     return out;
   }
+  // Decay in log space (exp of a cumulative sum of log γ per chunk, as
+  // production chunk kernels and autograd through them form it), at γ < 1,
+  // in the chunked forms; one chunk: per sequence.
+  std::vector<std::tuple<BackwardForm, Index, bool>> forms{
+      {BackwardForm::streaming, 16, false}, {BackwardForm::chunked, 16, false}, {BackwardForm::chunked_matmul, 64, false}};
+  if (p.opt.gamma != 1 && !p.has_state()) {
+    for (const Index w : {Index(16), Index(64), std::max<Index>(longest_sequence(p), 1)})
+      forms.emplace_back(BackwardForm::chunked_matmul, w, true);
+    // The literal sums' backward, per sequence, on small heads (every variant has it; hla3 no chunked one).
+    if (std::pow(static_cast<double>(longest_sequence(p)), order_of(p.opt.variant) + 1) * p.d <= std::ldexp(1.0, 27))
+      forms.emplace_back(BackwardForm::naive, 1, true);
+  }
   if ((prec == Precision::f32 || prec == Precision::f64) && !fast_baseline_wanted(p))
-    for (const auto& [form, chunk] : {std::pair{BackwardForm::streaming, Index(16)}, {BackwardForm::chunked, Index(16)},
-                                      {BackwardForm::chunked_matmul, Index(64)}}) {
+    for (const auto& [form, chunk, lg] : forms) {
       if (!has_backward_form(p.opt.variant, form)) continue;
       CandidateOutputs c;
-      if (prec == Precision::f32) gradients_in<float>(p, g.dout, g.dden, form, chunk, DType::f64, c);
-      else gradients_in<double>(p, g.dout, g.dden, form, chunk, DType::f64, c);
-      out.emplace_back(to_string(form) + (form == BackwardForm::streaming ? "" : "/" + std::to_string(chunk)), std::move(c));
+      if (prec == Precision::f32) gradients_in<float>(p, g.dout, g.dden, form, chunk, DType::f64, c, lg);
+      else gradients_in<double>(p, g.dout, g.dden, form, chunk, DType::f64, c, lg);
+      out.emplace_back(to_string(form) +
+                           (form == BackwardForm::streaming || form == BackwardForm::naive ? "" : "/" + std::to_string(chunk)) +
+                           (lg ? " (log-space decay)" : ""),
+                       std::move(c));
     }
   if (!fast::supports(p.opt.variant)) return out;
   for (const Index w : {Index(16), Index(64)})

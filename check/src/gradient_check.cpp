@@ -295,7 +295,11 @@ void check_gradients(const BatchProblem& p, const Reference& ref, const Candidat
   if (!cand.dstate_parts.empty() && (!p.has_state() || g.dstate.size() != p.state.size()))
     throw InputError("the candidate holds the gradient of an initial state (dstate), but the fixture " +
                      std::string(p.has_state() ? "carries no reference for it" : "has no initial state"));
-  r.gradient_bound = gradient_depth_bound(p.opt, longest_sequence(p), p.d, p.dv) + 1;
+  // The class's longer paths (flat sums, decay in log space: depth_bound) lengthen
+  // the backward's as they do the forward's, twice with normalize (∂L/∂Y passes a forward too).
+  const Index Lmax = longest_sequence(p);
+  const double class_extra = depth_bound(p.opt, Lmax, p.d, opt.form_class) - depth_bound(p.opt.variant, Lmax, p.d);
+  r.gradient_bound = gradient_depth_bound(p.opt, Lmax, p.d, p.dv) + class_extra * (p.opt.normalize ? 2 : 1) + 1;
   const GradientYardstick y = has_any ? gradient_yardstick(p, ref, g, opt.form_class, r.u) : GradientYardstick{};
   const bool replay = memo && memo->mode == BaselineMemo::Mode::replay;
   const size_t reused = replay ? memo->gradient_bases.size() : 0;

@@ -60,9 +60,12 @@ PrecisionMap parse_precision_map(std::string_view s) {
 
 std::string to_string(FormClass c) {
   switch (c.kind) {
-    case FormClass::Kind::masked: return "masked";
-    case FormClass::Kind::state_difference: return "state_difference";
-    case FormClass::Kind::flat: return c.width == 0 ? "flat" : "flat:" + std::to_string(c.width);
+    case FormClass::Kind::masked:
+      return "masked";
+    case FormClass::Kind::state_difference:
+      return "state_difference";
+    case FormClass::Kind::flat:
+      return c.width == 0 ? "flat" : "flat:" + std::to_string(c.width);
   }
   return "?";
 }
@@ -71,8 +74,10 @@ FormClass parse_form_class(std::string_view s) {
   if (s == "masked") return FormClass::masked;
   if (s == "state_difference") return FormClass::state_difference;
   if (s == "flat") return FormClass::flat();
-  const std::string valid = "expected masked, state_difference, flat (every term added into one accumulator) or flat:W "
-                            "(intra-chunk terms added one by one in chunks of width W, 1 <= W <= " + std::to_string(kMaxFlatWidth) + ")";
+  const std::string valid =
+      "expected masked, state_difference, flat (every term added into one accumulator) or flat:W "
+      "(intra-chunk terms added one by one in chunks of width W, 1 <= W <= " +
+      std::to_string(kMaxFlatWidth) + ")";
   if (s.rfind("flat:", 0) == 0) {
     const std::string w(s.substr(5));
     const bool digits = !w.empty() && w.size() <= 6 && w.find_first_not_of("0123456789") == std::string::npos;

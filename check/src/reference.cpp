@@ -29,9 +29,14 @@ double literal_terms(const Options& o, Index w) {
   const bool unmasked = !o.masked && has_unmasked(o.variant);
   double terms = x;
   switch (order_of(o.variant)) {
-    case 1: break;
-    case 2: terms = unmasked ? x * x : x * (x + 1) / 2; break;
-    default: terms = unmasked || o.variant == Variant::hla3_paper ? x * x * x : x * (x + 1) * (2 * x + 1) / 6; break;
+    case 1:
+      break;
+    case 2:
+      terms = unmasked ? x * x : x * (x + 1) / 2;
+      break;
+    default:
+      terms = unmasked || o.variant == Variant::hla3_paper ? x * x * x : x * (x + 1) * (2 * x + 1) / 6;
+      break;
   }
   return terms + (o.lambda != 0 ? x : 0);
 }
@@ -39,8 +44,11 @@ double literal_terms(const Options& o, Index w) {
 double depth_bound(const Options& o, Index n, Index d, FormClass c) {
   double K = depth_bound(o.variant, n, d);
   if (c.is_flat()) K += literal_terms(o, c.width == 0 ? n : std::min<Index>(c.width, n));
-  const double L = std::fabs(std::log(to_double(o.gamma)));
-  if (L > 0) K += order_of(o.variant) * (L * static_cast<double>(n) * static_cast<double>(n + 2) + 2);
+  // γ < 1: every step of the p+1 nested prefix sums also multiplies by γ (one
+  // rounding each), γ itself is rounded to the precision (γ^e, e ≤ p·n, errs by
+  // e·u), and decay in log space errs as above.
+  const double L = std::fabs(std::log(to_double(o.gamma))), x = static_cast<double>(n), p = order_of(o.variant);
+  if (L > 0) K += (p + 1) * x + p * x + p * (L * x * (x + 2) + 2);
   return K;
 }
 

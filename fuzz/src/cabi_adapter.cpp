@@ -428,7 +428,8 @@ class CabiAdapter final : public Adapter, public StateBackward {
     if (in_process_) {
       in_process_(request, reply);
     } else {
-      o = worker_.call(request, reply, timeout_);
+      // A worker that is not running starts (loads the library) with this call: its own allowance.
+      o = worker_.call(request, reply, timeout_ + (worker_.running() ? 0 : s_.startup_timeout));
       if (!persistent_) worker_.stop();
     }
     if (o.kind == ChildOutcome::Kind::exited && o.code == 0) {
@@ -486,6 +487,7 @@ class CabiAdapter final : public Adapter, public StateBackward {
   // fields for them), a shorter max_n and fewer variants or dtypes, inside
   // what the library declares.
   void narrow(const Supports& z) {
+    s_.startup_timeout = z.startup_timeout;
     narrow_list(s_.variants, z.variants, "--variants", "variant");
     narrow_list(s_.dtypes, z.dtypes, "--dtypes", "dtype");
     for (const auto& [list, max, name] : {std::tuple{&z.d_values, s_.max_d, "d"}, std::tuple{&z.dv_values, s_.max_dv, "dv"}})

@@ -109,7 +109,9 @@ class ExecAdapter final : public Adapter {
       std::string answer;
       std::string request = "run\t" + in.string() + "\t" + out.string();
       if (s_.has(HLA_FEAT_STATE)) request += "\t" + state_in_arg + "\t" + state_out_arg;
-      if (server_->call(request, answer, timeout_, o)) {
+      // A server that is not running starts with this call: its start-up gets its own allowance.
+      const double limit = timeout_ + (server_->running() ? 0 : s_.startup_timeout);
+      if (server_->call(request, answer, limit, o)) {
         // An `error` answer keeps the server: it is alive and reads the next
         // request (a restart per error cost a start-up, seconds for torch, per case).
         if (answer.rfind("error", 0) == 0)

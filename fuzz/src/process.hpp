@@ -91,6 +91,7 @@ class LineServer {
   // the server ended (a timeout kills it).
   bool call(const std::string& line, std::string& answer, double timeout_s, ChildOutcome& ended);
   void stop();
+  bool running() const { return pid_ > 0; }
 
  private:
   std::string cmd_, log_, pending_;

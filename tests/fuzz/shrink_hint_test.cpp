@@ -55,7 +55,7 @@ std::unique_ptr<fuzz::Adapter> paper_state(std::function<bool(Index)> planted) {
   });
 }
 
-bool hinted(const std::string& message) { return message.find("passes as --form-class state_difference") != std::string::npos; }
+bool hinted(const std::string& message) { return message.find("judged as --form-class state_difference") != std::string::npos; }
 
 std::string verdict(const fuzz::Verdict& v) {
   return v.kind + " [" + v.rules + "]" + (v.other_class_passes ? " hinted" : "");

@@ -97,12 +97,17 @@ TEST_CASE("score maps: shapes bounded, the worst scores agree with the report's"
     CHECK(m.ours_blocks.size() == m.cand_blocks.size());
     CHECK(m.cand_positions.size() == 300);
     CHECK(m.cand_phase.size() == static_cast<size_t>(ScoreMap::kPhases));
-    CHECK(m.ours_form == r.baseline_worst_form);
+    // The maps show our worst order with decay by powers (one with log-space decay only joins the bar).
+    CHECK(m.ours_form.find("log-space") == std::string::npos);
+    if (r.baseline_worst_form.find("log-space") == std::string::npos) CHECK(m.ours_form == r.baseline_worst_form);
     worst = std::max(worst, map_worst(m));
     for (float x : m.ours_blocks) ours_worst = std::max(ours_worst, static_cast<double>(x));
   }
   CHECK(static_cast<float>(worst) == static_cast<float>(r.max_score));
-  CHECK(static_cast<float>(ours_worst) == static_cast<float>(r.baseline_max_score));
+  if (r.baseline_worst_form.find("log-space") == std::string::npos)
+    CHECK(static_cast<float>(ours_worst) == static_cast<float>(r.baseline_max_score));
+  CHECK(ours_worst > 0);
+  CHECK(static_cast<float>(ours_worst) <= static_cast<float>(r.baseline_max_score));
   // The planted element: its row (batch 0 head 1, batch 1 head 1) and block, and its token.
   const ScoreMap& out = r.maps[0];
   CHECK(out.cand_positions[77] == static_cast<float>(r.max_score));

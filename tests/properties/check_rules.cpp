@@ -76,10 +76,28 @@ TEST_CASE("pinned: the a priori depth K = (p+1)(n+d)+16 and the bound K+1 on fix
   CHECK(check::check(one, exactly(compute_reference(one))).bound == 21);
   BatchProblem packed = gaussian(Variant::la1, 1, 1, 1, 12, 2, 2, 5);
   packed.offsets = {0, 5, 12};  // longest sequence 7: K = 2·(7+2) + 16 = 34
+  // γ = 7/8 adds (p+1)·n + p·n + p·(|log γ|·n·(n+2) + 2) (p = 1, n = 7): the multiplications
+  // by γ, γ's own rounding, decay in log space.
+  const double L = std::log(8.0 / 7.0);
   const Report r = check::check(packed, exactly(compute_reference(packed)));
-  CHECK(r.bound == 35);
-  BatchProblem hla3 = gaussian(Variant::hla3, 1, 2, 1, 8, 4, 4, 6);  // K = 4·12 + 16 = 64
-  CHECK(check::check(hla3, exactly(compute_reference(hla3))).bound == 65);
+  CHECK(r.bound == Approx(35 + 2 * 7 + 7 + (L * 7 * 9 + 2)));
+  BatchProblem hla3 = gaussian(Variant::hla3, 1, 2, 1, 8, 4, 4, 6);  // K = 4·12 + 16 = 64, + 4·8 + 3·8 + 3·(L·8·10 + 2)
+  CHECK(check::check(hla3, exactly(compute_reference(hla3))).bound == Approx(65 + 4 * 8 + 3 * 8 + 3 * (L * 8 * 10 + 2)));
+  // The classes (SPEC §7): flat adds the literal terms of the longest sum, flat:W those of a chunk;
+  // hla2 masked n = 37, d = 8, γ = 1: 151 + 37·38/2 = 854, flat:16: 151 + 16·17/2 = 287.
+  Options o;
+  o.variant = Variant::hla2;
+  CHECK(depth_bound(o, 37, 8, FormClass::masked) == 151);
+  CHECK(depth_bound(o, 37, 8, FormClass::state_difference) == 151);
+  CHECK(depth_bound(o, 37, 8, FormClass::flat()) == 854);
+  CHECK(depth_bound(o, 37, 8, FormClass::flat(16)) == 287);
+  CHECK(depth_bound(o, 37, 8, FormClass::flat(64)) == 854);  // a chunk longer than the sequence: the sequence
+  o.masked = false;                                          // unmasked: 37² pairs
+  CHECK(depth_bound(o, 37, 8, FormClass::flat()) == 151 + 37 * 37);
+  o.variant = Variant::hla3, o.masked = true;  // Σ_{u≤n} u² = n(n+1)(2n+1)/6: 8·9·17/6 = 204
+  CHECK(depth_bound(o, 8, 4, FormClass::flat()) == 64 + 204);
+  o.variant = Variant::la1;
+  CHECK(depth_bound(o, 8, 4, FormClass::flat()) == 40 + 8);  // 2·(8 + 4) + 16 + 8 terms
 }
 
 TEST_CASE("pinned: rule 3's limit R(N) = max(4, 13·(64/N)^(1/4))", "[check][pinned]") {
@@ -143,7 +161,7 @@ TEST_CASE("rule 2 alone: a score just above K + 1 fails, just below passes", "[c
 
 TEST_CASE("rule 3 alone: an error within the a priori bound but far beyond our orders fails", "[check][rule]") {
   // la1, 8 heads × 64 tokens × 16 columns = 8192 scored elements: R = 4.
-  // K + 1 = 2·(64 + 16) + 16 + 1 = 177. One element off by 150 u·M: within
+  // K + 1 = 2·(64 + 16) + 16 + 1 = 177, + 2·64 + 64 + (log(8/7)·64·66 + 2) for γ = 7/8. One element off by 150 u·M: within
   // rule 2, and 150 / max(our worst, floor ≤ 2) ≫ 4·R whatever our worst is
   // below 9 (f32 orders on n = 64 err by a few units).
   const BatchProblem p = gaussian(Variant::la1, 1, 8, 8, 64, 16, 16, 21);
@@ -156,7 +174,7 @@ TEST_CASE("rule 3 alone: an error within the a priori bound but far beyond our o
   CHECK_FALSE(r.pass);
   CHECK(r.scored == 8192);
   CHECK(r.ratio_limit == 4);
-  CHECK(r.bound == 177);
+  CHECK(r.bound == Approx(177 + 3 * 64 + std::log(8.0 / 7.0) * 64 * 66 + 2));
   CHECK(r.over_bound == 0);
   CHECK(r.nonfinite == 0);
   CHECK(r.baseline_max_score < 9);
@@ -186,7 +204,8 @@ TEST_CASE("rule 3: the bar is the worst of every one of our honest orders", "[ch
       for (auto* m : {&x.q, &x.k})
         for (size_t row = 0; row < m->size(); row += static_cast<size_t>(x.d))
           std::reverse(m->begin() + static_cast<std::ptrdiff_t>(row), m->begin() + static_cast<std::ptrdiff_t>(row) + x.d);
-    const Report o = check::check(p, ref, check::ours(x, Precision::f32, f.form, f.chunk, DType::f64), {.precision = Precision::f32});
+    const Report o =
+        check::check(p, ref, check::ours(x, Precision::f32, f.form, f.chunk, DType::f64, f.log_decay), {.precision = Precision::f32});
     if (o.max_score > worst) worst = o.max_score, name = f.name();
   }
   INFO(r.text());
@@ -477,7 +496,7 @@ TEST_CASE("state difference: judged against the unmasked-order magnitude, with o
   INFO(masked.text());
   CHECK_FALSE(masked.pass);
   CHECK(masked.state_difference_would_pass);
-  CHECK(mentions(masked, "hint: judged as --form-class state_difference"));
+  CHECK(mentions(masked, "hint: judged as CheckOptions::form_class = FormClass::state_difference"));
   const Report sd = check::check(p, ref, c, {.precision = Precision::f32, .form_class = FormClass::state_difference});
   INFO(sd.text());
   CHECK(sd.pass);

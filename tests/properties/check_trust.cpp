@@ -246,7 +246,9 @@ TEST_CASE("gradients: the a priori bound K_g + 1 decides each element", "[check]
     INFO(good.text());
     REQUIRE(good.pass);
     REQUIRE(good.gradients.size() == 3);
-    CHECK(good.gradient_bound == (normalize ? 134 : 66));
+    // γ = 7/8 (depth_bound) lengthens every path by 3·12 + 2·12 + 2·(log(8/7)·12·14 + 2), twice with normalize.
+    CHECK(good.gradient_bound ==
+          Approx((normalize ? 134 : 66) + (normalize ? 2 : 1) * (3 * 12 + 2 * 12 + 2 * (std::log(8.0 / 7.0) * 12 * 14 + 2))));
     for (const auto& g : good.gradients) CHECK((g.checked && g.scored == g.elements && g.max_score < 4));
     // One dk element moved by s·u·M*, M* its yardstick (the magnitude, with normalize weighed by each token's conditioning).
     const Reference fr = reference_of(f);
@@ -274,7 +276,7 @@ TEST_CASE("gradients: the a priori bound K_g + 1 decides each element", "[check]
     const GradientRow& gk = good.gradients[1];
     REQUIRE(gk.baseline_applied);
     CHECK(gk.baseline_worst_form.size() > 0);
-    const double yard = std::max(gk.baseline_max_score, kFloorRoundings * std::fabs(f.ref_dk[i]) / Mstar);
+    const double yard = std::max({gk.baseline_max_score, kFloorRoundings * std::fabs(f.ref_dk[i]) / Mstar, kMinYardstick});
     const double limit = ratio_limit(gk.scored);
     REQUIRE(limit * yard * 1.1 < K);  // rule 3 is tighter than the bound here
     const Report inside = moved(0.9 * limit * yard), outside = moved(1.1 * limit * yard);

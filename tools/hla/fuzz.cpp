@@ -39,7 +39,7 @@ struct FuzzArgs {
   std::string lib, exec, exec_server, variants = variant_csv(false), dtypes = "f32", features, precision = "f32", form_class = "masked", shard = "0/1", replay;
   std::string d_values, dv_values;
   Index max_n = 0, n_multiple = 1;  // max_n 0: not given (an exec candidate: 4096; a --lib: its declared max_n)
-  double timeout = 10, budget = 600;
+  double timeout = 10, startup_timeout = 120, budget = 600;
   std::string worker = "persistent";
   fuzz::CampaignOptions campaign;
   bool json = false, progress = true;
@@ -84,6 +84,7 @@ std::unique_ptr<fuzz::Adapter> make_adapter(const FuzzArgs& a) {
     throw InputError("give exactly one of --lib LIB.so, --exec 'CMD {in} {out}' and --exec-server 'CMD'");
   fuzz::Supports s;
   parse_sizes(a, s);
+  s.startup_timeout = a.startup_timeout;
   s.max_n = a.max_n;  // a --lib: 0 keeps its declared max_n
   if (!a.lib.empty() && a.lists_given) {  // a --lib: empty lists keep its declared ones
     for (const auto& v : fuzz::split_list(a.variants)) s.variants.push_back(parse_variant(v));
@@ -407,9 +408,11 @@ void add_fuzz(CLI::App& app, Action& action) {
   exec_only.push_back(c->add_option("--precision", a->precision,
                                     "exec: declared compute precision, one (f32) or per input dtype (bf16=f32,f16=f32,f32=f32,f64=f64)")
                           ->check(comma_list));
-  exec_only.push_back(c->add_option("--form-class", a->form_class, "exec: masked (default), state_difference (subtracts unmasked partial sums), flat (every term added one "
-                                    "by one into one accumulator) or flat:W (so inside chunks of width W)")
-                          ->check(non_empty));
+  exec_only.push_back(
+      c->add_option("--form-class", a->form_class,
+                    "exec: masked (default), state_difference (subtracts unmasked partial sums), flat (every term added one "
+                    "by one into one accumulator) or flat:W (so inside chunks of width W)")
+          ->check(non_empty));
   c->add_option("--max-n", a->max_n, "the longest sequence it takes (default 4096; a --lib: its declared max_n, or less)")
       ->check(integer_in(1, 1 << 20));
   // Sizes, for every adapter (a --lib: within its hla_impl_info, which has no fields for them).
@@ -428,7 +431,12 @@ void add_fuzz(CLI::App& app, Action& action) {
       ->check(integer_in(1, 64));  // StopSignals passes a stop signal on to 64 processes at most
   c->add_option("--stop-after", a->campaign.stop_after, "stop after this many findings (0: never)")->check(integer_in(0, 1000000000));
   c->add_option("--findings", a->campaign.findings_dir, "directory for the shrunk failing cases")->check(non_empty);
-  c->add_option("--timeout", a->timeout, "seconds per candidate call")->check(seconds_in(0, 1e6, true));
+  c->add_option("--timeout", a->timeout, "seconds per candidate call (a timeout is replayed once before it is reported)")
+      ->check(seconds_in(0, 1e6, true));
+  c->add_option("--startup-timeout", a->startup_timeout,
+                "seconds more for the first call of a (re)started worker or --exec-server (imports, JIT, device "
+                "initialisation; default 120)")
+      ->check(seconds_in(0, 1e6, false));
   c->add_option("--worker", a->worker,
                 "--lib: persistent (default: one process keeps the library loaded, restarted after a crash, a hang or an "
                 "error) or fork (a fresh process per call)")

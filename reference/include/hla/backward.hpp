@@ -39,9 +39,10 @@ bool has_backward_form(Variant v, BackwardForm f);
 // not an output). Throws InputError for an invalid problem, mismatched
 // upstream shapes, chunk < 1 or a variant without that backward form; exact scalars:
 // std::domain_error when a normalized output divides by exactly zero.
+// log_decay: decay weights in log space (head.hpp make_head), floating-point S only.
 template <class S>
-Gradient<S> backward(const Problem<S>& p, const Mat<S>& dout, const Vec<S>& dden,
-                     BackwardForm f = BackwardForm::streaming, Index chunk = 16);
+Gradient<S> backward(const Problem<S>& p, const Mat<S>& dout, const Vec<S>& dden, BackwardForm f = BackwardForm::streaming,
+                     Index chunk = 16, bool log_decay = false);
 
 // SPEC §9 magnitudes: the sums that define each gradient element, over absolute
 // values of every factor (|q|, |k|, |v|, |scale|, and the upstream |∂L/∂Y| with

@@ -95,7 +95,7 @@ template <class S> void check_backward_args(const Problem<S>& p, const Mat<S>& d
 }
 
 template <class S>
-Gradient<S> backward(const Problem<S>& p, const Mat<S>& dout, const Vec<S>& dden, BackwardForm f, Index chunk) {
+Gradient<S> backward(const Problem<S>& p, const Mat<S>& dout, const Vec<S>& dden, BackwardForm f, Index chunk, bool log_decay) {
   check_backward_args(p, dout, dden, chunk);
   // The outputs that normalization divides by, from the matching forward form.
   const auto outputs = [&] {
@@ -105,7 +105,7 @@ Gradient<S> backward(const Problem<S>& p, const Mat<S>& dout, const Vec<S>& dden
     Y.col(p.dv()) = o.den;
     return Y;
   };
-  const Head<S> h = make_head(p);
+  const Head<S> h = make_head(p, log_decay);
   return problem_gradient(
       p.opt, head_backward(p.opt.variant, h, output_adjoint(p.opt, outputs, dout, dden, from_rational<S>(p.opt.eps)), f, chunk));
 }
@@ -153,9 +153,9 @@ template <class S> Gradient<S> backward_magnitude(const Problem<S>& p, const Mat
 
 }  // namespace hla
 
-#define HLA_BACKWARD_INSTANTIATIONS(ext, S) \
+#define HLA_BACKWARD_INSTANTIATIONS(ext, S)                                                                                         \
   ext template hla::Gradient<S> hla::backward<S>(const hla::Problem<S>&, const hla::Mat<S>&, const hla::Vec<S>&, hla::BackwardForm, \
-                                                hla::Index);                                                       \
+                                                 hla::Index, bool);                                                                 \
   ext template hla::Gradient<S> hla::backward_magnitude<S>(const hla::Problem<S>&, const hla::Mat<S>&, const hla::Vec<S>&);
 HLA_BACKWARD_INSTANTIATIONS(extern, hla::Rational)
 HLA_BACKWARD_INSTANTIATIONS(extern, hla::f113)

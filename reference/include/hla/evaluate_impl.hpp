@@ -111,8 +111,8 @@ template <class S> Output<S> magnitude(const Problem<S>& p, bool unmasked_order)
 
 // Explicitly instantiated once per scalar type, in reference/src/instantiate_*.cpp
 // (ext = nothing); every other includer sees them as extern and reuses those.
-#define HLA_EVALUATE_INSTANTIATIONS(ext, S)                                                      \
-  ext template hla::Output<S> hla::evaluate<S>(const hla::Problem<S>&, hla::Form, hla::Index, bool);    \
+#define HLA_EVALUATE_INSTANTIATIONS(ext, S)                                                               \
+  ext template hla::Output<S> hla::evaluate<S>(const hla::Problem<S>&, hla::Form, hla::Index, bool);      \
   ext template hla::Output<S> hla::evaluate_paper<S>(const hla::Problem<S>&, hla::PaperForm, hla::Index); \
   ext template hla::Output<S> hla::magnitude<S>(const hla::Problem<S>&, bool);
 HLA_EVALUATE_INSTANTIATIONS(extern, hla::Rational)

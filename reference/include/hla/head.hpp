@@ -169,5 +169,4 @@ template <class V, class S> Mat<S> add_chunk_pairs(const Head<S>& h, Mat<S> Y, I
   return Y;
 }
 
-
 }  // namespace hla

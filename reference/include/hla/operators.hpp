@@ -22,8 +22,9 @@ using Operators = std::tuple<la1, hla2, ahla, hla3, hla3_paper>;
 // forms are required of every operator; the others are optional: the flat
 // forms need its literal terms and chunked_pairs).
 template <class V> constexpr bool implements(Form f) {
-  if (f == Form::literal || f == Form::literal_reversed || f == Form::chunked_pairs)
-    return requires(const Head<double>& h, Index w) { V::chunked_pairs(h, w); };
+  if (f == Form::literal || f == Form::literal_reversed || f == Form::chunked_pairs) return requires(const Head<double>& h, Index w) {
+      V::chunked_pairs(h, w);
+    };
   if (f == Form::streaming_paper_state) return requires(const Head<double>& h) { V::streaming_paper_state(h); };
   if (f == Form::chunked_matmul) return requires(const Head<double>& h, Index w) { V::chunked(h, w); };
   return true;

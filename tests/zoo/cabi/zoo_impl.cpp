@@ -87,15 +87,22 @@ constexpr Declared declared() {
 }
 
 const hla_impl_info kInfo = {
-    HLA_IMPL_ABI_VERSION, "zoo_" ZOO_STR(ZOO_BUG), declared().variants, declared().dtypes, declared().features,
-    4096, 256, 256, "f32",
+    HLA_IMPL_ABI_VERSION,
+    "zoo_" ZOO_STR(ZOO_BUG),
+    declared().variants,
+    declared().dtypes,
+    declared().features,
+    4096,
+    256,
+    256,
+    "f32",
     // e1_decay computes hla2 masked as the paper's state difference (S + λI)C − G: its rounding error
     // scales with the unmasked magnitude, so it declares that class (its bug is the decay, not this).
     // The correct chunked members add their intra-chunk terms pair by pair (axpy per
     // term into the output): the class flat:kW, whose bound and orders cover that.
-    bug("e1_decay") ? HLA_CLASS_STATE_DIFFERENCE
+    bug("e1_decay")                                        ? HLA_CLASS_STATE_DIFFERENCE
     : bug("correct_chunked") || bug("correct_f32_on_half") ? HLA_CLASS_FLAT_CHUNKS(kW)
-                                                            : HLA_CLASS_MASKED,
+                                                           : HLA_CLASS_MASKED,
     // correct_f32_on_half says per input dtype what it computes in (the same for all: f32).
     bug("correct_f32_on_half") ? "bf16=f32,f16=f32,f32=f32" : nullptr,
 };

@@ -662,7 +662,7 @@ int main(int argc, char** argv) {
   for (const auto& m : zoo.at("members"))
     if (m.at("adapter") == "cabi") {
       const std::string c = m.value("form_class", std::string("masked"));
-      form_class[m.at("name")] = c == "state_difference" ? HLA_CLASS_STATE_DIFFERENCE
+      form_class[m.at("name")] = c == "state_difference"    ? HLA_CLASS_STATE_DIFFERENCE
                                  : c.rfind("flat:", 0) == 0 ? HLA_CLASS_FLAT_CHUNKS(std::stoi(c.substr(5)))
                                  : c == "flat"              ? HLA_CLASS_FLAT
                                                             : HLA_CLASS_MASKED;

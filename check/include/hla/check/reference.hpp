@@ -102,10 +102,12 @@ double literal_terms(const Options& o, Index w);
 //   flat:W: the same plus literal_terms(min(W, n)): a flat sum of T terms in
 //     any order or association puts at most T − 1 roundings on one term's path;
 //   flat: flat:n.
-// Every class adds the decay computed in log space, exp(Σ log γ) as chunk
-// kernels compute it, with the cumulative sum over the whole sequence (the
-// longest span): its rounding errs the exponent of a weight γ^(t−j) by at most
-// |log γ|·(t−j)·(n+2)·u, so p·(|log γ|·n·(n+2) + 2) more roundings (p = order).
+// Every class with γ < 1 adds (p+1)·n for the multiplications by γ along the
+// nested prefix sums, p·n for γ rounded to the precision (γ^e, e ≤ p·n), and
+// p·(|log γ|·n·(n+2) + 2) for decay computed in log space, exp(Σ log γ) as
+// chunk kernels compute it, with the cumulative sum over the whole sequence
+// (the longest span): its rounding errs the exponent of a weight γ^(t−j) by at
+// most |log γ|·(t−j)·(n+2)·u (p = order).
 double depth_bound(const Options& o, Index n, Index d, FormClass c);
 
 // Exact rationals (then certified) when every head is small (n ≤ exact_max_n,

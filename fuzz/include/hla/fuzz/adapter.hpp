@@ -27,6 +27,10 @@ struct Supports {
   check::PrecisionMap precision{check::Precision::f32, {}};  // per input dtype
   check::FormClass form_class = check::FormClass::masked;
   check::Interface interface = check::Interface::cli;  // how the candidate declares itself: the syntax of hints
+  // Seconds added to the per-call limit for the first call of a (re)started
+  // worker or server, whose start-up (imports, JIT, device initialisation)
+  // is not the kernel's time (hla fuzz --startup-timeout).
+  double startup_timeout = 120;
   // Sizes a kernel may restrict itself to (every problem generated or shrunk
   // stays inside): the head dimensions it takes (empty: any up to max_d,
   // max_dv), dv = d only, and sequence lengths (each packed sequence, and a

@@ -17,7 +17,7 @@ struct ahla_backward {
     Mat<T> dA = Mat<T>::Zero(h.n(), h.n()), dv = Mat<T>::Zero(h.n(), h.dv1());
     for (Index t = 0; t < h.n(); ++t)
       for (Index j = 0; j <= t; ++j) {
-        const T& w = h.g(t - j);
+        const T w = h.weight(t, {j});
         T coef(0);
         for (Index i = j; i <= t; ++i) {
           coef += A(t, i) * A(i, j);
@@ -75,7 +75,7 @@ struct ahla_backward {
     const Mat<T> D = decay_mask(h, L), Lm = causal_mask<T>(L), QK = Q * K.transpose();
     const Mat<T> Wm = QK.cwiseProduct(Lm), Wd = QK.cwiseProduct(D);
     const Vec<T> rho = decay_from_carry(h, L), e = decay_to_end(h, L);
-    const T& rB = h.g(L);
+    const T rB = chunk_decay(h, L);
     const Mat<T> Grho = rho.asDiagonal() * G, GV = (G * V.transpose()).cwiseProduct(D);
     // outputs
     Mat<T> dQ = Grho * A.E.transpose();

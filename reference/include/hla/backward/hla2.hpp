@@ -18,13 +18,13 @@ struct hla2_backward {
       for (Index j = 0; j <= t; ++j) {
         T coef(0);
         for (Index i = 0; i <= (h.masked ? j : t); ++i) {
-          const T& w = h.g(2 * t - i - j);
+          const T w = h.weight(t, {i, j});
           coef += w * A(t, i) * A(j, i);
           dA(t, i) += w * c(t, j) * A(j, i);
           dA(j, i) += w * c(t, j) * A(t, i);
         }
-        coef += h.lambda * h.g(t - j) * B(t, j);
-        dB(t, j) += h.lambda * h.g(t - j) * c(t, j);
+        coef += h.lambda * h.weight(t, {j}) * B(t, j);
+        dB(t, j) += h.lambda * h.weight(t, {j}) * c(t, j);
         dv.row(j) += coef * dY.row(t);
       }
     return through_scores(h, dA, dB, std::move(dv));
@@ -100,7 +100,7 @@ struct hla2_backward {
     const auto [Q, K, V, G] = chunk_rows(h, dY, c0, L);
     const Mat<T> D = decay_mask(h, L), Lm = causal_mask<T>(L), QK = Q * K.transpose(), Wd = QK.cwiseProduct(D);
     const Vec<T> rho = decay_from_carry(h, L), rho2 = decay_from_carry(h, L, 2), e = decay_to_end(h, L);
-    const T& rB = h.g(L);
+    const T rB = chunk_decay(h, L);
     const Mat<T> Grho = rho.asDiagonal() * G, GV = (G * V.transpose()).cwiseProduct(D);
     Mat<T> dQ = Mat<T>::Zero(L, h.d()), dK = dQ, dV = Mat<T>::Zero(L, h.dv1()), dQK = Mat<T>::Zero(L, L), dWd = dQK;
     State<T> dA = zero_state(h);

@@ -19,8 +19,8 @@ struct hla3_backward {
         T coef(0);
         for (Index u = h.masked ? j : 0; u <= t; ++u)
           for (Index i = 0; i <= (h.masked ? u : t); ++i) {
-            const T wc = h.g(3 * t - i - u - j) * c(t, j);
-            coef += h.g(3 * t - i - u - j) * A(t, i) * A(u, i) * A(u, j);
+            const T w = h.weight(t, {i, u, j}), wc = w * c(t, j);
+            coef += w * A(t, i) * A(u, i) * A(u, j);
             dA(t, i) += wc * A(u, i) * A(u, j);
             dA(u, i) += wc * A(t, i) * A(u, j);
             dA(u, j) += wc * A(t, i) * A(u, i);

@@ -16,8 +16,8 @@ struct la1_backward {
     Mat<T> dA = Mat<T>::Zero(h.n(), h.n()), dv = Mat<T>::Zero(h.n(), h.dv1());
     for (Index t = 0; t < h.n(); ++t)
       for (Index j = 0; j <= t; ++j) {
-        dA(t, j) += h.g(t - j) * c(t, j);
-        dv.row(j) += (h.g(t - j) * A(t, j)) * dY.row(t);
+        dA(t, j) += h.weight(t, {j}) * c(t, j);
+        dv.row(j) += (h.weight(t, {j}) * A(t, j)) * dY.row(t);
       }
     return through_scores(h, dA, std::move(dv));
   }
@@ -60,7 +60,7 @@ struct la1_backward {
     g.dq.middleRows(c0, L) = rho.asDiagonal() * G * A.P.transpose() + M * K;
     g.dk.middleRows(c0, L) = M.transpose() * Q + e.asDiagonal() * V * Xb.P.transpose();
     g.dv.middleRows(c0, L) = (Q * K.transpose()).cwiseProduct(D).transpose() * G + e.asDiagonal() * K * Xb.P;
-    Xb.P = Q.transpose() * rho.asDiagonal() * G + h.g(L) * Xb.P;
+    Xb.P = Q.transpose() * rho.asDiagonal() * G + chunk_decay(h, L) * Xb.P;
   }
 };
 

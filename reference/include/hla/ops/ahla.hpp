@@ -122,7 +122,6 @@ struct ahla {
   template <class T> static Mat<T> chunked_pairs(const Head<T>& h, Index w) {
     return add_chunk_pairs<ahla>(h, chunked_with(h, w, [](const ChunkTerms<T>& r, auto&&...) -> Mat<T> { return r.carry + r.cross; }), w);
   }
-
 };
 
 }  // namespace hla

@@ -31,8 +31,7 @@ struct hla2 {
 
   // The literal terms of token t over [lo, t] (head.hpp add_literal), in the
   // order of naive: per j, every i (then the ridge term of j).
-  template <class T, class Emit>
-  static void terms(const Head<T>& h, const Mat<T>& A, Index t, Index lo, bool ridge, Emit&& emit) {
+  template <class T, class Emit> static void terms(const Head<T>& h, const Mat<T>& A, Index t, Index lo, bool ridge, Emit&& emit) {
     for (Index j = lo; j <= t; ++j) {
       for (Index i = lo; i <= (h.masked ? j : t); ++i) emit(h.weight(t - lo, {i - lo, j - lo}) * A(t, i) * A(j, i), j);
       if (ridge && h.lambda != T(0)) emit(h.lambda * h.weight(t - lo, {j - lo}) * h.q.row(t).dot(h.q.row(j)), j);
@@ -179,7 +178,6 @@ struct hla2 {
   template <class T> static Mat<T> chunked_pairs(const Head<T>& h, Index w) {
     return add_chunk_pairs<hla2>(h, chunked_with(h, w, [](const ChunkTerms<T>& r) -> Mat<T> { return r.carry + r.cross + r.ridge; }), w);
   }
-
 };
 
 }  // namespace hla

@@ -33,8 +33,7 @@ struct hla3 {
   template <class T, class Emit> static void terms(const Head<T>& h, const Mat<T>& A, Index t, Index lo, bool, Emit&& emit) {
     for (Index j = lo; j <= t; ++j)
       for (Index u = h.masked ? j : lo; u <= t; ++u)
-        for (Index i = lo; i <= (h.masked ? u : t); ++i)
-          emit(h.weight(t - lo, {i - lo, u - lo, j - lo}) * A(t, i) * A(u, i) * A(u, j), j);
+        for (Index i = lo; i <= (h.masked ? u : t); ++i) emit(h.weight(t - lo, {i - lo, u - lo, j - lo}) * A(t, i) * A(u, i) * A(u, j), j);
   }
 
   // SPEC §3: S_t = γS + kkᵀ, P_t = γP + kvᵀ (ones column: mK),
@@ -162,7 +161,6 @@ struct hla3 {
     });
     return Out;
   }
-
 };
 
 }  // namespace hla

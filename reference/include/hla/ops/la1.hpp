@@ -64,7 +64,6 @@ struct la1 {
     });
     return Y;
   }
-
 };
 
 }  // namespace hla
