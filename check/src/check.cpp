@@ -718,8 +718,8 @@ std::string Report::text() const {
   if (exact_tier) os << "  exact tier: " << exact_mismatches << " elements differ from the exact reference\n";
   if (!dumped.empty()) {
     const std::string stem = dumped.substr(0, dumped.size() - std::string(".safetensors").size());
-    os << "  failing case written: hla check " << dumped << " " << stem << ".candidate.safetensors --precision "
-       << to_string(precision) << "\n";
+    os << "  failing case written: hla check " << dumped << " " << stem << ".candidate.safetensors --precision " << to_string(precision)
+       << (form_class == FormClass::masked ? "" : " --form-class " + to_string(form_class)) << "\n";
   }
   if (!worst.empty()) {
     os << "  worst elements:\n    " << "batch head token column      candidate      reference      magnitude     score\n";

@@ -345,10 +345,16 @@ Verdict judge(Adapter& a, const FuzzCase& c, double reference_budget, Index exac
   if (c.grad && c.probe == Probe::grad_nan_causality) zero_ref = ref, hide_reach(c, ref);
   Verdict v = run_and_check(a, c, ref, zero_ref ? &*zero_ref : nullptr);
   // A timeout is replayed once before it is reported (a loaded machine, a
-  // restart's start-up): a kernel is judged, not its environment.
+  // restart's start-up): a kernel is judged, not its environment. The timed-out
+  // worker or server is gone; a one-token call first starts a new one, under
+  // the start-up allowance, so that the replay meets a warm one.
   if (v.kind == "timeout") {
-    v = run_and_check(a, c, ref, zero_ref ? &*zero_ref : nullptr);
-    if (v.kind == "timeout") v.message += " (twice: the call was replayed once)";
+    FuzzCase tiny = c;
+    tiny.p = slice_tokens(c.p, 0, std::min<Index>(c.p.n, 1));
+    tiny.grad = false, tiny.dout.clear(), tiny.dden.clear();
+    const bool warm = run_candidate(a, tiny, nullptr).status != RunResult::Status::timeout;
+    if (warm) v = run_and_check(a, c, ref, zero_ref ? &*zero_ref : nullptr);
+    if (v.kind == "timeout") v.message += warm ? " (replayed once on a warm worker: again)" : " (a one-token call timed out as well)";
   }
   if (!v.kind.empty()) {
     // A packed batch that fails while its failing sequence alone passes leaks across sequences.

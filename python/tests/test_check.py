@@ -83,6 +83,8 @@ def test_shape_errors_name_the_problem():
         hla_oracle.check(out[:, :, 1:], q, k, v, **OPTS)
     with pytest.raises(hla_oracle.InputError, match="form class|form_class|masked"):
         hla_oracle.check(out, q, k, v, **OPTS, form_class="sideways")
+    with pytest.raises(hla_oracle.InputError, match="bad chunk width '0'.*1 <= W <= 65536"):
+        hla_oracle.check(out, q, k, v, **OPTS, form_class="flat:0")
     with pytest.raises(hla_oracle.InputError, match="precision"):
         hla_oracle.check(out, q, k, v, **OPTS, precision="f24")
 
@@ -97,3 +99,36 @@ def test_report_json_is_the_cli_json(tmp_path, hla_tool):
     mine = r.json()
     for key in ("pass", "max_score", "bound", "baseline_max_score", "scored", "over_bound", "worst"):
         assert mine[key] == cli[key], key
+
+
+def flat_hla2(q, k, v):
+    """hla2 masked, γ = 1, as a literal loop adds it: every term a_ti·a_ji·v_j into one f32 accumulator."""
+    n = q.shape[0]
+    A = q @ k.T
+    out = np.zeros((n, v.shape[1]), np.float32)
+    for t in range(n):
+        c = np.array([A[t, i] * A[j, i] for j in range(t + 1) for i in range(j + 1)], np.float32)
+        js = np.array([j for j in range(t + 1) for i in range(j + 1)])
+        terms = np.vstack([np.zeros((1, v.shape[1]), np.float32), c[:, None] * v[js]])
+        out[t] = np.cumsum(terms, axis=0, dtype=np.float32)[-1]  # sequential, as the loop adds them
+    return out
+
+
+def test_flat_kernel_fails_masked_with_a_python_hint_and_passes_flat():
+    # Issue 37: a correct literal loop on a few repeated positive tokens with d = 1 exceeds the masked bound;
+    # declared flat (its class) it passes, and the masked report names that class in Python syntax, with no
+    # location hint ("grows with the token index") from its rounding profile.
+    rng = np.random.default_rng(1)
+    n = 160
+    toks = np.abs(rng.standard_normal((3, 1)))
+    q, k = (toks[rng.integers(0, 3, n)].astype(np.float32) for _ in range(2))
+    v = np.abs(rng.standard_normal((n, 2))).astype(np.float32)
+    out = flat_hla2(q, k, v)
+    args = (out[None, None], q[None, None], k[None, None], v[None, None])
+    masked = hla_oracle.check(*args, variant="hla2", precision="f32")
+    assert not masked.passed
+    assert 'hint: judged as form_class="flat"' in masked.text, masked.text
+    assert "--form-class" not in masked.text and "grows with" not in masked.text, masked.text
+    flat = hla_oracle.check(*args, variant="hla2", precision="f32", form_class="flat")
+    assert flat.passed, flat.text
+    assert "literal" in flat.text  # our flat orders set rule 3's bar

@@ -159,6 +159,28 @@ TEST_CASE("rule 2 alone: a score just above K + 1 fails, just below passes", "[c
   CHECK(under.over_bound == 0);
 }
 
+TEST_CASE("rule 3: a score of at most one rounding never fails it, even where our orders are exact", "[check][rule]") {
+  // la1, n = 2, d = 1: out_1 = q_1k_0v_0 + q_1k_1v_1 = 3 − 3 = 0 exactly, magnitude 6; every order of ours is
+  // exact here (baseline 0) and the element's floor is 0: without the fixed yardstick 1/4 any error failed.
+  const BatchProblem p = make(Variant::la1, 2, 1, 1, {1, 1}, {1, -1}, {3, 3});
+  const Reference ref = compute_reference(p);
+  REQUIRE(ref.out[1] == 0);
+  REQUIRE(ref.mag_num[1] == 6);
+  auto judge = [&](double s) {
+    CandidateOutputs c = exactly(ref);
+    c.out[1] = s * u32 * 6;
+    return check::check(p, ref, c, {.precision = Precision::f32});
+  };
+  const Report one = judge(1), tenth = judge(0.01), more = judge(1.2 * one.ratio_limit * kMinYardstick);
+  INFO(one.text() << more.text());
+  CHECK(one.baseline_max_score == 0);
+  CHECK(one.pass);
+  CHECK(tenth.pass);
+  CHECK(std::fabs(one.baseline_ratio - 1 / kMinYardstick) < 1e-9);
+  CHECK_FALSE(more.pass);  // beyond R(N)·(1/4) in units of u·M: rule 3 still fails it
+  CHECK(more.over_bound == 0);
+}
+
 TEST_CASE("rule 3 alone: an error within the a priori bound but far beyond our orders fails", "[check][rule]") {
   // la1, 8 heads × 64 tokens × 16 columns = 8192 scored elements: R = 4.
   // K + 1 = 2·(64 + 16) + 16 + 1 = 177, + 2·64 + 64 + (log(8/7)·64·66 + 2) for γ = 7/8. One element off by 150 u·M: within
