@@ -336,6 +336,22 @@ bool same_failure(const Verdict& w, const Verdict& v) {
 
 }  // namespace
 
+namespace {
+// A timeout is replayed once before it is reported (a loaded machine, a
+// restart's start-up): a kernel is judged, not its environment. The timed-out
+// worker or server is gone; a one-token call first starts a new one, under
+// the start-up allowance, so that the replay meets a warm one.
+Verdict replay_timeout(Adapter& a, const FuzzCase& c, const check::Reference& ref, const check::Reference* zero_ref, Verdict v) {
+  FuzzCase tiny = c;
+  tiny.p = slice_tokens(c.p, 0, std::min<Index>(c.p.n, 1));
+  tiny.grad = false, tiny.dout.clear(), tiny.dden.clear();
+  const bool warm = run_candidate(a, tiny, nullptr).status != RunResult::Status::timeout;
+  if (warm) v = run_and_check(a, c, ref, zero_ref);
+  if (v.kind == "timeout") v.message += warm ? " (replayed once on a warm worker: again)" : " (a one-token call timed out as well)";
+  return v;
+}
+}  // namespace
+
 Verdict judge(Adapter& a, const FuzzCase& c, double reference_budget, Index exact_max_n) {
   check::Reference ref = timed(&Summary::Phases::reference, [&] {
     check::Reference r = check::compute_reference(c.p, exact_max_n, reference_budget);
@@ -344,18 +360,7 @@ Verdict judge(Adapter& a, const FuzzCase& c, double reference_budget, Index exac
   std::optional<check::Reference> zero_ref;  // a NaN upstream's: the reference with the NaN as 0, unhidden
   if (c.grad && c.probe == Probe::grad_nan_causality) zero_ref = ref, hide_reach(c, ref);
   Verdict v = run_and_check(a, c, ref, zero_ref ? &*zero_ref : nullptr);
-  // A timeout is replayed once before it is reported (a loaded machine, a
-  // restart's start-up): a kernel is judged, not its environment. The timed-out
-  // worker or server is gone; a one-token call first starts a new one, under
-  // the start-up allowance, so that the replay meets a warm one.
-  if (v.kind == "timeout") {
-    FuzzCase tiny = c;
-    tiny.p = slice_tokens(c.p, 0, std::min<Index>(c.p.n, 1));
-    tiny.grad = false, tiny.dout.clear(), tiny.dden.clear();
-    const bool warm = run_candidate(a, tiny, nullptr).status != RunResult::Status::timeout;
-    if (warm) v = run_and_check(a, c, ref, zero_ref ? &*zero_ref : nullptr);
-    if (v.kind == "timeout") v.message += warm ? " (replayed once on a warm worker: again)" : " (a one-token call timed out as well)";
-  }
+  if (v.kind == "timeout") v = replay_timeout(a, c, ref, zero_ref ? &*zero_ref : nullptr, std::move(v));
   if (!v.kind.empty()) {
     // A packed batch that fails while its failing sequence alone passes leaks across sequences.
     if (v.kind == "numerics" && c.p.offsets.size() > 2) {

@@ -308,11 +308,14 @@ def judge(name, K, libs, c, args):
         out, den = run_kernel(name, K, libs, c)
         rep = hla_oracle.check(out, c["q"], c["k"], c["v"], den=den, **kw)
     js = rep.json()
-    rows = [dict(part="out", ratio=js["baseline_ratio"], limit=js["ratio_limit"], score=js["max_score"],
-                 bound=js["bound"], ours=js.get("baseline_worst_form", ""))]
+    # Rule 3's margin only where it applies (a flat class whose flat orders are too costly is judged by the bound alone).
+    rule3 = js.get("rule3_applied", True)
+    rows = [dict(part="out", ratio=js["baseline_ratio"] if rule3 else 0.0, limit=js["ratio_limit"], score=js["max_score"],
+                 bound=js["bound"], ours=js.get("baseline_worst_form", "") if rule3 else "rule 3 not applied")]
     for g in js.get("gradients", []):
         if g.get("checked", True):
-            rows.append(dict(part=g["name"], ratio=g["baseline_ratio"], limit=g["ratio_limit"], score=g["max_score"],
+            applied = g.get("baseline_applied", True)
+            rows.append(dict(part=g["name"], ratio=g["baseline_ratio"] if applied else 0.0, limit=g["ratio_limit"] or 1, score=g["max_score"],
                              bound=js["gradient_bound"], ours=g.get("baseline_worst_form", "")))
     return dict(verdict=rep.verdict, rows=rows, report=rep, seconds=time.perf_counter() - t0, grad=grad)
 
