@@ -18,6 +18,7 @@
 #include <cstring>
 #include <memory>
 #include <optional>
+#include <utility>
 
 namespace hla::fuzz {
 
@@ -215,6 +216,7 @@ class CabiAdapter final : public Adapter, public StateBackward {
     s_.validate();
   }
   const Supports& supports() const override { return s_; }
+  void allow_startup() override { startup_allowed_ = true; }
 
   RunResult run(const BatchProblem& p, const check::Reference*, const std::vector<double>* state_in, bool want_state) override {
     const std::string exact[4] = {hla::to_string(p.opt.gamma), hla::to_string(p.opt.eps), hla::to_string(p.opt.lambda),
@@ -428,8 +430,10 @@ class CabiAdapter final : public Adapter, public StateBackward {
     if (in_process_) {
       in_process_(request, reply);
     } else {
-      // A worker that is not running starts (loads the library) with this call: its own allowance.
-      o = worker_.call(request, reply, timeout_ + (worker_.running() ? 0 : s_.startup_timeout));
+      // A worker that is not running starts (loads the library) with this call: its own allowance
+      // the first time and before a replay (allow_startup).
+      const bool starts = !worker_.running() && std::exchange(startup_allowed_, false);
+      o = worker_.call(request, reply, timeout_ + (starts ? s_.startup_timeout : 0));
       if (!persistent_) worker_.stop();
     }
     if (o.kind == ChildOutcome::Kind::exited && o.code == 0) {
@@ -519,6 +523,7 @@ class CabiAdapter final : public Adapter, public StateBackward {
 
   std::string path_;
   double timeout_;
+  bool startup_allowed_ = true;  // the next start of the worker gets the start-up allowance
   bool persistent_;
   Arena arena_;
   Worker worker_;

@@ -345,6 +345,7 @@ Verdict replay_timeout(Adapter& a, const FuzzCase& c, const check::Reference& re
   FuzzCase tiny = c;
   tiny.p = slice_tokens(c.p, 0, std::min<Index>(c.p.n, 1));
   tiny.grad = false, tiny.dout.clear(), tiny.dden.clear();
+  a.allow_startup();
   const bool warm = run_candidate(a, tiny, nullptr).status != RunResult::Status::timeout;
   if (warm) v = run_and_check(a, c, ref, zero_ref);
   if (v.kind == "timeout") v.message += warm ? " (replayed once on a warm worker: again)" : " (a one-token call timed out as well)";

@@ -27,9 +27,11 @@ struct Supports {
   check::PrecisionMap precision{check::Precision::f32, {}};  // per input dtype
   check::FormClass form_class = check::FormClass::masked;
   check::Interface interface = check::Interface::cli;  // how the candidate declares itself: the syntax of hints
-  // Seconds added to the per-call limit for the first call of a (re)started
-  // worker or server, whose start-up (imports, JIT, device initialisation)
-  // is not the kernel's time (hla fuzz --startup-timeout).
+  // Seconds added to the per-call limit of the call that starts the worker or
+  // server, the first time and before a timeout's replay (Adapter::allow_startup):
+  // its start-up (imports, JIT, device initialisation) is not the kernel's
+  // time (hla fuzz --startup-timeout). Other restarts (after a crash or a
+  // timeout) get the plain limit, so that a hanging kernel costs no more.
   double startup_timeout = 120;
   // Sizes a kernel may restrict itself to (every problem generated or shrunk
   // stays inside): the head dimensions it takes (empty: any up to max_d,
@@ -66,6 +68,9 @@ class Adapter {
  public:
   virtual ~Adapter() = default;
   virtual const Supports& supports() const = 0;
+  // The next start of a worker or server gets Supports::startup_timeout more
+  // (the first start has it already): the warm-up before a timeout's replay.
+  virtual void allow_startup() {}
   // Runs the candidate on p. `ref`, when given, is p's reference (exec writes
   // it into the fixture file it hands over; computed there when null).
   // state_in / want_state only with HLA_FEAT_STATE.
