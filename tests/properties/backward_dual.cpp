@@ -34,7 +34,7 @@ Head<D> dual_head(const Problem<Rational>& p, const Mat<Rational>& hq, const Mat
   const Head<Rational> r = make_head(p);
   Mat<Rational> hv1 = Mat<Rational>::Zero(p.n(), p.dv() + 1);
   hv1.leftCols(p.dv()) = hv;
-  Head<D> h{lift(r.q, p.opt.scale * hq), lift(r.k, hk), lift(r.v, hv1), D(r.gamma), D(r.lambda), r.masked, {}};
+  Head<D> h{lift(r.q, p.opt.scale * hq), lift(r.k, hk), lift(r.v, hv1), D(r.gamma), D(r.lambda), r.masked, {}, {}};
   for (const Rational& g : r.gpow) h.gpow.emplace_back(g);
   return h;
 }
