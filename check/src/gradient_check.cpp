@@ -23,6 +23,9 @@ struct Judge {
   const Bases& bases;
   bool exact_tier;
   double tiny;
+  // A flat class (no flat backward order of ours): rule 3's bar is our nested
+  // backward orders' worst times the class's path ratio (flat_path_ratio).
+  double path_ratio = 1;
 };
 
 // A row's map (Report::maps): the candidate's and each of our orders' scores.
@@ -115,6 +118,12 @@ void finish_map(const Judge& j, Report& r, const GradientRow& row, RowMaps& maps
 void finish(const Judge& j, const CheckOptions& opt, Report& r, GradientRow& row, std::vector<Element> all,
             const std::function<std::string(const Element&)>& at, RowMaps& maps) {
   if (row.baseline_applied) {
+    if (j.path_ratio != 1) {
+      row.baseline_max_score *= j.path_ratio;
+      char k[32];
+      std::snprintf(k, sizeof k, "%.4g", j.path_ratio);
+      row.baseline_worst_form += std::string(" x ") + k + " (the class's longest path over the nested one)";
+    }
     row.ratio_limit = ratio_limit(row.scored);
     for (const Element& e : all) {
       if (!std::isfinite(e.score)) continue;  // non-finite: failed by its own rule
@@ -306,7 +315,7 @@ void check_gradients(const BatchProblem& p, const Reference& ref, const Candidat
   Bases bases = has_any ? gradient_baselines(p, g, r.precision, opt.form_class, replay ? &memo->gradient_bases : nullptr) : Bases{};
   if (memo) memo->evaluated += bases.size() - std::min(reused, bases.size());
   const bool exact_tier = opt.exact_tier && (!cand.dq.empty() || !cand.dk.empty() || !cand.dv.empty()) && gradient_exact_tier(p, g);
-  const Judge j{p, r, bases, exact_tier, info(r.precision).smallest_normal()};
+  const Judge j{p, r, bases, exact_tier, info(r.precision).smallest_normal(), flat_path_ratio(p.opt, Lmax, p.d, opt.form_class)};
   std::vector<std::string> missing;
   const size_t reasons_before = r.reasons.size();
   token_rows(j, opt, cand, g, y, r, missing);

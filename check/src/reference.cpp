@@ -41,6 +41,11 @@ double literal_terms(const Options& o, Index w) {
   return terms + (o.lambda != 0 ? x : 0);
 }
 
+double flat_path_ratio(const Options& o, Index n, Index d, FormClass c) {
+  if (!c.is_flat()) return 1;
+  return 1 + literal_terms(o, c.width == 0 ? n : std::min<Index>(c.width, n)) / depth_bound(o.variant, n, d);
+}
+
 double depth_bound(const Options& o, Index n, Index d, FormClass c) {
   double K = depth_bound(o.variant, n, d);
   if (c.is_flat()) K += literal_terms(o, c.width == 0 ? n : std::min<Index>(c.width, n));

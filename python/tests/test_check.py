@@ -132,3 +132,25 @@ def test_flat_kernel_fails_masked_with_a_python_hint_and_passes_flat():
     flat = hla_oracle.check(*args, variant="hla2", precision="f32", form_class="flat")
     assert flat.passed, flat.text
     assert "literal" in flat.text  # our flat orders set rule 3's bar
+
+
+def test_flat_kernel_gradients_by_autograd_pass_as_flat():
+    # The same literal loop in torch, differentiated by autograd: its dq, dk, dv pass in the flat class (rule 3's
+    # bar there: our nested backward orders times the class's path ratio, no flat backward order of ours).
+    torch = pytest.importorskip("torch")
+    for seed in range(3):
+        rng = np.random.default_rng(seed)
+        n, d, gamma = 16, 1 + seed % 2, [1.0, 0.9, 0.5][seed]
+        toks = np.abs(rng.standard_normal((3, d)))
+        q, k = (torch.tensor(toks[rng.integers(0, 3, n)], dtype=torch.float32, requires_grad=True) for _ in range(2))
+        v = torch.tensor(np.abs(rng.standard_normal((n, 2))), dtype=torch.float32, requires_grad=True)
+        A, g = q @ k.T, torch.tensor(gamma)
+        out = torch.stack([sum(((g ** (2 * t - i - j) * A[t, i] * A[j, i]) * v[j] for j in range(t + 1) for i in range(j + 1)),
+                               torch.zeros(2)) for t in range(n)])
+        do = torch.tensor(rng.standard_normal((n, 2)), dtype=torch.float32)
+        (out * do).sum().backward()
+        a = lambda x: x.detach().numpy()[None, None]
+        r = hla_oracle.check(a(out), a(q), a(k), a(v), variant="hla2", gamma=gamma, precision="f32", form_class="flat",
+                             do=a(do), dq=a(q.grad), dk=a(k.grad), dv=a(v.grad))
+        assert r.passed, r.text
+        assert all(g["checked"] and "longest path" in g["baseline_worst_form"] for g in r.json()["gradients"]), r.text

@@ -308,10 +308,8 @@ def judge(name, K, libs, c, args):
         out, den = run_kernel(name, K, libs, c)
         rep = hla_oracle.check(out, c["q"], c["k"], c["v"], den=den, **kw)
     js = rep.json()
-    # Rule 3's margin only where it applies (a flat class whose flat orders are too costly is judged by the bound alone).
-    rule3 = js.get("rule3_applied", True)
-    rows = [dict(part="out", ratio=js["baseline_ratio"] if rule3 else 0.0, limit=js["ratio_limit"], score=js["max_score"],
-                 bound=js["bound"], ours=js.get("baseline_worst_form", "") if rule3 else "rule 3 not applied")]
+    rows = [dict(part="out", ratio=js["baseline_ratio"], limit=js["ratio_limit"], score=js["max_score"],
+                 bound=js["bound"], ours=js.get("baseline_worst_form", ""))]
     for g in js.get("gradients", []):
         if g.get("checked", True):
             applied = g.get("baseline_applied", True)

@@ -159,6 +159,37 @@ TEST_CASE("rule 2 alone: a score just above K + 1 fails, just below passes", "[c
   CHECK(under.over_bound == 0);
 }
 
+TEST_CASE("flat classes on a head too long for our flat orders: the nested bar times the path ratio", "[check][rule]") {
+  // hla2, n = 600, d = 4: flat's literal orders would add 600·(600·601/2)·5 > 2^28 term·columns, so none runs
+  // (flat:64's chunked_pairs/64 does, 600·2080·5). The
+  // bar is then our nested orders' worst times flat_path_ratio: honest kernels pass, a wrong one (the paper's
+  // chunked form without its carry × chunk term, E5) fails in every class, not only by a bound that the flat
+  // class's n²/2 terms make vacuous.
+  const BatchProblem p = gaussian(Variant::hla2, 1, 1, 1, 600, 4, 4, 31);
+  const Reference ref = compute_reference(p);
+  const CandidateOutputs honest = check::ours(p, Precision::f32, Form::chunked_matmul, 32, DType::f32);
+  const CandidateOutputs wrong = check::ours_paper(p, Precision::f32, PaperForm::E5_hla2_chunked, 32, DType::f32);
+  const Report masked = check::check(p, ref, honest, {.precision = Precision::f32});
+  const auto pairs = baseline_forms(p, FormClass::flat(64));
+  CHECK(std::any_of(pairs.begin(), pairs.end(), [](const BaselineForm& f) { return f.form == Form::chunked_pairs && f.chunk == 64; }));
+  for (const FormClass cls : {FormClass::flat()}) {
+    const auto forms = baseline_forms(p, cls);
+    CHECK(std::none_of(forms.begin(), forms.end(),
+                       [](const BaselineForm& f) { return f.form == Form::literal || f.form == Form::chunked_pairs; }));
+    const double k = flat_path_ratio(p.opt, 600, 4, cls);
+    CHECK(k == Approx(1 + 600.0 * 601 / 2 / (3 * (600 + 4) + 16)));  // 1 + T(n) / the nested K
+    const Report ok = check::check(p, ref, honest, {.precision = Precision::f32, .form_class = cls});
+    INFO(ok.text());
+    CHECK(ok.pass);
+    CHECK(ok.baseline_max_score == Approx(masked.baseline_max_score * k));
+    CHECK(ok.baseline_worst_form.find("longest path over the nested one") != std::string::npos);
+    const Report bad = check::check(p, ref, wrong, {.precision = Precision::f32, .form_class = cls});
+    INFO(bad.text());
+    CHECK_FALSE(bad.pass);
+    CHECK(bad.baseline_ratio > bad.ratio_limit);
+  }
+}
+
 TEST_CASE("rule 3: a score of at most one rounding never fails it, even where our orders are exact", "[check][rule]") {
   // la1, n = 2, d = 1: out_1 = q_1k_0v_0 + q_1k_1v_1 = 3 − 3 = 0 exactly, magnitude 6; every order of ours is
   // exact here (baseline 0) and the element's floor is 0: without the fixed yardstick 1/4 any error failed.

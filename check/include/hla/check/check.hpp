@@ -171,14 +171,14 @@ struct Report : Tally {
   double bound = 0;            // K = depth_bound: every scored element must have score ≤ K
   double noise_floor = 0;      // rule 3's floor at ratio_element: kFloorRoundings × its unit
   FormClass form_class = FormClass::masked;
-  // Rule 3 judged the outputs: not in a flat class whose flat orders are too
-  // costly for this problem (then the a priori bound alone judges them).
-  bool rule3_applied = true;
   // A masked candidate failing only the numeric rules, that another class's
   // rules pass: that class (its hint says so, and why), tried in the order
   // state_difference (where it differs), flat.
   std::optional<FormClass> passing_class;
-  double passing_ratio = 0;                  // its rule-3 ratio in that class (≤ 1: no worse than our orders there, a rounding profile)
+  double passing_ratio = 0;
+  // Rule 3's bar is our nested orders' worst times this (flat_path_ratio) where a
+  // flat class has no flat order of ours at this size; 1 otherwise.
+  double path_ratio = 1;                     // its rule-3 ratio in that class (≤ 1: no worse than our orders there, a rounding profile)
   bool state_difference_would_pass = false;  // passing_class is state_difference
   size_t at_pole = 0, reference_nonfinite = 0;  // not scored: see Skip
   std::vector<std::pair<std::string, size_t>> histogram;  // score bins

@@ -110,6 +110,14 @@ double literal_terms(const Options& o, Index w);
 // most |log γ|·(t−j)·(n+2)·u (p = order).
 double depth_bound(const Options& o, Index n, Index d, FormClass c);
 
+// How much longer a flat class's longest rounding path is than the nested one:
+// 1 + literal_terms(min(W, n)) / depth_bound(v, n, d) (1 for the other classes).
+// Where no flat order of ours is affordable (long heads; gradients), rule 3's
+// bar is our nested orders' worst times this: a flat sum's error grows with
+// its path at most in proportion, so the bar holds what the flat orders would
+// set and still fails a kernel far beyond every honest order.
+double flat_path_ratio(const Options& o, Index n, Index d, FormClass c);
+
 // Exact rationals (then certified) when every head is small (n ≤ exact_max_n,
 // d, dv ≤ 16), the inputs finite and the options short (exact_options_cheap),
 // else the double-double engine (fast_reference.hpp; heads in parallel), with
