@@ -216,7 +216,7 @@ class CabiAdapter final : public Adapter, public StateBackward {
     s_.validate();
   }
   const Supports& supports() const override { return s_; }
-  void allow_startup() override { startup_allowed_ = true; }
+  void allow_startup() override { startup_.allow(); }
 
   RunResult run(const BatchProblem& p, const check::Reference*, const std::vector<double>* state_in, bool want_state) override {
     const std::string exact[4] = {hla::to_string(p.opt.gamma), hla::to_string(p.opt.eps), hla::to_string(p.opt.lambda),
@@ -430,10 +430,8 @@ class CabiAdapter final : public Adapter, public StateBackward {
     if (in_process_) {
       in_process_(request, reply);
     } else {
-      // A worker that is not running starts (loads the library) with this call: its own allowance
-      // the first time and before a replay (allow_startup).
-      const bool starts = !worker_.running() && std::exchange(startup_allowed_, false);
-      o = worker_.call(request, reply, timeout_ + (starts ? s_.startup_timeout : 0));
+      // A worker that is not running starts (loads the library) with this call.
+      o = worker_.call(request, reply, startup_.limit(timeout_, s_.startup_timeout, worker_.running()));
       if (!persistent_) worker_.stop();
     }
     if (o.kind == ChildOutcome::Kind::exited && o.code == 0) {
@@ -523,7 +521,7 @@ class CabiAdapter final : public Adapter, public StateBackward {
 
   std::string path_;
   double timeout_;
-  bool startup_allowed_ = true;  // the next start of the worker gets the start-up allowance
+  StartupAllowance startup_;
   bool persistent_;
   Arena arena_;
   Worker worker_;

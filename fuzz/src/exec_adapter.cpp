@@ -82,7 +82,7 @@ class ExecAdapter final : public Adapter {
     fs::remove_all(dir_, ec);
   }
   const Supports& supports() const override { return s_; }
-  void allow_startup() override { startup_allowed_ = true; }
+  void allow_startup() override { startup_.allow(); }
 
   RunResult run(const BatchProblem& p, const check::Reference* ref, const std::vector<double>* state_in, bool want_state) override {
     const fs::path in = dir_ / "problem.safetensors", out = dir_ / "candidate.safetensors", log = dir_ / "candidate.log";
@@ -111,10 +111,8 @@ class ExecAdapter final : public Adapter {
       std::string answer;
       std::string request = "run\t" + in.string() + "\t" + out.string();
       if (s_.has(HLA_FEAT_STATE)) request += "\t" + state_in_arg + "\t" + state_out_arg;
-      // A server that is not running starts with this call: its start-up gets its own allowance
-      // the first time and before a replay (allow_startup).
-      const bool starts = !server_->running() && std::exchange(startup_allowed_, false);
-      const double limit = timeout_ + (starts ? s_.startup_timeout : 0);
+      // A server that is not running starts with this call.
+      const double limit = startup_.limit(timeout_, s_.startup_timeout, server_->running());
       if (server_->call(request, answer, limit, o)) {
         // An `error` answer keeps the server: it is alive and reads the next
         // request (a restart per error cost a start-up, seconds for torch, per case).
@@ -203,7 +201,7 @@ class ExecAdapter final : public Adapter {
   Supports s_;
   fs::path dir_;
   double timeout_;
-  bool startup_allowed_ = true;  // the next start of the server gets the start-up allowance
+  StartupAllowance startup_;
   std::optional<LineServer> server_;
 };
 

@@ -5,6 +5,7 @@
 #include <cstddef>
 #include <functional>
 #include <string>
+#include <utility>
 
 namespace hla::fuzz {
 
@@ -96,6 +97,20 @@ class LineServer {
  private:
   std::string cmd_, log_, pending_;
   int pid_ = -1, fd_ = -1;
+};
+
+// The start-up allowance (Supports::startup_timeout): added to the limit of the
+// call that starts the process, the first time and after allow() (before a
+// timeout's replay); other restarts get the plain limit.
+class StartupAllowance {
+ public:
+  double limit(double timeout_s, double startup_s, bool running) {
+    return timeout_s + (!running && std::exchange(allowed_, false) ? startup_s : 0);
+  }
+  void allow() { allowed_ = true; }
+
+ private:
+  bool allowed_ = true;
 };
 
 // Forks; the child runs body() and _exits with its result (its own process

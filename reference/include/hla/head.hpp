@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <cstddef>
 #include <initializer_list>
+#include <type_traits>
 #include <utility>
 #include <stdexcept>
 #include <string>
@@ -21,6 +22,11 @@ namespace hla {
 // g itself inlines into the forms' inner loops (17% of an hla3 fuzz campaign's
 // CPU went to the call when it did not).
 [[noreturn]] void throw_beyond_decay_bound(Index e, size_t table_size);
+
+// The scalars that decay in log space can take (Head::lcum): floating point.
+template <class S>
+inline constexpr bool log_decay_scalar =
+    std::is_floating_point_v<S> || std::is_same_v<S, f113> || std::is_same_v<S, bf16> || std::is_same_v<S, f16>;
 
 template <class S> struct Head {
   Mat<S> q;  // already multiplied by `scale`
@@ -48,31 +54,29 @@ template <class S> struct Head {
   // cumulative sum starts at its first token): a power from the table, or in
   // log space exp(p·(lcum[t+1] − lcum[s+1])), as kernels that take exp of a
   // cumulative sum of log γ form it (per sequence or per chunk).
-  S span(Index t, Index s, Index p = 1) const {
-    if (lcum.empty()) return g(p * (t - s));
-    if constexpr (is_exact_v<S>) {
-      throw std::logic_error("log-space decay in exact arithmetic");
-    } else {
-      using std::exp;
-      const S x = lcum[static_cast<size_t>(t + 1)] - lcum[static_cast<size_t>(s + 1)];
-      return S(exp(p == 1 ? x : S(static_cast<double>(p)) * x));
-    }
-  }
+  S span(Index t, Index s, Index p = 1) const { return lcum.empty() ? g(p * (t - s)) : from_log(exponent(t, s), p); }
   // The weight γ^(Σ_k (t − s_k)) of a literal term (hla2: s = i, j; hla3: i, u, j):
   // one power, or exp of the sum of the log-space exponents.
   S weight(Index t, std::initializer_list<Index> s) const {
     if (lcum.empty()) {
       Index e = 0;
-      for (Index x : s) e += t - x;
+      for (Index i : s) e += t - i;
       return g(e);
     }
-    if constexpr (is_exact_v<S>) {
+    S x(0);
+    for (Index i : s) x += exponent(t, i);
+    return from_log(x);
+  }
+
+ private:
+  // log γ^(t − s) as the cumulative sum holds it, and exp(p·x) (floating-point S only).
+  S exponent(Index t, Index s) const { return lcum[static_cast<size_t>(t + 1)] - lcum[static_cast<size_t>(s + 1)]; }
+  S from_log(const S& x, Index p = 1) const {
+    if constexpr (!log_decay_scalar<S>) {
       throw std::logic_error("log-space decay in exact arithmetic");
     } else {
       using std::exp;
-      S x(0);
-      for (Index i : s) x += lcum[static_cast<size_t>(t + 1)] - lcum[static_cast<size_t>(i + 1)];
-      return S(exp(x));
+      return S(exp(p == 1 ? x : S(static_cast<double>(p)) * x));
     }
   }
 };
@@ -92,7 +96,7 @@ template <class S> Head<S> make_head(const Problem<S>& p, bool log_decay = false
   // Order-p weights reach γ^(p·t), chunk carries γ^(p·w) with w ≤ n, streaming γ^p.
   h.gpow.assign(static_cast<size_t>(order_of(p.opt.variant) * (p.n() + 1) + 1), S(1));
   for (size_t e = 1; e < h.gpow.size(); ++e) h.gpow[e] = h.gpow[e - 1] * h.gamma;
-  if constexpr (!is_exact_v<S>) {
+  if constexpr (log_decay_scalar<S>) {
     if (log_decay && h.gamma != S(1)) {
       using std::log;
       const S l = S(log(h.gamma));
@@ -149,6 +153,24 @@ void add_literal(const Head<S>& h, const Mat<S>& A, Mat<S>& Y, Index t, Index lo
   V::terms(h, A, t, lo, ridge, [&](const S& c, Index j) { list.emplace_back(c, j); });
   if (reversed) std::reverse(list.begin(), list.end());
   for (const auto& [c, j] : list) Y.row(t) += c * h.v.row(j);
+}
+
+// The ground truth (SPEC §2): operator V's literal terms (V::terms) grouped by
+// j, each group's sum the weight of v_j.
+template <class V, class S> Mat<S> grouped_literal(const Head<S>& h) {
+  const Mat<S> A = h.q * h.k.transpose();
+  Mat<S> Y = Mat<S>::Zero(h.n(), h.dv1());
+  for (Index t = 0; t < h.n(); ++t) {
+    Index at = -1;
+    S c(0);
+    V::terms(h, A, t, 0, true, [&](const S& x, Index j) {
+      if (j == at) return void(c += x);
+      if (at >= 0) Y.row(t) += c * h.v.row(at);
+      c = x, at = j;
+    });
+    if (at >= 0) Y.row(t) += c * h.v.row(at);
+  }
+  return Y;
 }
 
 // The flat forms of operator V: every output's literal terms, one by one.

@@ -12,18 +12,9 @@ namespace hla {
 struct ahla {
   static constexpr Variant variant = Variant::ahla;
 
-  // Ground truth (grouped by j: the i-sum is the weight of v_j).
-  template <class T> static Mat<T> naive(const Head<T>& h) {
-    const Mat<T> A = h.q * h.k.transpose();
-    Mat<T> Y = Mat<T>::Zero(h.n(), h.dv1());
-    for (Index t = 0; t < h.n(); ++t)
-      for (Index j = 0; j <= t; ++j) {
-        T c(0);
-        for (Index i = j; i <= t; ++i) c += A(t, i) * A(i, j);
-        Y.row(t) += (h.g(t - j) * c) * h.v.row(j);
-      }
-    return Y;
-  }
+  // Ground truth: the literal sum of its terms (below), grouped by j (the
+  // i-sum is the weight of v_j).
+  template <class T> static Mat<T> naive(const Head<T>& h) { return grouped_literal<ahla>(h); }
 
   // The literal terms of token t over [lo, t] (head.hpp add_literal): per j, every i.
   template <class T, class Emit> static void terms(const Head<T>& h, const Mat<T>& A, Index t, Index lo, bool, Emit&& emit) {

@@ -13,21 +13,9 @@ namespace hla {
 struct hla2 {
   static constexpr Variant variant = Variant::hla2;
 
-  // Ground truth: the literal sum (grouped by j so that the i-sum is the weight
-  // of v_j).
-  template <class T> static Mat<T> naive(const Head<T>& h) {
-    const Mat<T> A = h.q * h.k.transpose();  // A(t, i) = a_ti
-    const bool ridge = h.lambda != T(0);
-    Mat<T> Y = Mat<T>::Zero(h.n(), h.dv1());
-    for (Index t = 0; t < h.n(); ++t)
-      for (Index j = 0; j <= t; ++j) {
-        T c(0);
-        for (Index i = 0; i <= (h.masked ? j : t); ++i) c += h.g(2 * t - i - j) * A(t, i) * A(j, i);
-        if (ridge) c += h.lambda * h.g(t - j) * h.q.row(t).dot(h.q.row(j));
-        Y.row(t) += c * h.v.row(j);
-      }
-    return Y;
-  }
+  // Ground truth: the literal sum of its terms (below), grouped by j so that
+  // the i-sum is the weight of v_j.
+  template <class T> static Mat<T> naive(const Head<T>& h) { return grouped_literal<hla2>(h); }
 
   // The literal terms of token t over [lo, t] (head.hpp add_literal), in the
   // order of naive: per j, every i (then the ridge term of j).

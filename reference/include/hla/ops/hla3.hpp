@@ -14,20 +14,9 @@ namespace hla {
 struct hla3 {
   static constexpr Variant variant = Variant::hla3;
 
-  // Ground truth: the literal triple sum for each token (grouped by j so that
-  // the (u, i)-sum is the weight of v_j).
-  template <class T> static Mat<T> naive(const Head<T>& h) {
-    const Mat<T> A = h.q * h.k.transpose();  // A(t, i) = a_ti
-    Mat<T> Y = Mat<T>::Zero(h.n(), h.dv1());
-    for (Index t = 0; t < h.n(); ++t)
-      for (Index j = 0; j <= t; ++j) {
-        T c(0);
-        for (Index u = h.masked ? j : 0; u <= t; ++u)
-          for (Index i = 0; i <= (h.masked ? u : t); ++i) c += h.g(3 * t - i - u - j) * A(t, i) * A(u, i) * A(u, j);
-        Y.row(t) += c * h.v.row(j);
-      }
-    return Y;
-  }
+  // Ground truth: the literal triple sum of its terms (below) for each token,
+  // grouped by j so that the (u, i)-sum is the weight of v_j.
+  template <class T> static Mat<T> naive(const Head<T>& h) { return grouped_literal<hla3>(h); }
 
   // The literal terms of token t over [lo, t] (head.hpp add_literal): per j, every (u, i).
   template <class T, class Emit> static void terms(const Head<T>& h, const Mat<T>& A, Index t, Index lo, bool, Emit&& emit) {

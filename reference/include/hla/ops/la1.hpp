@@ -11,13 +11,8 @@ namespace hla {
 struct la1 {
   static constexpr Variant variant = Variant::la1;
 
-  // Ground truth: the literal masked sum.
-  template <class T> static Mat<T> naive(const Head<T>& h) {
-    Mat<T> Y = Mat<T>::Zero(h.n(), h.dv1());
-    for (Index t = 0; t < h.n(); ++t)
-      for (Index j = 0; j <= t; ++j) Y.row(t) += (h.g(t - j) * h.q.row(t).dot(h.k.row(j))) * h.v.row(j);
-    return Y;
-  }
+  // Ground truth: the literal masked sum (its terms below).
+  template <class T> static Mat<T> naive(const Head<T>& h) { return grouped_literal<la1>(h); }
 
   // P_t = γP_{t-1} + k_t v_tᵀ;  num_t = q_tᵀ P_t.
   template <class T> static Mat<T> streaming(const Head<T>& h) {
@@ -57,9 +52,8 @@ struct la1 {
       const auto Q = h.q.middleRows(c0, L);
       const auto K = h.k.middleRows(c0, L);
       const auto V = h.v.middleRows(c0, L);
-      const Mat<T> D = decay_mask(h, L);
-      if (pairs) Y.middleRows(c0, L) = decay_from_carry(h, L).asDiagonal() * (Q * P);
-      else Y.middleRows(c0, L) = decay_from_carry(h, L).asDiagonal() * (Q * P) + (Q * K.transpose()).cwiseProduct(D) * V;
+      Y.middleRows(c0, L) = decay_from_carry(h, L).asDiagonal() * (Q * P);
+      if (!pairs) Y.middleRows(c0, L) += (Q * K.transpose()).cwiseProduct(decay_mask(h, L)) * V;
       P = chunk_decay(h, L) * P + K.transpose() * decay_to_end(h, L).asDiagonal() * V;
     });
     return Y;
