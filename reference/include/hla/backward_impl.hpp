@@ -97,9 +97,12 @@ template <class S> void check_backward_args(const Problem<S>& p, const Mat<S>& d
 template <class S>
 Gradient<S> backward(const Problem<S>& p, const Mat<S>& dout, const Vec<S>& dden, BackwardForm f, Index chunk, bool log_decay) {
   check_backward_args(p, dout, dden, chunk);
-  // The outputs that normalization divides by, from the matching forward form.
+  // The outputs that normalization divides by, from the matching forward form:
+  // with log-space decay the chunked one of the same width, whose decay rounds
+  // as the backward's (a kernel's upstream carries its own forward's error).
   const auto outputs = [&] {
-    const Output<S> o = evaluate(p, f == BackwardForm::naive ? Form::naive : Form::streaming);
+    const Form fwd = f == BackwardForm::naive ? Form::naive : log_decay ? Form::chunked_matmul : Form::streaming;
+    const Output<S> o = evaluate(p, fwd, chunk, log_decay);
     Mat<S> Y(p.n(), p.dv() + 1);
     Y.leftCols(p.dv()) = o.num;
     Y.col(p.dv()) = o.den;
