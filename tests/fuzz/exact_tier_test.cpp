@@ -38,7 +38,7 @@ void require_exact(const BatchProblem& p, const std::string& what) {
 
 TEST_CASE("exact tier: every fuzz case marked exact is exact in f32", "[fuzz][exact]") {
   fuzz::Supports s;
-  s.variants = {Variant::la1, Variant::hla2, Variant::ahla, Variant::hla3};
+  s.variants = variants_where(is_kernel_variant);
   s.dtypes = {DType::f32};
   s.features = HLA_FEAT_UNMASKED | HLA_FEAT_RIDGE | HLA_FEAT_DECAY | HLA_FEAT_SCALE | HLA_FEAT_NORMALIZE | HLA_FEAT_GQA;
   size_t exact = 0, with_ridge = 0;

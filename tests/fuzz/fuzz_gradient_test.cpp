@@ -39,7 +39,7 @@ enum class Bug {
 fuzz::Supports backward_supports() {
   fuzz::Supports s;
   s.name = "in-process backward";
-  s.variants = {Variant::la1, Variant::hla2, Variant::ahla, Variant::hla3};
+  s.variants = variants_where(is_kernel_variant);
   s.dtypes = {DType::f64, DType::f32};
   s.features = HLA_FEAT_NORMALIZE | HLA_FEAT_DECAY | HLA_FEAT_SCALE | HLA_FEAT_GQA | HLA_FEAT_VARLEN | HLA_FEAT_DEN |
                HLA_FEAT_BACKWARD;

@@ -49,7 +49,7 @@ enum class Bug {
 fuzz::Supports all_supports() {
   fuzz::Supports s;
   s.name = "in-process";
-  s.variants = {Variant::la1, Variant::hla2, Variant::ahla, Variant::hla3};
+  s.variants = variants_where(is_kernel_variant);
   s.dtypes = {DType::f64, DType::f32, DType::bf16, DType::f16};
   s.features = HLA_FEAT_UNMASKED | HLA_FEAT_NORMALIZE | HLA_FEAT_CLAMP | HLA_FEAT_DECAY | HLA_FEAT_RIDGE | HLA_FEAT_SCALE |
                HLA_FEAT_GQA | HLA_FEAT_VARLEN | HLA_FEAT_STATE | HLA_FEAT_DEN;

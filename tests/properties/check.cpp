@@ -38,7 +38,7 @@ BatchProblem gaussian(Variant v, Index n, Index d, uint64_t seed, DType dt = DTy
 }  // namespace
 
 TEST_CASE("check: every form of ours passes in f64 and f32, judged in its class", "[check]") {
-  for (Variant v : {Variant::la1, Variant::hla2, Variant::ahla, Variant::hla3}) {
+  for (Variant v : variants_where(is_kernel_variant)) {
     for (bool normalize : {false, true}) {
       auto p = gaussian(v, 40, 8, 11);
       p.opt.normalize = normalize;

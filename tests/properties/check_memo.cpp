@@ -60,7 +60,7 @@ bool same_bits(const std::vector<double>& a, const std::vector<double>& b) {
 }  // namespace
 
 TEST_CASE("baseline orders: chunk widths at or beyond the longest sequence give the same values bit for bit", "[check][memo]") {
-  for (const Variant v : {Variant::la1, Variant::hla2, Variant::ahla, Variant::hla3})
+  for (const Variant v : variants_where(is_kernel_variant))
     for (const bool state : {false, true})
       for (const Index n : {Index(5), Index(13)}) {
         const BatchProblem p = gaussian(options(v), n, 3, 2, static_cast<uint64_t>(n), state);

@@ -91,7 +91,7 @@ void refused_after(const io::Fixture& good, const Edits& edits) {
 }  // namespace
 
 TEST_CASE("trust: corrupted references are refused, not judged", "[check][trust]") {
-  for (Variant v : {Variant::la1, Variant::hla2, Variant::ahla, Variant::hla3}) {
+  for (Variant v : variants_where(is_kernel_variant)) {
     for (bool normalize : {false, true}) {
       const io::Fixture good = honest(problem(v, normalize, 3));
       INFO(to_string(v) << (normalize ? " normalized" : ""));
@@ -134,7 +134,7 @@ TEST_CASE("trust: corrupted references are refused, not judged", "[check][trust]
 }
 
 TEST_CASE("trust: gradient fixtures verify, and edited gradients, upstream or magnitudes are refused", "[check][trust][gradients]") {
-  for (Variant v : {Variant::la1, Variant::hla2, Variant::ahla, Variant::hla3}) {
+  for (Variant v : variants_where(is_kernel_variant)) {
     for (bool normalize : {false, true}) {
       const io::Fixture good = honest_grad(problem(v, normalize, 3), 7);
       INFO(to_string(v) << (normalize ? " normalized" : ""));
@@ -157,7 +157,7 @@ TEST_CASE("trust: gradient fixtures verify, and edited gradients, upstream or ma
 }
 
 TEST_CASE("trust: gradient fixtures from an initial state verify, and an edited state gradient or state is refused", "[check][trust][gradients]") {
-  for (Variant v : {Variant::la1, Variant::hla2, Variant::ahla, Variant::hla3}) {
+  for (Variant v : variants_where(is_kernel_variant)) {
     for (bool normalize : {false, true}) {
       BatchProblem p = problem(v, normalize, 4);
       // A random f32 state (unused members zero), per sequence and query head.
@@ -190,7 +190,7 @@ TEST_CASE("trust: gradient fixtures from an initial state verify, and an edited 
 TEST_CASE("gradients: exact tier demands bit equality where every order is exact", "[check][gradients]") {
   // Small integers, no decay, scaling or normalization, integer upstream: every intermediate is an
   // integer below 2^24, so an honest f32 backward is exact in any order (SPEC §9).
-  for (const Variant v : {Variant::la1, Variant::hla2, Variant::ahla, Variant::hla3}) {
+  for (const Variant v : variants_where(is_kernel_variant)) {
     BatchProblem p = problem(v, false, 11, 7, 3);
     p.opt.gamma = 1;
     std::mt19937_64 rng(5);

@@ -25,7 +25,7 @@ using fast::DD;
 
 namespace {
 
-constexpr Variant kEngineVariants[] = {Variant::la1, Variant::hla2, Variant::ahla, Variant::hla3};
+const std::vector<Variant> kEngineVariants = variants_where([](const VariantInfo& r) { return r.fast_engine && r.has_backward; });
 
 template <class S> S scalar_of(const Rational& x) {
   if constexpr (std::is_same_v<S, Rational>) return x;

@@ -90,7 +90,7 @@ TEST_CASE("fast engine: hla3", "[fast]") { per_variant(Variant::hla3); }
 
 // Control: the bound is tight enough to reject an answer computed in double.
 TEST_CASE("fast engine: the double-double bound rejects a double-precision answer (control)", "[fast]") {
-  for (Variant v : {Variant::la1, Variant::hla2, Variant::ahla, Variant::hla3}) {
+  for (Variant v : variants_where([](const VariantInfo& r) { return r.fast_engine; })) {
     Options o;
     o.variant = v;
     o.gamma = Rational(7, 8);
@@ -163,7 +163,7 @@ TEST_CASE("fast reference: certified elements are the correctly rounded exact va
   // to f32 make short exact sums land on a rounding tie now and then (no
   // bound can certify a tie), so the fraction is taken over the whole run.
   size_t certified = 0, compared = 0;
-  for (Variant v : {Variant::la1, Variant::hla2, Variant::ahla, Variant::hla3})
+  for (Variant v : variants_where([](const VariantInfo& r) { return r.fast_engine; }))
     prop(to_string(v) + ": certified == RN(exact)", [v, &certified, &compared] {
       const Options o = *options_gen({.variant = v, .random_scale = true});
       BatchProblem p;
@@ -279,7 +279,7 @@ TEST_CASE("fast baseline: emulated products and sums round as Eigen::bfloat16 / 
 }
 
 TEST_CASE("fast baseline: our orders at scale are honest (rule 2 holds) in every precision", "[fast]") {
-  for (Variant v : {Variant::la1, Variant::hla2, Variant::ahla, Variant::hla3})
+  for (Variant v : variants_where([](const VariantInfo& r) { return r.fast_engine; }))
     prop(to_string(v) + ": fast streaming and chunked orders within the a priori bound", [v] {
       BatchProblem p;
       p.opt = *options_gen({.variant = v, .random_scale = true});
@@ -311,7 +311,7 @@ TEST_CASE("fast baseline: our orders at scale are honest (rule 2 holds) in every
 
 TEST_CASE("fast engine: every kernel target computes the same bits", "[fast]") {
   prop("generic, AVX2 and AVX-512 kernels agree bit for bit (double-double, double, emulated f32/bf16/f16)", [] {
-    const Variant v = *rc::gen::element(Variant::la1, Variant::hla2, Variant::ahla, Variant::hla3);
+    const Variant v = *rc::gen::elementOf(variants_where([](const VariantInfo& r) { return r.fast_engine; }));
     Options o = *options_gen({.variant = v, .random_scale = true});
     o.normalize = false;
     const auto p = gaussian_problem(o, *rc::gen::inRange<Index>(1, 70), *rc::gen::inRange<Index>(1, 20), *rc::gen::inRange<Index>(1, 12),
@@ -334,7 +334,8 @@ TEST_CASE("fast engine: every kernel target computes the same bits", "[fast]") {
       bp.opt = o, bp.dtype = DType::f32, bp.batch = 1, bp.heads = 1, bp.kv_heads = 1, bp.n = p.n(), bp.d = p.d(), bp.dv = p.dv();
       bp.resize_buffers();
       for (Index t = 0; t < p.n(); ++t) {
-        for (Index c = 0; c < p.d(); ++c) bp.q[bp.q_index(0, 0, t, c)] = to_double(p.q(t, c)), bp.k[bp.k_index(0, 0, t, c)] = to_double(p.k(t, c));
+        for (Index c = 0; c < p.d(); ++c)
+          bp.q[bp.q_index(0, 0, t, c)] = to_double(p.q(t, c)), bp.k[bp.k_index(0, 0, t, c)] = to_double(p.k(t, c));
         for (Index c = 0; c < p.dv(); ++c) bp.v[bp.v_index(0, 0, t, c)] = to_double(p.v(t, c));
       }
       for (check::Precision prec : {check::Precision::f32, check::Precision::bf16, check::Precision::f16})

@@ -33,7 +33,7 @@ using namespace hla::test;
 
 namespace {
 
-constexpr Variant kStateVariants[] = {Variant::la1, Variant::hla2, Variant::ahla, Variant::hla3};
+const std::vector<Variant> kStateVariants = variants_where([](const VariantInfo& r) { return r.has_state; });
 
 Problem<Rational> rows_of(const Problem<Rational>& p, Index t0, Index t1) {
   return {p.opt, p.q.middleRows(t0, t1 - t0), p.k.middleRows(t0, t1 - t0), p.v.middleRows(t0, t1 - t0)};

@@ -165,7 +165,7 @@ int main(int argc, char** argv) {
   std::printf("   %-6s %10s %10s %8s %14s %14s\n", "", "dd s", "double s", "ratio", "dd GMAC/s", "double GMAC/s");
   const HeadInputs in1 = gaussian_head(n1, d1, d1, 7);
   double double_rate = 0;
-  for (Variant v : {Variant::la1, Variant::hla2, Variant::ahla, Variant::hla3}) {
+  for (Variant v : variants_where(is_kernel_variant)) {
     const auto [tdd, mdd] = time_engine(head_of<fast::DD>(in1, v), 2);
     const auto [td, md] = time_engine(head_of<double>(in1, v), 2);
     if (v == Variant::hla2) double_rate = md / td;

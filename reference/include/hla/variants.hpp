@@ -54,6 +54,7 @@ struct FormInfo {
 };
 
 inline constexpr std::array kForms{
+    // {id, name, chunked, scan}
     FormInfo{Form::naive, "naive", false, false},
     FormInfo{Form::streaming, "streaming", false, false},
     FormInfo{Form::streaming_paper_state, "streaming_paper_state", false, false},
@@ -100,28 +101,90 @@ inline constexpr FormSet kCommonForms{Form::naive,    Form::streaming,        Fo
 inline constexpr FormSet kScanForms{Form::fold, Form::blelloch, Form::chunked_scan};
 }  // namespace detail
 
-// One row per line (reference/CMakeLists.txt counts them): kept as written.
-// clang-format off
+// One row per variant, in enum order; every field named.
 inline constexpr std::array kVariants{
-    VariantInfo{Variant::la1, "la1", 1, false, false, false, detail::kCommonForms, {}, Variant::la1, false, false, HLA_LA1, true, true, true},
+    VariantInfo{.id = Variant::la1,
+                .name = "la1",
+                .order = 1,
+                .has_unmasked = false,
+                .has_ridge = false,
+                .needs_unit_gamma = false,
+                .forms = detail::kCommonForms,
+                .subtracting_forms = {},
+                .magnitude_as = Variant::la1,
+                .magnitude_unmasked = false,
+                .paper_literal = false,
+                .abi_code = HLA_LA1,
+                .has_state = true,
+                .has_backward = true,
+                .fast_engine = true},
     // hla2's paper state and its §4 summary read out u·C − qᵀG.
-    VariantInfo{Variant::hla2, "hla2", 2, true, true, false,
-                {Form::naive, Form::streaming, Form::streaming_paper_state, Form::fold, Form::blelloch,
-                 Form::chunked_scan, Form::chunked_matmul, Form::literal, Form::literal_reversed, Form::chunked_pairs},
-                {Form::streaming_paper_state, Form::fold, Form::blelloch, Form::chunked_scan}, Variant::hla2, false,
-                false, HLA_HLA2, true, true, true},
-    VariantInfo{Variant::ahla, "ahla", 2, false, false, false, detail::kCommonForms, {}, Variant::ahla, false, false,
-                HLA_AHLA, true, true, true},
+    VariantInfo{.id = Variant::hla2,
+                .name = "hla2",
+                .order = 2,
+                .has_unmasked = true,
+                .has_ridge = true,
+                .needs_unit_gamma = false,
+                .forms = {Form::naive, Form::streaming, Form::streaming_paper_state, Form::fold, Form::blelloch, Form::chunked_scan,
+                          Form::chunked_matmul, Form::literal, Form::literal_reversed, Form::chunked_pairs},
+                .subtracting_forms = {Form::streaming_paper_state, Form::fold, Form::blelloch, Form::chunked_scan},
+                .magnitude_as = Variant::hla2,
+                .magnitude_unmasked = false,
+                .paper_literal = false,
+                .abi_code = HLA_HLA2,
+                .has_state = true,
+                .has_backward = true,
+                .fast_engine = true},
+    VariantInfo{.id = Variant::ahla,
+                .name = "ahla",
+                .order = 2,
+                .has_unmasked = false,
+                .has_ridge = false,
+                .needs_unit_gamma = false,
+                .forms = detail::kCommonForms,
+                .subtracting_forms = {},
+                .magnitude_as = Variant::ahla,
+                .magnitude_unmasked = false,
+                .paper_literal = false,
+                .abi_code = HLA_AHLA,
+                .has_state = true,
+                .has_backward = true,
+                .fast_engine = true},
     // hla3's forms, and the paper's third-order scan (the corrected F of
     // Eq. 7.4), only add terms.
-    VariantInfo{Variant::hla3, "hla3", 3, true, false, false, detail::kCommonForms, {}, Variant::hla3, false, false, HLA_HLA3, true, true, true},
+    VariantInfo{.id = Variant::hla3,
+                .name = "hla3",
+                .order = 3,
+                .has_unmasked = true,
+                .has_ridge = false,
+                .needs_unit_gamma = false,
+                .forms = detail::kCommonForms,
+                .subtracting_forms = {},
+                .magnitude_as = Variant::hla3,
+                .magnitude_unmasked = false,
+                .paper_literal = false,
+                .abi_code = HLA_HLA3,
+                .has_state = true,
+                .has_backward = true,
+                .fast_engine = true},
     // Paper Alg. 3 (γ = 1), which reads out S^K S^Q P − G⁽¹⁾ − G⁽²⁾ − G⁽³⁾; the
     // paper gives third order no matmul form.
-    VariantInfo{Variant::hla3_paper, "hla3_paper", 3, false, false, true,
-                {Form::naive, Form::streaming, Form::fold, Form::blelloch, Form::chunked_scan},
-                {Form::streaming}, Variant::hla3, true, true, HLA_HLA3_PAPER, false, false, false},
+    VariantInfo{.id = Variant::hla3_paper,
+                .name = "hla3_paper",
+                .order = 3,
+                .has_unmasked = false,
+                .has_ridge = false,
+                .needs_unit_gamma = true,
+                .forms = {Form::naive, Form::streaming, Form::fold, Form::blelloch, Form::chunked_scan},
+                .subtracting_forms = {Form::streaming},
+                .magnitude_as = Variant::hla3,
+                .magnitude_unmasked = true,
+                .paper_literal = true,
+                .abi_code = HLA_HLA3_PAPER,
+                .has_state = false,
+                .has_backward = false,
+                .fast_engine = false},
 };
-// clang-format on
 
 constexpr const VariantInfo& info(Variant v) { return kVariants[static_cast<std::size_t>(v)]; }
 constexpr const FormInfo& info(Form f) { return kForms[static_cast<std::size_t>(f)]; }
@@ -157,6 +220,17 @@ static_assert(detail::variants_consistent(),
 std::string to_string(Variant v);
 Variant parse_variant(std::string_view s);  // throws InputError naming the known variants
 const std::vector<Variant>& all_variants();
+// The variants whose table row satisfies pred, in table order: tests and tools
+// iterate the table, never a hand-written list (e.g. the kernels' variants:
+// variants_where(is_kernel_variant)).
+template <class Pred> std::vector<Variant> variants_where(Pred pred) {
+  std::vector<Variant> out;
+  for (const VariantInfo& r : kVariants)
+    if (pred(r)) out.push_back(r.id);
+  return out;
+}
+// A kernel implements the corrected definitions, not the paper's literal ones.
+constexpr bool is_kernel_variant(const VariantInfo& r) { return !r.paper_literal; }
 // "la1, hla2, ahla, hla3 or hla3_paper": for messages.
 std::string variant_names(bool paper_literal_too = true);
 // "la1,hla2,ahla,hla3": for command line defaults (without the paper-literal
