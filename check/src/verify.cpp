@@ -282,7 +282,7 @@ void verify_fixture(const io::Fixture& f, const std::function<void(double, doubl
 
 void verify_inputs(const io::Fixture& f, double max_seconds) {
   const BatchProblem& p = f.problem;
-  const Reference r = compute_reference(p, 48, max_seconds);
+  const Reference r = compute_reference(p, kExactMaxN, max_seconds);
   Findings bad;
   // A recomputation gives the same doubles; an element the generator could not
   // certify may differ in its last bits, within the a priori bound.

@@ -190,7 +190,7 @@ def _precision(precision):
 def check(out, q, k, v, *, variant="hla2", masked=True, gamma=1, normalize=False, eps_mode="add", eps=DEFAULT_EPS, lam=0,
           scale=1, precision=None, form_class="masked", den=None, layout="bhtd", cu_seqlens=None, initial_state=None,
           dtype=None, out_dtype=None, exact_tier=False, worst=10, dump=None, do=None, dden=None, dq=None, dk=None, dv=None,
-          dstate=None, exact_max_n=48):
+          dstate=None, exact_max_n=None):
     """Judges a kernel's `out` (and `den` when it exposes one) on q, k, v with
     the pass rule of `hla check`: computes the reference, scores every element
     in units of u·magnitude and compares with our own honest evaluation
@@ -207,17 +207,28 @@ def check(out, q, k, v, *, variant="hla2", masked=True, gamma=1, normalize=False
     [B,Hkv,T,d], [B,Hkv,T,dv] in `layout`) are judged as the gradients of
     L = Σ⟨do, out⟩ + Σ dden·den, each in a row of the report; from an initial_state,
     dstate={part: array} (the state's gradient, shaped as initial_state) too, a row per part.
-    exact_max_n: heads up to this long (d, dv <= 16) get an exact rational reference (the
-    default 48, as `hla ref`); 0: the certified double-double engine for every head, the
-    reference hla_oracle.fuzz judges with by default (its exact_max_n=0)."""
+    exact_max_n: heads up to this long (d, dv <= 16) get an exact rational reference (default
+    None: hla_oracle.EXACT_MAX_N, as every interface); 0: the certified double-double engine for every head."""
     opts = option_text(variant, masked, gamma, normalize, eps_mode, eps, lam, scale)
     t = _inputs(q, k, v, layout, cu_seqlens, dtype, initial_state)
     o = tensor(out, "out", out_dtype)
     d = None if den is None else tensor(den, "den")
     text, js, native = _core.check(t, opts, layout, o, d, _precision(precision), str(form_class), bool(exact_tier), int(worst),
                            "" if dump is None else os.fspath(dump), _gradients(do=do, dden=dden, dq=dq, dk=dk, dv=dv, dstate=dstate),
-                           int(exact_max_n))
+                           _exact_max_n(exact_max_n))
     return Report(text, js, native)
+
+
+def __getattr__(name):
+    """hla_oracle.EXACT_MAX_N: the C++ core's exact-reference threshold (read when asked: the core may be missing)."""
+    if name == "EXACT_MAX_N":
+        return _core.EXACT_MAX_N
+    raise AttributeError(f"module 'hla_oracle' has no attribute {name!r}")
+
+
+def _exact_max_n(x):
+    """None: the one default threshold of every interface (the C++ core's)."""
+    return int(_core.EXACT_MAX_N if x is None else x)
 
 
 def _gradients(dstate=None, **arrays):

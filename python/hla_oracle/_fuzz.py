@@ -155,7 +155,7 @@ def autograd_backward(fn):
 
 
 def fuzz(fn, support=None, *, max_cases=1000, seed=1, time=0, findings="hla-findings", layout="bhtd", framework="numpy",
-         shrink_attempts=300, stop_after=0, progress=True, shard=None, exact_max_n=0, backward=None, examples_per_group=3):
+         shrink_attempts=300, stop_after=0, progress=True, shard=None, exact_max_n=None, backward=None, examples_per_group=3):
     """Fuzzes fn(q, k, v, options) -> out, (out, den) or (out, den, state)
     (den, state may be None) with `hla fuzz`'s campaign: cases inside
     `support` (a Support or a dict of its fields), each judged by the pass
@@ -170,11 +170,8 @@ def fuzz(fn, support=None, *, max_cases=1000, seed=1, time=0, findings="hla-find
     No crash or timeout isolation (fn runs in this process): use
     `hla fuzz --exec-server` with hla_oracle.serve for that.
     exact_max_n: heads up to this long (d, dv <= 16) are judged against an exact
-    rational reference, as `hla fuzz` does with 48. The default 0 judges every
-    case against the certified double-double engine: the same f64 reference
-    wherever it certifies an element (uncertified prefixes are recomputed in
-    binary128 or flagged, as for `hla ref`), at 3-8x the cases/s, since the
-    exact reference is most of a small case's cost.
+    rational reference (default None: hla_oracle.EXACT_MAX_N, as `hla fuzz`); 0: the
+    certified double-double engine for every case.
     shard=(i, N): the i-th of N disjoint case streams.
     examples_per_group: findings with one signature (kind, rules, tensor,
     needs) form a group, a folder findings/<kind>-<g>/ with the files of its
@@ -280,6 +277,7 @@ def fuzz(fn, support=None, *, max_cases=1000, seed=1, time=0, findings="hla-find
             return ("bad_output", str(ex))
 
     shards = (0, 1) if shard is None else tuple(shard)
+    exact_max_n = _core.EXACT_MAX_N if exact_max_n is None else exact_max_n  # the one default of every interface
     d = _core.fuzz(run_case, sup, int(seed), int(max_cases), float(time), str(findings), int(shrink_attempts),
                    int(stop_after), bool(progress), int(shards[0]), int(shards[1]), int(exact_max_n),
                    None if backward is None else run_backward_case,

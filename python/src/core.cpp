@@ -377,10 +377,11 @@ NB_MODULE(_core, m) {
     return names;
   });
 
+  m.attr("EXACT_MAX_N") = hla::check::kExactMaxN;  // the one exact-reference threshold (check/reference.hpp)
   m.def("reference", &reference, nb::arg("tensors"), nb::arg("options"), nb::arg("layout"), nb::arg("threads") = 0);
   m.def("check", &check_arrays, nb::arg("tensors"), nb::arg("options"), nb::arg("layout"), nb::arg("out"), nb::arg("den").none(),
         nb::arg("precision"), nb::arg("form_class"), nb::arg("exact_tier"), nb::arg("worst"), nb::arg("dump"),
-        nb::arg("grads") = std::map<std::string, TensorArg>{}, nb::arg("exact_max_n") = 48);
+        nb::arg("grads") = std::map<std::string, TensorArg>{}, nb::arg("exact_max_n") = hla::check::kExactMaxN);
 
   nb::class_<NativeReport>(m, "NativeReport")
       .def("html", [](const NativeReport& r) { return r.report.html(r.title); })

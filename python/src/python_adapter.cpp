@@ -287,7 +287,7 @@ std::vector<std::string> outside(const nb::dict& support, const std::vector<std:
 void add_fuzz(nb::module_& m) {
   m.def("fuzz", &fuzz_callable, nb::arg("run_case"), nb::arg("support"), nb::arg("seed"), nb::arg("max_cases"), nb::arg("seconds"),
         nb::arg("findings"), nb::arg("shrink_attempts"), nb::arg("stop_after"), nb::arg("progress"), nb::arg("shard") = 0,
-        nb::arg("shards") = 1, nb::arg("exact_max_n") = 48, nb::arg("run_backward_case").none() = nb::none(),
+        nb::arg("shards") = 1, nb::arg("exact_max_n") = hla::check::kExactMaxN, nb::arg("run_backward_case").none() = nb::none(),
         nb::arg("log").none() = nb::none(), nb::arg("examples_per_group") = 3);
   m.def("outside", &outside, nb::arg("support"), nb::arg("paths"));
   m.def("validate_support", [](const nb::dict& d) { supports_of(d); });

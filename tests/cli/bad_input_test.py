@@ -587,7 +587,7 @@ def wait_for_temp(d, proc, seconds=60):
 
 def slow_gen(out, delay_ms=4000):
     env = dict(os.environ, HLA_TEST_WRITE_DELAY_MS=str(delay_ms))
-    return subprocess.Popen([HLA, "gen", "--suite", "golden", "--filter", GOLDEN_CASE, "--quiet", "--out", str(out)], env=env,
+    return subprocess.Popen([HLA, "gen", "--suite", "golden", "--filter", GOLDEN_CASE, "--no-progress", "--out", str(out)], env=env,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE)
 
 
@@ -614,7 +614,7 @@ def signal_checks():
     stale = temps(out)
     p.kill()
     p.wait(30)
-    r = subprocess.run([HLA, "gen", "--suite", "golden", "--filter", GOLDEN_CASE, "--quiet", "--out", str(out)], capture_output=True,
+    r = subprocess.run([HLA, "gen", "--suite", "golden", "--filter", GOLDEN_CASE, "--no-progress", "--out", str(out)], capture_output=True,
                        timeout=120)
     left = sorted(os.listdir(out))
     note("SIGKILL mid-write, then a rerun cleans up", mid and bool(stale) and r.returncode == 0 and
@@ -625,7 +625,7 @@ def signal_checks():
     out = WORK / "twice"
     p = slow_gen(out, 1500)  # the second gen runs in ~50 ms; the first is waited for to the end
     mid = wait_for_temp(out, p)
-    r = subprocess.run([HLA, "gen", "--suite", "golden", "--filter", GOLDEN_CASE, "--quiet", "--out", str(out)], capture_output=True,
+    r = subprocess.run([HLA, "gen", "--suite", "golden", "--filter", GOLDEN_CASE, "--no-progress", "--out", str(out)], capture_output=True,
                        timeout=60)
     p.wait(60)
     msg = f"is being written by another hla gen (pid {p.pid})"
@@ -635,7 +635,7 @@ def signal_checks():
 
     # The same suite and seed again into a full folder: allowed (how the golden set is regenerated), same bytes.
     before = (out / f"{GOLDEN_CASE}.safetensors").read_bytes()
-    r = subprocess.run([HLA, "gen", "--suite", "golden", "--filter", GOLDEN_CASE, "--quiet", "--out", str(out)], capture_output=True,
+    r = subprocess.run([HLA, "gen", "--suite", "golden", "--filter", GOLDEN_CASE, "--no-progress", "--out", str(out)], capture_output=True,
                        timeout=60)
     note("the same suite and seed again is fine", r.returncode == 0 and (out / f"{GOLDEN_CASE}.safetensors").read_bytes() == before,
          f"exit {r.returncode}: {r.stderr[-300:]!r}")

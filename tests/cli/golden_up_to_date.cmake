@@ -4,7 +4,7 @@
 # up to date. Variables: HLA (the executable), WORK (scratch), COMMITTED.
 set(fresh "${WORK}/fresh")
 file(REMOVE_RECURSE "${fresh}")
-execute_process(COMMAND "${HLA}" gen --suite golden --quiet --out "${fresh}" RESULT_VARIABLE rc)
+execute_process(COMMAND "${HLA}" gen --suite golden --no-progress --out "${fresh}" RESULT_VARIABLE rc)
 if(NOT rc EQUAL 0)
   message(FATAL_ERROR "hla gen --suite golden failed with ${rc}")
 endif()

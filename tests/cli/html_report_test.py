@@ -82,14 +82,14 @@ def zoo_case(cases):
 
 def check_page(name, fx, cand, status, hint):
     page = WORK / f"{name}.html"
-    p = run("check", fx, cand, "--quiet", "--html", page, expect=status)
+    p = run("check", fx, cand, "--no-progress", "--html", page, expect=status)
     if hint and hint not in p.stdout:
         sys.exit(f"FAIL: {name}: no hint '{hint}' in the text report\n{p.stdout}")
-    js = json.loads(run("check", fx, cand, "--quiet", "--json").stdout)
+    js = json.loads(run("check", fx, cand, "--no-progress", "--json").stdout)
     if bool(hint) != bool(js["hints"]) or (hint and not any(hint in h for h in js["hints"])):
         sys.exit(f"FAIL: {name}: JSON hints {js['hints']}, expected '{hint}'")
     again = WORK / f"{name}.again.html"
-    run("check", fx, cand, "--quiet", "--html", again, expect=status)
+    run("check", fx, cand, "--no-progress", "--html", again, expect=status)
     if page.read_bytes() != again.read_bytes():
         sys.exit(f"FAIL: {name}: two runs wrote different pages")
     again.unlink()
@@ -170,7 +170,7 @@ def main():
     shutil.rmtree(WORK, ignore_errors=True)
     WORK.mkdir(parents=True)
     fx = WORK / "case.safetensors"
-    run("gen", "--case", "variant=hla2,gamma=0.99,n=200,d=16,dv=16,B=2,H=4,Hkv=2,dtype=f32", "--out", fx, "--quiet", expect=0)
+    run("gen", "--case", "variant=hla2,gamma=0.99,n=200,d=16,dv=16,B=2,H=4,Hkv=2,dtype=f32", "--out", fx, "--no-progress", expect=0)
     e5, ok, periodic = WORK / "e5.candidate.safetensors", WORK / "ok.candidate.safetensors", WORK / "p32.candidate.safetensors"
     run("eval", fx, "--out", e5, "--paper", "E5", "--precision", "f32", "--chunk", 16, expect=0)
     run("eval", fx, "--out", ok, "--form", "chunked_matmul", "--precision", "f32", expect=0)

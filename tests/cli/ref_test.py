@@ -84,12 +84,12 @@ def check(name, cond):
 # 1. gen --case
 case = WORK / "case.safetensors"
 run("gen", "--case", "variant=hla2,gamma=7/8,normalize=add,dtype=f32,B=2,H=2,Hkv=1,n=70,d=16,dv=8,seed=5", "--out", str(case),
-    "--quiet", text="wrote")
+    "--no-progress", text="wrote")
 run("eval", str(case), "--form", "chunked_matmul", "--precision", "f32", "--out", str(WORK / "case.cand.safetensors"))
 run("check", str(case), str(WORK / "case.cand.safetensors"), "--precision", "f32", text="PASS")
 # Deterministic: the same case, the same bytes.
 run("gen", "--case", "variant=hla2,gamma=7/8,normalize=add,dtype=f32,B=2,H=2,Hkv=1,n=70,d=16,dv=8,seed=5", "--out",
-    str(WORK / "again.safetensors"), "--quiet")
+    str(WORK / "again.safetensors"), "--no-progress")
 check("gen --case is deterministic", case.read_bytes() == (WORK / "again.safetensors").read_bytes())
 
 # 2. the same inputs through hla ref, FLA layout
@@ -97,7 +97,7 @@ p = parts(case)
 write_inputs(WORK / "in_bthd.safetensors", {k: to_bthd(p["tensors"][k], 4) for k in ("q", "k", "v")})
 ref = WORK / "ref.safetensors"
 run("ref", str(WORK / "in_bthd.safetensors"), "--layout", "bthd", "--variant", "hla2", "--gamma", "0.875", "--normalize", "add",
-    "--out", str(ref), "--quiet", text="certified")
+    "--out", str(ref), "--no-progress", text="certified")
 r = parts(ref)
 for name in ("q", "k", "v", "ref_out", "ref_den", "ref_num", "mag_num", "mag_den", "mag_num_unmasked", "mag_den_unmasked", "flags", "den_flags"):
     a, b = p["tensors"].get(name), r["tensors"].get(name)
@@ -108,13 +108,13 @@ run("check", str(ref), str(WORK / "case.cand.safetensors"), "--precision", "f32"
 
 # 3. [B,H,T,D], F16, packed sequences (cu_seqlens I32) with GQA
 f16 = WORK / "f16case.safetensors"
-run("gen", "--case", "variant=ahla,gamma=15/16,dtype=f16,B=1,H=2,Hkv=1,n=50,d=8,dv=8,seed=9", "--out", str(f16), "--quiet")
+run("gen", "--case", "variant=ahla,gamma=15/16,dtype=f16,B=1,H=2,Hkv=1,n=50,d=8,dv=8,seed=9", "--out", str(f16), "--no-progress")
 p = parts(f16)
 qkv = {k: p["tensors"][k] for k in ("q", "k", "v")}
 qkv["cu_seqlens"] = ["I32", [3], struct.pack("<3i", 0, 21, 50)]
 write_inputs(WORK / "packed.safetensors", qkv)
 packed = WORK / "packed_ref.safetensors"
-run("ref", str(WORK / "packed.safetensors"), "--variant", "ahla", "--gamma", "15/16", "--out", str(packed), "--quiet",
+run("ref", str(WORK / "packed.safetensors"), "--variant", "ahla", "--gamma", "15/16", "--out", str(packed), "--no-progress",
     text="2 packed sequences")
 run("eval", str(packed), "--form", "streaming", "--precision", "f32", "--out", str(WORK / "packed.cand.safetensors"))
 run("check", str(packed), str(WORK / "packed.cand.safetensors"), "--precision", "f32", text="PASS")
@@ -130,7 +130,7 @@ for s0, s1, tag in ((0, 21, "a"), (21, 50, "b")):
         one[k] = [dtype, [B, H, s1 - s0, D], bytes(rows)]
     write_inputs(WORK / f"seq_{tag}.safetensors", one)
     run("ref", str(WORK / f"seq_{tag}.safetensors"), "--variant", "ahla", "--gamma", "15/16", "--out",
-        str(WORK / f"seq_{tag}_ref.safetensors"), "--quiet")
+        str(WORK / f"seq_{tag}_ref.safetensors"), "--no-progress")
     alone = parts(WORK / f"seq_{tag}_ref.safetensors")["tensors"]["ref_out"][2]
     dtype, (B, H, T, DV), data = rp["tensors"]["ref_out"]
     mine = b"".join(data[(h * T + s0) * DV * 8:(h * T + s1) * DV * 8] for h in range(H))
@@ -139,7 +139,7 @@ for s0, s1, tag in ((0, 21, "a"), (21, 50, "b")):
 # 4. an initial state (masked hla2: S, C/m, F/f after the prefix, SPEC §3), exact on small integers
 whole = WORK / "whole.safetensors"
 run("gen", "--case", "variant=hla2,gamma=1/2,normalize=add,dist=small_int,dtype=f32,B=1,H=2,Hkv=1,n=20,d=4,dv=3,seed=3",
-    "--out", str(whole), "--quiet")
+    "--out", str(whole), "--no-progress")
 p = parts(whole)
 
 
@@ -180,7 +180,7 @@ for name, x in state.items():
 write_inputs(WORK / "tail.safetensors", tail)
 cont = WORK / "tail_ref.safetensors"
 run("ref", str(WORK / "tail.safetensors"), "--variant", "hla2", "--gamma", "1/2", "--normalize", "add", "--out", str(cont),
-    "--quiet", text="initial state")
+    "--no-progress", text="initial state")
 c = parts(cont)
 for name, w in (("ref_out", DV), ("ref_den", 1), ("mag_num", DV)):
     dtype, shape, data = p["tensors"][name]
@@ -198,7 +198,7 @@ run("eval", str(cont), "--form", "blelloch", "--precision", "f32", "--out", str(
 # A kernel that ignores the state: our form on the tail alone (the fixture without its state).
 write_inputs(WORK / "tail_nostate.safetensors", {k: tail[k] for k in ("q", "k", "v")})
 run("ref", str(WORK / "tail_nostate.safetensors"), "--variant", "hla2", "--gamma", "1/2", "--normalize", "add", "--out",
-    str(WORK / "tail_nostate_ref.safetensors"), "--quiet")
+    str(WORK / "tail_nostate_ref.safetensors"), "--no-progress")
 run("eval", str(WORK / "tail_nostate_ref.safetensors"), "--form", "streaming", "--precision", "f32", "--out",
     str(WORK / "tail.ignored.safetensors"))
 run("check", str(cont), str(WORK / "tail.ignored.safetensors"), "--precision", "f32", status=1, text="FAIL")
@@ -210,9 +210,13 @@ run("ref", str(WORK / "tail_missing.safetensors"), "--variant", "hla2", "--gamma
 # gen --case with state=M: the state after M earlier tokens, in the fixture; our forms continue from it.
 sc = WORK / "state_case.safetensors"
 spec = "variant=hla3,gamma=15/16,normalize=clamp,dtype=bf16,B=2,H=2,Hkv=1,n=33,d=8,dv=4,seed=2,state=40"
-run("gen", "--case", spec, "--out", str(sc), "--quiet", text="wrote")
-run("gen", "--case", spec, "--out", str(WORK / "state_case2.safetensors"), "--quiet")
+run("gen", "--case", spec, "--out", str(sc), "--no-progress", text="wrote")
+run("gen", "--case", spec, "--out", str(WORK / "state_case2.safetensors"), "--no-progress")
 check("gen --case state=40 is deterministic", sc.read_bytes() == (WORK / "state_case2.safetensors").read_bytes())
+# --quiet, the old spelling of --no-progress, still works for one release and says so.
+run("gen", "--case", spec, "--out", str(WORK / "state_case3.safetensors"), "--quiet",
+    text="--quiet is the old spelling of --no-progress")
+check("gen --quiet writes the same fixture", sc.read_bytes() == (WORK / "state_case3.safetensors").read_bytes())
 check("gen --case state=40 carries the hla3 state", all(f"initial_state.{n}" in parts(sc)["tensors"] for n in ("S", "P", "z", "F", "f")))
 run("eval", str(sc), "--form", "chunked_matmul", "--precision", "f32", "--out", str(WORK / "state_case.cand.safetensors"))
 run("check", str(sc), str(WORK / "state_case.cand.safetensors"), "--precision", "f32", text="PASS")
@@ -294,24 +298,24 @@ GRAD_CASES = (
 )
 for tag, spec, form in GRAD_CASES:
     gen_fx = WORK / f"grad_{tag}.safetensors"
-    run("gen", "--case", spec, "--out", str(gen_fx), "--quiet", text="wrote")
+    run("gen", "--case", spec, "--out", str(gen_fx), "--no-progress", text="wrote")
     for layout in ("bhtd", "bthd"):
         change = (lambda t: t.__setitem__("do", f32_as_f64(t["do"]))) if layout == "bthd" and parts(gen_fx)["tensors"]["do"][0] == "F32" else None
         src = grad_inputs(gen_fx, layout, change)
         out = WORK / f"grad_{tag}.{layout}.ref.safetensors"
-        run("ref", str(src), "--layout", layout, *ref_args(gen_fx), "--out", str(out), "--quiet",
+        run("ref", str(src), "--layout", layout, *ref_args(gen_fx), "--out", str(out), "--no-progress",
             text="gradients: ")
         same_fixture_tensors(gen_fx, out, f"hla ref {layout} with do == hla gen --case grad=true ({tag})")
     passes_own_backward(out, form, f"grad_{tag}")
     # Deterministic: the same inputs again, the same bytes.
     again = WORK / f"grad_{tag}.again.safetensors"
-    run("ref", str(src), "--layout", "bthd", *ref_args(gen_fx), "--out", str(again), "--quiet")
+    run("ref", str(src), "--layout", "bthd", *ref_args(gen_fx), "--out", str(again), "--no-progress")
     check(f"hla ref with do is deterministic ({tag})", again.read_bytes() == out.read_bytes())
 
 # dden makes a difference (a reference that ignored the upstream would not notice).
 hla2 = WORK / "grad_hla2.safetensors"
 nodden = grad_inputs(hla2, "bhtd", lambda t: t.pop("dden"))
-run("ref", str(nodden), *ref_args(hla2), "--out", str(WORK / "grad_nodden.safetensors"), "--quiet", text="for the upstream do\n")
+run("ref", str(nodden), *ref_args(hla2), "--out", str(WORK / "grad_nodden.safetensors"), "--no-progress", text="for the upstream do\n")
 check("without dden the reference dq differs", parts(WORK / "grad_nodden.safetensors")["tensors"]["ref_dq"] != parts(hla2)["tensors"]["ref_dq"])
 
 # The golden packed gradient fixture (offsets, exact rationals) through hla ref, both layouts.
@@ -319,7 +323,7 @@ golden = pathlib.Path(__file__).resolve().parents[2] / "fixtures" / "hla2-raw-f3
 check("the golden packed gradient fixture has offsets", "offsets" in parts(golden)["tensors"])
 for layout in ("bhtd", "bthd"):
     out = WORK / f"golden_varlen.{layout}.ref.safetensors"
-    run("ref", str(grad_inputs(golden, layout)), "--layout", layout, *ref_args(golden), "--out", str(out), "--quiet",
+    run("ref", str(grad_inputs(golden, layout)), "--layout", layout, *ref_args(golden), "--out", str(out), "--no-progress",
         text="packed sequences")
     same_fixture_tensors(golden, out, f"hla ref {layout} == the golden packed gradient fixture")
 passes_own_backward(out, "streaming", "golden_varlen")
@@ -329,7 +333,7 @@ la1 = WORK / "grad_la1.safetensors"
 lp = parts(la1)["tensors"]
 packed_in = grad_inputs(la1, "bhtd", lambda t: t.__setitem__("cu_seqlens", ["I32", [3], struct.pack("<3i", 0, 23, 60)]))
 packed_ref = WORK / "grad_packed.ref.safetensors"
-run("ref", str(packed_in), *ref_args(la1), "--out", str(packed_ref), "--quiet", text="2 packed sequences")
+run("ref", str(packed_in), *ref_args(la1), "--out", str(packed_ref), "--no-progress", text="2 packed sequences")
 passes_own_backward(packed_ref, "chunked_matmul", "grad_packed")
 pr = parts(packed_ref)["tensors"]
 
@@ -344,7 +348,7 @@ def rows(t, s0, s1):
 for s0, s1, tag in ((0, 23, "a"), (23, 60, "b")):
     alone = {k: [lp[k][0], lp[k][1][:2] + [s1 - s0] + lp[k][1][3:], rows(lp[k], s0, s1)] for k in ("q", "k", "v", "do")}
     write_inputs(WORK / f"grad_seq_{tag}.safetensors", alone)
-    run("ref", str(WORK / f"grad_seq_{tag}.safetensors"), *ref_args(la1), "--out", str(WORK / f"grad_seq_{tag}.ref.safetensors"), "--quiet")
+    run("ref", str(WORK / f"grad_seq_{tag}.safetensors"), *ref_args(la1), "--out", str(WORK / f"grad_seq_{tag}.ref.safetensors"), "--no-progress")
     one = parts(WORK / f"grad_seq_{tag}.ref.safetensors")["tensors"]
     for name in ("ref_dq", "ref_dk", "ref_dv", "mag_dq"):
         check(f"packed sequence {tag} has its gradients alone: {name}", rows(pr[name], s0, s1) == one[name][2])

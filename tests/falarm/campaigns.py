@@ -6,7 +6,7 @@ of the judge, except the example chunk form's known gradient NaN-causality
 leak: README.md), and the worst gradient margins seen — rule 2 (score / a
 priori bound K_g+1) and rule 3 (ratio to our own orders / R(N)) — found by
 judging every finite-upstream gradient case again with hla_oracle.check
-(exact_max_n=0: the same reference the fuzzer judged with; --no-margins skips
+(the default reference, as the fuzzer judged with; --no-margins skips
 it). The campaign runs without shrinking (every backward call is one of its
 cases); where it finds something, a second pass over the same cases shrinks
 the findings into <findings>/<kernel>/ (unshrunk ones: .../unshrunk/).
@@ -85,7 +85,7 @@ def margins(kern, sup, rec):
         out, den = res[0], res[1]
         r = hla_oracle.check(out, q, k, v, den=den if dden is not None else None, layout=kern.layout,
                              cu_seqlens=o.cu_seqlens, precision=sup.precision, form_class=sup.form_class,
-                             do=do, dden=dden, dq=dq, dk=dk, dv=dv, exact_max_n=0, **o.kwargs)
+                             do=do, dden=dden, dq=dq, dk=dk, dv=dv, **o.kwargs)
         js = r.json()
         rechecked += 1
         failed += r.verdict == "FAIL"

@@ -230,14 +230,14 @@ int main(int argc, char** argv) {
                      V{"ahla gamma=99/100", {"--variant", "ahla", "--gamma", "99/100"}},
                      V{"hla3 gamma=99/100", {"--variant", "hla3", "--gamma", "99/100"}}}) {
     const fs::path fx = fs::path(work) / "fixture.safetensors", cand = fs::path(work) / "candidate.safetensors";
-    std::vector<std::string> ref_argv{hla, "ref", in.string(), "--out", fx.string(), "--quiet"};
+    std::vector<std::string> ref_argv{hla, "ref", in.string(), "--out", fx.string(), "--no-progress"};
     ref_argv.insert(ref_argv.end(), v.opts.begin(), v.opts.end());
     const Run r = run(ref_argv);
     std::string certified = "?";
     if (const size_t at = r.out.find("rounded ("); at != std::string::npos)
       certified = r.out.substr(at + 9, r.out.find(')', at) - at - 9);
     const Run e = run({hla, "eval", fx.string(), "--form", "chunked_matmul", "--precision", "f32", "--out", cand.string()});
-    const Run c = run({hla, "check", fx.string(), cand.string(), "--precision", "bf16=f32", "--quiet"});
+    const Run c = run({hla, "check", fx.string(), cand.string(), "--precision", "bf16=f32", "--no-progress"});
     const std::string verdict = c.status == 0 ? "PASS" : c.status == 1 ? "FAIL" : "exit " + std::to_string(c.status);
     std::printf("   %-34s %9.1f %9.1f %9.1f %5.1f+%5.1f %10.0f %12s  %s%s\n", v.name, r.seconds, c.seconds, r.seconds + c.seconds, r.cpu,
                 c.cpu, std::max(r.peak_mb, c.peak_mb), certified.c_str(), verdict.c_str(), r.status || e.status ? " (ref/eval failed)" : "");

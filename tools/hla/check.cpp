@@ -90,8 +90,7 @@ void add_check(CLI::App& app, Action& action) {
               "recompute the reference from the fixture's inputs and demand the stored one (slow: binary128 or exact)");
   c->add_option("--budget", a->budget, "seconds --verify-inputs may spend (default 600)")->check(seconds_in(0, 1e7, true));
   c->add_option("--worst", a->worst, "how many worst elements to list")->check(integer_in(0, 1000000));
-  c->add_flag("--quiet", a->quiet, "no progress bar");
-  c->add_flag("--progress", a->progress, "draw the progress bar even when stderr is not a terminal");
+  add_progress_flags(c, a->quiet, a->progress);
   c->callback([a, &action] { action = [a] { return run_check(*a); }; });
 }
 

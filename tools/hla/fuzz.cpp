@@ -2,6 +2,7 @@
 // which a kernel is wrong and writes each, shrunk, as a fixture.
 // Exit 0 no findings, 1 findings, 2 usage or input error.
 #include "commands.hpp"
+#include "progress.hpp"
 
 #include "hla/fuzz/campaign.hpp"
 #include "hla/fuzz/features.hpp"
@@ -42,8 +43,8 @@ struct FuzzArgs {
   double timeout = 10, startup_timeout = 120, budget = 600;
   std::string worker = "persistent";
   fuzz::CampaignOptions campaign;
-  bool json = false, progress = true;
-  unsigned jobs = 1;                         // processes, each a sub-shard of this shard, merged at the end
+  bool json = false, no_progress = false, force_progress = false;  // fuzz: progress lines unless --no-progress
+  unsigned jobs = 1;                                               // processes, each a sub-shard of this shard, merged at the end
   std::vector<std::string> exec_only_given;  // options that describe an exec candidate, given on the command line
   bool lists_given = false;                  // --variants or --dtypes given (a --lib: narrows its declared lists)
 };
@@ -176,7 +177,7 @@ int run_campaign_or_replay(FuzzArgs a) {
     return v.kind.empty() ? 0 : 1;
   }
   print_header(a, s);
-  const auto clear_line = report_on_stderr(a.campaign, a.progress);
+  const auto clear_line = report_on_stderr(a.campaign, !a.no_progress);
   const fuzz::Summary sum = fuzz::run_campaign(*adapter, a.campaign);
   clear_line();
   return print_summary(a, sum);
@@ -241,7 +242,7 @@ static_assert(std::atomic<uint64_t>::is_always_lock_free);
     a.campaign.findings_dir = dir.string();
     a.campaign.on_note = [j](const std::string& m) { std::fprintf(stderr, "hla fuzz: job %u: %s\n", j, m.c_str()); };
     a.campaign.on_progress = [progress](const fuzz::Progress& p) { progress->cases = p.cases, progress->findings = p.findings; };
-    if (a.progress)  // one write a line, so that the jobs' lines do not interleave
+    if (!a.no_progress)  // one write a line, so that the jobs' lines do not interleave
       a.campaign.on_finding = [](const fuzz::Finding& f) {
         const std::string line = "\r\033[K" + f.headline() + "\n";
         [[maybe_unused]] const ssize_t n = write(2, isatty(2) ? line.data() : line.data() + 4, isatty(2) ? line.size() : line.size() - 4);
@@ -268,7 +269,7 @@ static_assert(std::atomic<uint64_t>::is_always_lock_free);
 // While the jobs run: their cases and findings added up, on stderr as a campaign
 // shows its own (redrawn on a terminal, every 10 s otherwise).
 void show_progress(const FuzzArgs& a, const JobProgress* slots, std::chrono::steady_clock::time_point t0, double& last) {
-  if (!a.progress) return;
+  if (a.no_progress) return;
   const bool tty = isatty(2);
   fuzz::Progress p;
   p.max_cases = a.campaign.max_cases;
@@ -319,7 +320,7 @@ std::vector<int> fork_and_wait(const FuzzArgs& a, const std::vector<fs::path>& d
     show_progress(a, slots, t0, last);
     if (running > 0) usleep(50000);
   }
-  if (a.progress && isatty(2)) std::fprintf(stderr, "\r\033[K");
+  if (!a.no_progress && isatty(2)) std::fprintf(stderr, "\r\033[K");
   munmap(shared, sizeof(JobProgress) * J);
   return status;
 }
@@ -447,12 +448,13 @@ void add_fuzz(CLI::App& app, Action& action) {
                 "findings written per group of one signature (kind, rules, tensor, needs; default 3), the rest counted")
       ->check(integer_in(1, 1000000));
   c->add_option("--exact-max-n", a->campaign.exact_max_n,
-                "heads up to this long (d, dv <= 16) are judged against exact rationals (default 48), longer ones against "
+                "heads up to this long (d, dv <= 16) are judged against exact rationals, longer ones against "
                 "the certified double-double engine; 0: the engine for all (faster on small cases)")
+      ->capture_default_str()
       ->check(integer_in(0, 1 << 20));
   c->add_option("--replay", a->replay, "run the candidate on one fixture (e.g. a finding) and report")->check(non_empty);
   c->add_flag("--json", a->json, "print the summary as JSON");
-  c->add_flag("!--no-progress", a->progress, "no progress display");
+  add_progress_flags(c, a->no_progress, a->force_progress);
   c->callback([a, exec_only, variants, dtypes, &action] {
     for (const CLI::Option* o : exec_only)
       if (o->count() > 0) a->exec_only_given.push_back(o->get_name());

@@ -309,8 +309,7 @@ void add_gen(CLI::App& app, Action& action) {
                 "(none|add|clamp), eps, lambda, scale, dtype, dist, B, H, Hkv, n, d, dv, seed, state (an initial state: the state after that many earlier tokens), grad (true: with upstream "
                 "gradients and the reference dq, dk, dv, and with state the initial state's dstate), dden (with grad: true|false, default: normalize); --out is then the file")
       ->check(non_empty);
-  c->add_flag("--quiet", a->quiet, "no progress bar");
-  c->add_flag("--progress", a->progress, "draw the progress bar even when stderr is not a terminal");
+  add_progress_flags(c, a->quiet, a->progress);
   c->callback([a, &action] { action = [a] { return run_gen(*a); }; });
 }
 

@@ -1,5 +1,7 @@
 #include "progress.hpp"
 
+#include <CLI/CLI.hpp>
+
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -8,7 +10,16 @@
 
 namespace hla::cli {
 
-bool progress_wanted(bool quiet, bool force) { return !quiet && (force || ::isatty(2) == 1); }
+bool progress_wanted(bool off, bool force) { return !off && (force || ::isatty(2) == 1); }
+
+void add_progress_flags(CLI::App* c, bool& off, bool& force) {
+  c->add_flag("--no-progress", off, "no progress display");
+  c->add_flag("--progress", force, "draw the progress display even when stderr is not a terminal");
+  c->add_flag_callback("--quiet", [&off] {
+     off = true;
+     std::fprintf(stderr, "hla: warning: --quiet is the old spelling of --no-progress (removed in the next release)\n");
+   })->group("");  // hidden: an alias for one release
+}
 
 Progress::Progress(std::string label, bool enabled)
     : label_(std::move(label)), enabled_(enabled), start_(std::chrono::steady_clock::now()), last_(start_) {}

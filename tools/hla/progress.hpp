@@ -6,6 +6,10 @@
 #include <chrono>
 #include <string>
 
+namespace CLI {
+class App;
+}
+
 namespace hla::cli {
 
 class Progress {
@@ -28,7 +32,12 @@ class Progress {
   std::chrono::steady_clock::time_point start_, last_;
 };
 
-// --quiet wins; --progress forces; else only when stderr is a terminal.
-bool progress_wanted(bool quiet, bool force);
+// --no-progress wins; --progress forces; else only when stderr is a terminal.
+bool progress_wanted(bool off, bool force);
+
+// The progress flags, one spelling for every subcommand: --no-progress and
+// --progress; --quiet, the old spelling of --no-progress, warns (removed in
+// the next release).
+void add_progress_flags(CLI::App* c, bool& off, bool& force);
 
 }  // namespace hla::cli

@@ -126,8 +126,7 @@ void add_ref(CLI::App& app, Action& action) {
   a->opt.add_to(c);
   c->add_option("--name", a->name, "case name stored in the fixture (default: the input's file name)")->check(non_empty);
   c->add_option("--threads", a->threads, "worker threads (default: every core)")->check(integer_in(1, 1024));
-  c->add_flag("--quiet", a->quiet, "no progress bar");
-  c->add_flag("--progress", a->progress, "draw the progress bar even when stderr is not a terminal");
+  add_progress_flags(c, a->quiet, a->progress);
   c->callback([a, &action] { action = [a] { return run_ref(*a); }; });
 }
 

@@ -65,9 +65,14 @@ struct Reference {
   } stats;
 };
 
+// The one exact-reference threshold: heads up to this long (and d, dv ≤ 16)
+// get exact rationals by default, in every interface (hla ref/check/fuzz,
+// hla_oracle.reference/check/fuzz: EXACT_MAX_N).
+inline constexpr Index kExactMaxN = 48;
+
 // How compute_reference works.
 struct ReferenceOptions {
-  Index exact_max_n = 48;  // exact rationals for heads up to this long (and d, dv ≤ 16)
+  Index exact_max_n = kExactMaxN;  // exact rationals for heads up to this long (and d, dv ≤ 16)
   double max_seconds = 0;  // > 0: InputError once this much time has passed
   // The double-double engine for heads that exact rationals do not take (else
   // binary128 streaming). Where it leaves elements uncertified, the head's
@@ -126,7 +131,7 @@ double flat_path_ratio(const Options& o, Index n, Index d, FormClass c);
 // input reaches exactly the outputs that depend on it (SPEC §7). Problem validated first
 // (InputError). max_seconds > 0: InputError once that much time has passed
 // (checked between heads; every head's work is bounded by the shape limits).
-Reference compute_reference(const BatchProblem& p, Index exact_max_n = 48, double max_seconds = 0);
+Reference compute_reference(const BatchProblem& p, Index exact_max_n = kExactMaxN, double max_seconds = 0);
 Reference compute_reference(const BatchProblem& p, const ReferenceOptions& opt);
 // Whether exact rational evaluation stays cheap: gamma of at most 128 bits
 // (numerator + denominator; it is raised to the power 3n), the other options 256.

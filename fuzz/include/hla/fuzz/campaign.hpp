@@ -41,7 +41,7 @@ struct CampaignOptions {
   // of a small case's time (docs/speed.md "Python": measured); 0
   // sends every head to the engine. A finding's fixture is always written
   // with the default reference.
-  Index exact_max_n = 48;
+  Index exact_max_n = check::kExactMaxN;
   // What the campaign reports while it runs; it prints nothing itself (`hla
   // fuzz` prints these on stderr, hla_oracle.fuzz logs them). Each may be
   // empty; all are called on the campaign's thread.
@@ -124,7 +124,7 @@ struct Verdict {
 // --replay of a user's fixture), 0: unbounded (generated cases are small).
 // exact_max_n: heads up to this long (d, dv ≤ 16) get an exact rational
 // reference, longer ones the certified double-double engine (check::compute_reference).
-Verdict judge(Adapter& a, const FuzzCase& c, double reference_budget = 0, Index exact_max_n = 48);
+Verdict judge(Adapter& a, const FuzzCase& c, double reference_budget = 0, Index exact_max_n = check::kExactMaxN);
 
 Summary run_campaign(Adapter& a, const CampaignOptions& o);
 
