@@ -1,5 +1,5 @@
 # install() rules and the CMake package hla_oracle: the static libraries
-# hla::reference, hla::io, hla::check, the generator and fuzzer hla::gen and
+# hla::reference, hla::io, hla::engine, hla::check, the generator and fuzzer hla::gen and
 # hla::fuzz (when built), the header-only C ABI hla::impl_abi, their headers,
 # and the `hla` tool.
 #
@@ -8,9 +8,9 @@
 include(CMakePackageConfigHelpers)
 set(hla_package_dir ${CMAKE_INSTALL_LIBDIR}/cmake/hla_oracle)
 
-set(hla_installed_libraries hla_reference hla_io hla_check hla_impl_abi)
+set(hla_installed_libraries hla_reference hla_io hla_engine hla_check hla_impl_abi)
 set(hla_installed_headers ${PROJECT_SOURCE_DIR}/reference/include/ ${PROJECT_SOURCE_DIR}/io/include/
-                          ${PROJECT_SOURCE_DIR}/check/include/)
+                          ${PROJECT_SOURCE_DIR}/engine/include/ ${PROJECT_SOURCE_DIR}/check/include/)
 if(TARGET hla_fuzz)
   list(APPEND hla_installed_libraries hla_gen hla_fuzz)
   list(APPEND hla_installed_headers ${PROJECT_SOURCE_DIR}/fuzz/include/)

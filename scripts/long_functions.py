@@ -3,7 +3,7 @@
 directories or files, one per line: `path:line: name: N lines`. Exit 1 when
 there is one, 0 when there is none, 2 on bad arguments.
 
-    python3 scripts/long_functions.py fuzz check io [--max 80]
+    python3 scripts/long_functions.py fuzz engine check io [--max 80]
 
 A function's length is the lines from its body's `{` to its `}`, both
 included. A lambda or a local class counts toward the function it is in.

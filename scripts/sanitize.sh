@@ -15,7 +15,7 @@ dir=${HLA_SAN_DIR:-build-asan}  # HLA_SAN_DIR: another build folder
 jobs=$(nproc)
 
 # The reference instantiations (most of a build, tested by the properties) come
-# from the main build, uninstrumented; everything of io/check/fuzz/tools and
+# from the main build, uninstrumented; everything of io/engine/check/fuzz/tools and
 # the zoo is compiled with the sanitizers.
 # clang, not GCC: the same build takes about 30% less compile time (measured
 # 2026-12-04: 509 s of CPU against 693 s over the same units); GCC still

@@ -2,6 +2,8 @@
 
 namespace hla::check {
 
+using engine::has_state_difference_magnitude;
+
 io::Fixture make_fixture(BatchProblem p, Reference ref, const FixtureMeta& meta) {
   io::Fixture f;
   const bool normalize = p.opt.normalize, sd = has_state_difference_magnitude(p.opt);

@@ -4,7 +4,8 @@
 // priori bound K_g + 1) and rule 3 (at most ratio_limit(N) times the worst of
 // our own backward orders in the candidate's precision and class, or the
 // element's floor) for every gradient and state part, as for outputs.
-#include "gradient_internal.hpp"
+#include "hla/engine/gradient_groups.hpp"
+#include "internal.hpp"
 #include "score_map.hpp"
 
 #include <algorithm>
@@ -12,6 +13,12 @@
 #include <functional>
 
 namespace hla::check {
+
+using engine::depth_bound;
+using engine::flat_path_ratio;
+using engine::gradient_baselines;
+using engine::gradient_depth_bound;
+
 namespace {
 
 using Bases = std::vector<std::pair<std::string, CandidateOutputs>>;

@@ -15,13 +15,27 @@
 // branch) cannot be bounded: M(1 at those tokens) > 0 marks it ill-conditioned.
 // The state-difference class forms the unmasked terms too: its M is the
 // unmasked operator's (with a state: plus the masked one's, as the forward's).
-#include "gradient_internal.hpp"
+#include "hla/engine/gradient_groups.hpp"
+#include "internal.hpp"
 
-#include "fast/heads.hpp"
+#include "hla/fast/heads.hpp"
 
 #include <mutex>
 
 namespace hla::check {
+
+using engine::backward_depth_bound;
+using engine::for_each_element;
+using engine::group_tasks;
+using engine::GroupGradient;
+using engine::has_state_difference_magnitude;
+using engine::head_for;
+using engine::input_matrix;
+using engine::mag_up;
+using engine::quotient_depth_bound;
+using engine::Task;
+using engine::token_kappa;
+
 namespace {
 
 using fast::Dense;

@@ -1,8 +1,11 @@
-// What the check layer's units share: the longest sequence, the worst elements, and whether a
-// binary128 value with an error bound certifies its f64 rounding.
+// What the check layer's units share: the worst elements, the baseline memo,
+// and the engine's names they use unqualified.
 #pragma once
 
 #include "hla/check/check.hpp"
+#include "hla/check/gradient.hpp"
+#include "hla/engine/detail.hpp"
+#include "hla/engine/orders.hpp"
 #include "hla/parallel.hpp"
 #include "hla/scalar.hpp"
 
@@ -20,19 +23,31 @@
 
 namespace hla::check {
 
-// x with every digit a double needs to read back the same (for messages).
-inline std::string num(double x) {
-  char buf[40];
-  std::snprintf(buf, sizeof buf, "%.17g", x);
-  return buf;
-}
+using engine::certifies;
+using engine::longest_sequence;
+using engine::num;
 
-// The longest sequence of p (its a priori depth bounds use it).
-inline Index longest_sequence(const BatchProblem& p) {
-  Index m = 0;
-  for (const auto& [t0, t1] : p.sequences()) m = std::max(m, t1 - t0);
-  return m;
-}
+// A verdict needs evidence: with no element scored, or with more than this
+// fraction of the elements that do not depend on NaN/Inf inputs left unscored
+// (at a pole, beyond the output range, in the underflow regime), the report is
+// INCONCLUSIVE (not a pass; `hla check` exits 4).
+inline constexpr double kMaxUnscoredFraction = 0.5;
+
+// How `c` is declared through `i`: `--form-class flat:64`, `form_class="flat:64"`,
+// `hla_impl_info.form_class = HLA_CLASS_FLAT_CHUNKS(64)`, `.form_class = FormClass::flat(64)`.
+std::string declare_class(FormClass c, Interface i);
+
+// Proves that stored gradients belong to the inputs and the upstream (forward:
+// the fixture's proven forward reference, whose den the normalized magnitudes
+// divide by): the fast engine's backward in double, heads in parallel, each
+// stored value within the engine's running bound plus its own rounding and
+// each magnitude within 2^-40 of the engine's; where the engine declines (a
+// pole within its bound) and for exact references, a float64 streaming
+// backward (binary128 where float64 overflows) within
+// 2^-53·(K_b + 2 + K_q·κ_x)·M_g. Ill-conditioned elements are skipped.
+// add(tensor, message) per mismatch.
+void verify_gradients(const BatchProblem& p, const Reference& forward, const GradientReference& g,
+                      const std::function<void(const std::string&, const std::string&)>& add);
 
 // The k elements of largest score, largest first; ties in (b, h, t, c) order,
 // so the list does not depend on how the elements were gathered.
@@ -46,23 +61,6 @@ inline std::vector<Element> worst_of(std::vector<Element> all, size_t k) {
   return all;
 }
 
-// Whether every value within e of x rounds to the same double as x does
-// (then RN64(x) is the correctly rounded exact value).
-inline bool certifies(const f113& x, const f113& e) {
-  const double r = static_cast<double>(x);
-  if (!std::isfinite(r) || !(e >= 0)) return false;
-  const f113 lo = (f113(r) + f113(std::nextafter(r, -INFINITY))) / 2;
-  const f113 hi = (f113(r) + f113(std::nextafter(r, INFINITY))) / 2;
-  return x - e > lo && x + e < hi;
-}
-
-// p with q and k's feature columns reversed (and its state permuted alike):
-// the same sums with every dot product accumulated in the opposite order
-// (check.cpp; a baseline order). reverse_state_features applies the state's
-// permutation (its own inverse) to a vector in BatchProblem::state layout.
-BatchProblem with_reversed_features(BatchProblem p);
-void reverse_state_features(const BatchProblem& p, std::vector<double>& state);
-
 // What one check's baseline orders computed, kept for the class hint's second
 // judgement (check.cpp) so that no order is evaluated twice in one check:
 // `record` also scores each forward order under the state-difference
@@ -74,7 +72,11 @@ struct BaselineMemo {
   std::vector<std::pair<std::string, CandidateOutputs>> gradient_bases;  // the masked class's gradient orders
   size_t evaluated = 0;                    // forward and gradient orders evaluated (tests count them)
 };
+// Whether an exact-tier case's gradients must be bit-exact (gradient_verify.cpp).
+bool gradient_exact_tier(const BatchProblem& p, const GradientReference& g);
 Report check(const BatchProblem& p, const Reference& ref, const CandidateOutputs& cand, const CheckOptions& opt, BaselineMemo* memo);
+// Scores the candidate's gradients into r (rows, reasons, note); called by check().
+void check_gradients(const BatchProblem& p, const Reference& ref, const CandidateOutputs& cand, const CheckOptions& opt, Report& r);
 void check_gradients(const BatchProblem& p, const Reference& ref, const CandidateOutputs& cand, const CheckOptions& opt, Report& r,
                      BaselineMemo* memo);
 

@@ -23,6 +23,14 @@
 #include <thread>
 
 namespace hla::check {
+
+using engine::compute_reference;
+using engine::evaluate_sequence;
+using engine::gradient_depth_bound;
+using engine::has_state_difference_magnitude;
+using engine::kIllConditioned;
+using engine::kUncertified;
+
 namespace {
 
 // One head's values from our evaluation, in double.
@@ -282,7 +290,7 @@ void verify_fixture(const io::Fixture& f, const std::function<void(double, doubl
 
 void verify_inputs(const io::Fixture& f, double max_seconds) {
   const BatchProblem& p = f.problem;
-  const Reference r = compute_reference(p, kExactMaxN, max_seconds);
+  const Reference r = compute_reference(p, engine::kExactMaxN, max_seconds);
   Findings bad;
   // A recomputation gives the same doubles; an element the generator could not
   // certify may differ in its last bits, within the a priori bound.

@@ -218,7 +218,7 @@ class CabiAdapter final : public Adapter, public StateBackward {
   const Supports& supports() const override { return s_; }
   void allow_startup() override { startup_.allow(); }
 
-  RunResult run(const BatchProblem& p, const check::Reference*, const std::vector<double>* state_in, bool want_state) override {
+  RunResult run(const BatchProblem& p, const engine::Reference*, const std::vector<double>* state_in, bool want_state) override {
     const std::string exact[4] = {hla::to_string(p.opt.gamma), hla::to_string(p.opt.eps), hla::to_string(p.opt.lambda),
                                   hla::to_string(p.opt.scale)};
     const auto qb = encode(p.q, p.dtype), kb = encode(p.k, p.dtype), vb = encode(p.v, p.dtype);
@@ -475,10 +475,10 @@ class CabiAdapter final : public Adapter, public StateBackward {
     if (info->max_n > 0) s_.max_n = info->max_n;
     if (info->max_d > 0) s_.max_d = std::min<Index>(s_.max_d, info->max_d);
     if (info->max_dv > 0) s_.max_dv = std::min<Index>(s_.max_dv, info->max_dv);
-    s_.precision = check::parse_precision_map(info->precision_by_dtype);
-    if (!s_.precision.all) s_.precision.all = check::parse_precision(info->precision);
+    s_.precision = engine::parse_precision_map(info->precision_by_dtype);
+    if (!s_.precision.all) s_.precision.all = engine::parse_precision(info->precision);
     try {
-      s_.form_class = check::form_class_from_code(info->form_class);
+      s_.form_class = engine::form_class_from_code(info->form_class);
       s_.interface = check::Interface::cabi;
     } catch (const InputError& e) {
       throw InputError(path_ + " declares an " + e.what());

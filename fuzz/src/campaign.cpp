@@ -81,7 +81,7 @@ std::string failing_tensor(const check::Report& r) {
 }
 
 // A failed check's verdict.
-Verdict failing(const std::string& kind, const std::string& message, const check::CandidateOutputs& out, const check::Report& rep) {
+Verdict failing(const std::string& kind, const std::string& message, const engine::CandidateOutputs& out, const check::Report& rep) {
   Verdict v;
   v.kind = kind, v.message = message, v.outputs = out, v.has_outputs = true;
   v.rules = failed_rules(rep), v.unapplied = unapplied_rules(rep), v.other_class_passes = rep.passing_class.has_value();
@@ -126,9 +126,9 @@ std::vector<double> stitch_rows(const std::vector<double>& x, const std::vector<
 }
 
 // Outputs of a state case's two calls (state_parts), as one call's.
-check::CandidateOutputs stitch(const BatchProblem& p, const check::CandidateOutputs& x, const check::CandidateOutputs& y,
-                               const Ranges& a, const Ranges& b) {
-  check::CandidateOutputs o{stitch_rows(x.out, y.out, p.batch * p.heads, p.n, a, b, p.dv), {}, x.out_dtype, x.den_dtype};
+engine::CandidateOutputs stitch(const BatchProblem& p, const engine::CandidateOutputs& x, const engine::CandidateOutputs& y,
+                                const Ranges& a, const Ranges& b) {
+  engine::CandidateOutputs o{stitch_rows(x.out, y.out, p.batch * p.heads, p.n, a, b, p.dv), {}, x.out_dtype, x.den_dtype};
   if (!x.den.empty() && !y.den.empty()) o.den = stitch_rows(x.den, y.den, p.batch * p.heads, p.n, a, b, 1);
   return o;
 }
@@ -158,7 +158,7 @@ std::string summarize(const check::Report& r) {
 // The candidate's outputs of c, with its gradients when c has an upstream:
 // those run() returned (an exec candidate's file, from the fixture's `do`),
 // else the backward's.
-RunResult run_candidate(Adapter& a, const FuzzCase& c, const check::Reference* ref) {
+RunResult run_candidate(Adapter& a, const FuzzCase& c, const engine::Reference* ref) {
   RunResult r = a.run(c.p, ref, nullptr, false);
   if (r.status != RunResult::Status::ok) return r;
   if (c.grad && r.out.dq.empty() && r.out.dk.empty() && r.out.dv.empty()) {
@@ -177,8 +177,8 @@ RunResult run_candidate(Adapter& a, const FuzzCase& c, const check::Reference* r
 // tell them apart; a NaN the kernel makes either way (0/0 in its padding) is
 // a numerics or gradient finding, not a causality one. zero_ref: the
 // reference of the case with the NaN as 0 (an exec candidate's fixture), or null.
-bool nan_travelled(Adapter& a, const FuzzCase& c, const check::Reference& ref, const check::CandidateOutputs& got,
-                   const check::Reference* zero_ref) {
+bool nan_travelled(Adapter& a, const FuzzCase& c, const engine::Reference& ref, const engine::CandidateOutputs& got,
+                   const engine::Reference* zero_ref) {
   const FuzzCase z = without_planted_nan(c);
   const RunResult r = run_candidate(a, z, zero_ref);
   if (r.status != RunResult::Status::ok) return true;  // no evidence that the kernel makes it by itself
@@ -211,7 +211,7 @@ template <class F> auto timed(double Summary::Phases::*field, F&& f) {
 
 // Whether the candidate's outputs overflowed: ±inf where the reference is
 // finite (so are the inputs that element depends on), and no NaN there.
-bool overflowed(const check::Reference& ref, const check::CandidateOutputs& got) {
+bool overflowed(const engine::Reference& ref, const engine::CandidateOutputs& got) {
   bool inf = false;
   auto scan = [&](const std::vector<double>& reference, const std::vector<double>& candidate) {
     for (size_t i = 0; i < reference.size() && i < candidate.size(); ++i)
@@ -236,7 +236,7 @@ Verdict overflow(Verdict v) {
   return v;
 }
 
-Verdict run_and_check(Adapter& a, const FuzzCase& c, const check::Reference& ref, const check::Reference* zero_ref = nullptr) {
+Verdict run_and_check(Adapter& a, const FuzzCase& c, const engine::Reference& ref, const engine::Reference* zero_ref = nullptr) {
   RunResult r = timed(&Summary::Phases::candidate, [&] { return run_candidate(a, c, &ref); });
   if (r.status != RunResult::Status::ok) return failed_run(r);
   check::CheckOptions opt;
@@ -341,7 +341,7 @@ namespace {
 // restart's start-up): a kernel is judged, not its environment. The timed-out
 // worker or server is gone; a one-token call first starts a new one, under
 // the start-up allowance, so that the replay meets a warm one.
-Verdict replay_timeout(Adapter& a, const FuzzCase& c, const check::Reference& ref, const check::Reference* zero_ref, Verdict v) {
+Verdict replay_timeout(Adapter& a, const FuzzCase& c, const engine::Reference& ref, const engine::Reference* zero_ref, Verdict v) {
   FuzzCase tiny = c;
   tiny.p = slice_tokens(c.p, 0, std::min<Index>(c.p.n, 1));
   tiny.grad = false, tiny.dout.clear(), tiny.dden.clear();
@@ -354,11 +354,11 @@ Verdict replay_timeout(Adapter& a, const FuzzCase& c, const check::Reference& re
 }  // namespace
 
 Verdict judge(Adapter& a, const FuzzCase& c, double reference_budget, Index exact_max_n) {
-  check::Reference ref = timed(&Summary::Phases::reference, [&] {
-    check::Reference r = check::compute_reference(c.p, exact_max_n, reference_budget);
+  engine::Reference ref = timed(&Summary::Phases::reference, [&] {
+    engine::Reference r = engine::compute_reference(c.p, exact_max_n, reference_budget);
     return c.grad ? with_gradients(c, std::move(r), false) : r;
   });
-  std::optional<check::Reference> zero_ref;  // a NaN upstream's: the reference with the NaN as 0, unhidden
+  std::optional<engine::Reference> zero_ref;  // a NaN upstream's: the reference with the NaN as 0, unhidden
   if (c.grad && c.probe == Probe::grad_nan_causality) zero_ref = ref, hide_reach(c, ref);
   Verdict v = run_and_check(a, c, ref, zero_ref ? &*zero_ref : nullptr);
   if (v.kind == "timeout") v = replay_timeout(a, c, ref, zero_ref ? &*zero_ref : nullptr, std::move(v));
@@ -370,7 +370,7 @@ Verdict judge(Adapter& a, const FuzzCase& c, double reference_budget, Index exac
         one.p = slice_tokens(c.p, c.p.offsets[s], c.p.offsets[s + 1]);
         one.grad = false, one.dout.clear(), one.dden.clear();  // the outputs failed: judged without gradients
         if (one.probe == Probe::grad_nan_causality) one.probe = Probe::plain;
-        if (!run_and_check(a, one, check::compute_reference(one.p)).kind.empty()) return v;  // wrong on its own
+        if (!run_and_check(a, one, engine::compute_reference(one.p)).kind.empty()) return v;  // wrong on its own
       }
       v.kind = "varlen";
       v.message = "every packed sequence passes alone, the packed batch fails: " + v.message;
@@ -571,12 +571,12 @@ class Campaign {
     f.shrunk = cur.describe();
     f.needs = features_of(cur);
     f.rules = v.rules, f.tensor = v.tensor;
-    f.precision = check::to_string(a_.supports().precision_for(cur.p.dtype));
-    f.form_class = check::to_string(a_.supports().form_class);
+    f.precision = engine::to_string(a_.supports().precision_for(cur.p.dtype));
+    f.form_class = engine::to_string(a_.supports().form_class);
     Group& g = group_of(f);
     if (g.examples.size() < o_.examples_per_group) {
       // With gradients: the upstream with its non-finite entries as 0 (a fixture's upstream is finite).
-      check::Reference ref = check::compute_reference(cur.p);
+      engine::Reference ref = engine::compute_reference(cur.p);
       if (cur.grad) ref = with_gradients(cur, std::move(ref), false);
       const io::Fixture fx =
           check::make_fixture(cur.p, ref, {"fuzz", f.kind + ": " + f.shrunk, gen::derive_seed(o_.seed, i), cur.exact_tier});

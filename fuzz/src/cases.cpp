@@ -231,8 +231,8 @@ FuzzCase make_case(const Supports& s, uint64_t seed) {
   draw_packing(p, s, r);
   p.resize_buffers();
   gen::fill(p, c.dist, r);
-  const check::Precision prec = s.precision_for(p.dtype);
-  c.exact_tier = c.dist == gen::Dist::small_int && (prec == check::Precision::f32 || prec == check::Precision::f64) &&
+  const engine::Precision prec = s.precision_for(p.dtype);
+  c.exact_tier = c.dist == gen::Dist::small_int && (prec == engine::Precision::f32 || prec == engine::Precision::f64) &&
                  (p.dtype == DType::f32 || p.dtype == DType::f64) && gen::qualifies_exact_tier(p);
   draw_probe(c, s, r);
   return c;

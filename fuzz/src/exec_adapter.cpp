@@ -84,10 +84,10 @@ class ExecAdapter final : public Adapter {
   const Supports& supports() const override { return s_; }
   void allow_startup() override { startup_.allow(); }
 
-  RunResult run(const BatchProblem& p, const check::Reference* ref, const std::vector<double>* state_in, bool want_state) override {
+  RunResult run(const BatchProblem& p, const engine::Reference* ref, const std::vector<double>* state_in, bool want_state) override {
     const fs::path in = dir_ / "problem.safetensors", out = dir_ / "candidate.safetensors", log = dir_ / "candidate.log";
     const fs::path sin = dir_ / "state_in.safetensors", sout = dir_ / "state_out.safetensors";
-    const io::Fixture f = check::make_fixture(p, ref ? *ref : check::compute_reference(p), {"fuzz", "case", 0, false});
+    const io::Fixture f = check::make_fixture(p, ref ? *ref : engine::compute_reference(p), {"fuzz", "case", 0, false});
     io::write_fixture(in, f);
     fs::remove(out);
     fs::remove(sout);

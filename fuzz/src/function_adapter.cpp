@@ -18,7 +18,7 @@ class FunctionAdapter final : public Adapter {
     s_.validate();
   }
   const Supports& supports() const override { return s_; }
-  RunResult run(const BatchProblem& p, const check::Reference*, const std::vector<double>* state_in, bool want_state) override {
+  RunResult run(const BatchProblem& p, const engine::Reference*, const std::vector<double>* state_in, bool want_state) override {
     RunResult r = guarded([&] { return f_(p, state_in, want_state); });
     if (r.status != RunResult::Status::ok) return r;
     // The shapes check() and the state probe rely on.

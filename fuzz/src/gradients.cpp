@@ -50,23 +50,23 @@ void draw_upstream(FuzzCase& c, const Supports& s, gen::Rng& r) {
   c.exact_tier = false;
 }
 
-check::Reference with_gradients(const FuzzCase& c, check::Reference ref, bool hide) {
+engine::Reference with_gradients(const FuzzCase& c, engine::Reference ref, bool hide) {
   const BatchProblem& p = c.p;
   std::vector<double> dout = c.dout, dden = c.dden;
   for (auto* x : {&dout, &dden})
     for (double& e : *x)
       if (!std::isfinite(e)) e = 0;
-  ref.grad = check::compute_gradient_reference(p, ref, dout, dden);
+  ref.grad = engine::compute_gradient_reference(p, ref, dout, dden);
   if (hide) fuzz::hide_reach(c, ref);
   return ref;
 }
 
-void hide_reach(const FuzzCase& c, check::Reference& ref) {
+void hide_reach(const FuzzCase& c, engine::Reference& ref) {
   const BatchProblem& p = c.p;
   // SPEC §9: o_t depends on tokens ≤ t of its sequence (every token of it
   // unmasked), so upstream at (b, h, j) reaches dq of (b, h) and dk, dv of
   // (b, h's kv head) at those tokens only.
-  check::GradientReference& g = *ref.grad;
+  engine::GradientReference& g = *ref.grad;
   const Index group = p.heads / p.kv_heads;
   auto hide = [&](std::vector<double>& x, Index heads, Index head, Index b, Index t, Index cols) {
     for (Index col = 0; col < cols; ++col) x[at(((b * heads + head) * p.n + t) * cols + col)] = NAN;

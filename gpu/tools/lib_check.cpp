@@ -92,9 +92,9 @@ int main(int argc, char** argv) {
     return 2;
   }
   const hla_impl_info& in = *lib.info();
-  const check::PrecisionMap declared = [&] {
-    check::PrecisionMap m = check::parse_precision_map(in.precision_by_dtype ? in.precision_by_dtype : "");
-    if (!m.all) m.all = check::parse_precision(in.precision ? in.precision : "f32");
+  const engine::PrecisionMap declared = [&] {
+    engine::PrecisionMap m = engine::parse_precision_map(in.precision_by_dtype ? in.precision_by_dtype : "");
+    if (!m.all) m.all = engine::parse_precision(in.precision ? in.precision : "f32");
     return m;
   }();
   std::cout << "hla_lib_check: " << (in.name ? in.name : lib_path) << ", precision " << declared.str() << "\n";
@@ -109,7 +109,7 @@ int main(int argc, char** argv) {
       // Exact tier (bit equality) holds for f32 and f64 arithmetic only: as the fuzzer does, demand it
       // only of a library declaring one of them for this dtype (check_fixture would demand it of any).
       const auto prec = declared.of(f.problem.dtype);
-      if (f.exact_tier && !(prec == check::Precision::f32 || prec == check::Precision::f64)) f.exact_tier = false;
+      if (f.exact_tier && !(prec == engine::Precision::f32 || prec == engine::Precision::f64)) f.exact_tier = false;
       const BatchProblem& p = f.problem;
       if (std::string why = outside(in, p); !why.empty()) {
         ++skipped, ++skip_reasons[why];
@@ -159,7 +159,7 @@ int main(int argc, char** argv) {
         io::write_candidate(std::filesystem::path(cand_dir) / (std::filesystem::path(path).stem().string() + ".candidate.safetensors"), c, f);
       check::CheckOptions opt;
       opt.precision = declared.of(p.dtype);
-      opt.form_class = check::form_class_from_code(in.form_class);
+      opt.form_class = engine::form_class_from_code(in.form_class);
       const check::Report r = check::check_fixture(f, c, opt);
       const std::string var = to_string(p.opt.variant);
       if (r.pass) {

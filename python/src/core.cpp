@@ -1,5 +1,5 @@
 // hla_oracle._core: the Python package's bindings to the C++ core. Thin: every
-// computation is the library's (io::problem_from_tensors, check::compute_reference,
+// computation is the library's (io::problem_from_tensors, engine::compute_reference,
 // check::check, io fixtures and candidates, the fuzzer's campaign); this file
 // only converts arguments and results. The Python side (hla_oracle/__init__.py)
 // turns numpy arrays, torch tensors and anything with __array__ / DLPack into
@@ -87,7 +87,7 @@ std::vector<size_t> den_dims(const BatchProblem& p) {
 namespace {
 
 // The reference with its magnitudes and flags, as numpy arrays in [B,H,T,·].
-nb::dict reference_dict(const BatchProblem& p, check::Reference&& r) {
+nb::dict reference_dict(const BatchProblem& p, engine::Reference&& r) {
   nb::dict d;
   const auto od = out_dims(p), dd = den_dims(p);
   const bool normalized = p.opt.normalize;
@@ -116,20 +116,20 @@ nb::dict reference_dict(const BatchProblem& p, check::Reference&& r) {
 nb::dict reference(const std::map<std::string, TensorArg>& tensors, const std::map<std::string, std::string>& options,
                    const std::string& layout, int threads) {
   const BatchProblem p = problem_of(tensors, options, layout);
-  check::ReferenceOptions ro;
+  engine::ReferenceOptions ro;
   ro.threads = threads;
-  check::Reference r;
+  engine::Reference r;
   {
     nb::gil_scoped_release unlocked;
-    r = check::compute_reference(p, ro);
+    r = engine::compute_reference(p, ro);
   }
   return reference_dict(p, std::move(r));
 }
 
 check::CheckOptions check_options(const BatchProblem& p, const std::string& precision, const std::string& form_class, size_t worst) {
   check::CheckOptions opt;
-  if (!precision.empty()) opt.precision = check::parse_precision_map(precision).of(p.dtype);
-  opt.form_class = check::parse_form_class(form_class);
+  if (!precision.empty()) opt.precision = engine::parse_precision_map(precision).of(p.dtype);
+  opt.form_class = engine::parse_form_class(form_class);
   opt.interface = check::Interface::python;
   opt.worst = worst;
   return opt;
@@ -218,8 +218,8 @@ std::optional<io::Upstream> upstream_of(const BatchProblem& p, const std::map<st
 }
 
 // check::outputs_of(const io::Candidate&), moving the values instead of copying them.
-check::CandidateOutputs outputs_moved(io::Candidate&& c) {
-  check::CandidateOutputs o;
+engine::CandidateOutputs outputs_moved(io::Candidate&& c) {
+  engine::CandidateOutputs o;
   o.out = std::move(c.out), o.out_dtype = c.out_dtype;
   if (c.den) o.den = std::move(*c.den), o.den_dtype = c.den_dtype;
   if (c.dq) o.dq = std::move(*c.dq), o.dq_dtype = c.dq_dtype;
@@ -237,7 +237,7 @@ ReportTuple check_arrays(const std::map<std::string, TensorArg>& tensors,
                                                  Index exact_max_n) {
   const BatchProblem p = problem_of(tensors, options, layout);
   const io::Layout l = io::parse_layout(layout);
-  const check::CandidateOutputs c = outputs_moved(candidate_of(p, out, den, grads, l));
+  const engine::CandidateOutputs c = outputs_moved(candidate_of(p, out, den, grads, l));
   std::optional<io::Upstream> up = upstream_of(p, grads, l);
   check::CheckOptions opt = check_options(p, precision, form_class, worst);
   opt.exact_tier = exact_tier;
@@ -245,11 +245,11 @@ ReportTuple check_arrays(const std::map<std::string, TensorArg>& tensors,
   check::Report r;
   {
     nb::gil_scoped_release unlocked;
-    check::Reference ref = check::compute_reference(p, exact_max_n);
+    engine::Reference ref = engine::compute_reference(p, exact_max_n);
     if (!up) {
       r = check::check(p, ref, c, opt);
     } else {  // the reference with its gradients for the upstream (SPEC §9)
-      ref.grad = check::compute_gradient_reference(p, ref, std::move(up->dout), std::move(up->dden));
+      ref.grad = engine::compute_gradient_reference(p, ref, std::move(up->dout), std::move(up->dden));
       r = check::check(p, ref, c, opt);
     }
   }
@@ -377,11 +377,11 @@ NB_MODULE(_core, m) {
     return names;
   });
 
-  m.attr("EXACT_MAX_N") = hla::check::kExactMaxN;  // the one exact-reference threshold (check/reference.hpp)
+  m.attr("EXACT_MAX_N") = hla::engine::kExactMaxN;  // the one exact-reference threshold (engine/include/hla/engine/reference.hpp)
   m.def("reference", &reference, nb::arg("tensors"), nb::arg("options"), nb::arg("layout"), nb::arg("threads") = 0);
   m.def("check", &check_arrays, nb::arg("tensors"), nb::arg("options"), nb::arg("layout"), nb::arg("out"), nb::arg("den").none(),
         nb::arg("precision"), nb::arg("form_class"), nb::arg("exact_tier"), nb::arg("worst"), nb::arg("dump"),
-        nb::arg("grads") = std::map<std::string, TensorArg>{}, nb::arg("exact_max_n") = hla::check::kExactMaxN);
+        nb::arg("grads") = std::map<std::string, TensorArg>{}, nb::arg("exact_max_n") = hla::engine::kExactMaxN);
 
   nb::class_<NativeReport>(m, "NativeReport")
       .def("html", [](const NativeReport& r) { return r.report.html(r.title); })

@@ -210,9 +210,9 @@ fuzz::Supports supports_of(const nb::dict& d) {
   s.n_multiple = nb::cast<Index>(get("n_multiple"));
   if (!s.d_values.empty()) s.max_d = *std::max_element(s.d_values.begin(), s.d_values.end());
   if (!s.dv_values.empty()) s.max_dv = *std::max_element(s.dv_values.begin(), s.dv_values.end());
-  s.precision = check::parse_precision_map(nb::cast<std::string>(get("precision")));
+  s.precision = engine::parse_precision_map(nb::cast<std::string>(get("precision")));
   if (s.precision.empty()) throw InputError("precision must name a compute precision (e.g. f32, or bf16=f32,f32=f32)");
-  s.form_class = check::parse_form_class(nb::cast<std::string>(get("form_class")));
+  s.form_class = engine::parse_form_class(nb::cast<std::string>(get("form_class")));
   s.interface = check::Interface::python;
   s.validate();
   return s;
@@ -287,7 +287,7 @@ std::vector<std::string> outside(const nb::dict& support, const std::vector<std:
 void add_fuzz(nb::module_& m) {
   m.def("fuzz", &fuzz_callable, nb::arg("run_case"), nb::arg("support"), nb::arg("seed"), nb::arg("max_cases"), nb::arg("seconds"),
         nb::arg("findings"), nb::arg("shrink_attempts"), nb::arg("stop_after"), nb::arg("progress"), nb::arg("shard") = 0,
-        nb::arg("shards") = 1, nb::arg("exact_max_n") = hla::check::kExactMaxN, nb::arg("run_backward_case").none() = nb::none(),
+        nb::arg("shards") = 1, nb::arg("exact_max_n") = hla::engine::kExactMaxN, nb::arg("run_backward_case").none() = nb::none(),
         nb::arg("log").none() = nb::none(), nb::arg("examples_per_group") = 3);
   m.def("outside", &outside, nb::arg("support"), nb::arg("paths"));
   m.def("validate_support", [](const nb::dict& d) { supports_of(d); });

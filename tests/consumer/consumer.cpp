@@ -4,7 +4,7 @@
 // Exit 0 only when the correct one PASSes and the corrupted one FAILs, and the
 // correct function fuzzes clean and the broken one does not.
 #include "hla/check/check.hpp"
-#include "hla/check/reference.hpp"
+#include "hla/engine/reference.hpp"
 #include "hla_impl.h"
 
 #include <algorithm>
@@ -26,16 +26,15 @@ int main(int argc, char** argv) try {
   for (size_t i = 0; i < p.k.size(); ++i) p.k[i] = static_cast<double>(static_cast<int>(i * 3 % 7) - 3) / 8;
   for (size_t i = 0; i < p.v.size(); ++i) p.v[i] = static_cast<double>(static_cast<int>(i * 7 % 9) - 4) / 8;
 
-  const hla::check::Reference ref = hla::check::compute_reference(p);
-  const hla::check::CheckOptions opt{.precision = hla::check::Precision::f32};
+  const hla::engine::Reference ref = hla::engine::compute_reference(p);
+  const hla::check::CheckOptions opt{.precision = hla::engine::Precision::f32};
 
   // A correct candidate: our streaming form evaluated in float, written as f32.
-  const hla::check::CandidateOutputs good =
-      hla::check::ours(p, hla::check::Precision::f32, hla::Form::streaming, 64, hla::DType::f32);
+  const hla::engine::CandidateOutputs good = hla::engine::ours(p, hla::engine::Precision::f32, hla::Form::streaming, 64, hla::DType::f32);
   const hla::check::Report r_good = hla::check::check(p, ref, good, opt);
 
   // The same outputs with one element off by 1% of its magnitude (at least 1/64).
-  hla::check::CandidateOutputs bad = good;
+  hla::engine::CandidateOutputs bad = good;
   const size_t e = p.out_index(0, 1, 17, 2);
   bad.out[e] = static_cast<float>(bad.out[e] + std::max(0.01 * ref.mag_num[e], 1.0 / 64));
   const hla::check::Report r_bad = hla::check::check(p, ref, bad, opt);

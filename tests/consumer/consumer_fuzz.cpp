@@ -18,7 +18,7 @@ std::unique_ptr<hla::fuzz::Adapter> la1(bool broken) {
   s.max_n = 24, s.max_d = 4, s.max_dv = 4;
   return hla::fuzz::make_function_adapter(s, [broken](const hla::BatchProblem& p, const std::vector<double>*, bool) {
     hla::fuzz::RunResult r;
-    r.out = hla::check::ours(p, hla::check::Precision::f32, hla::Form::streaming, 64, hla::DType::f32);
+    r.out = hla::engine::ours(p, hla::engine::Precision::f32, hla::Form::streaming, 64, hla::DType::f32);
     if (broken && !r.out.out.empty()) r.out.out.back() = static_cast<float>(r.out.out.back() * 1.25 + 1);
     return r;
   });

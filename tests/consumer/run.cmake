@@ -22,8 +22,8 @@ if(CONFIG)
   list(APPEND config_args --config "${CONFIG}")
 endif()
 step("install into ${prefix}" "${CMAKE_COMMAND}" --install "${BUILD_DIR}" --prefix "${prefix}" ${config_args})
-foreach(f ${LIBDIR}/libhla_reference.a ${LIBDIR}/libhla_io.a ${LIBDIR}/libhla_check.a ${INCLUDEDIR}/hla_impl.h
-          ${INCLUDEDIR}/hla/check/check.hpp ${INCLUDEDIR}/hla/io/fixture.hpp
+foreach(f ${LIBDIR}/libhla_reference.a ${LIBDIR}/libhla_io.a ${LIBDIR}/libhla_engine.a ${LIBDIR}/libhla_check.a
+          ${INCLUDEDIR}/hla_impl.h ${INCLUDEDIR}/hla/check/check.hpp ${INCLUDEDIR}/hla/engine/reference.hpp ${INCLUDEDIR}/hla/io/fixture.hpp
           ${INCLUDEDIR}/hla/fuzz/campaign.hpp ${INCLUDEDIR}/hla/gen/suite.hpp ${LIBDIR}/libhla_fuzz.a ${LIBDIR}/libhla_gen.a ${INCLUDEDIR}/hla/ops/hla2.hpp ${BINDIR}/hla
           ${LIBDIR}/cmake/hla_oracle/hla_oracleConfig.cmake ${LIBDIR}/cmake/hla_oracle/hla_oracleConfigVersion.cmake)
   if(NOT EXISTS "${prefix}/${f}")

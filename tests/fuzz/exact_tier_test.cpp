@@ -12,25 +12,25 @@ namespace hla {
 namespace {
 
 // The exact reference rounded to f32: what an exact-tier kernel must write.
-check::CandidateOutputs rounded(const check::Reference& ref) {
-  check::CandidateOutputs c{ref.out, ref.den, DType::f32, DType::f32};
+engine::CandidateOutputs rounded(const engine::Reference& ref) {
+  engine::CandidateOutputs c{ref.out, ref.den, DType::f32, DType::f32};
   for (double& x : c.out) x = round_to(DType::f32, x);
   for (double& x : c.den) x = round_to(DType::f32, x);
   return c;
 }
 
 void require_exact(const BatchProblem& p, const std::string& what) {
-  const check::Reference ref = check::compute_reference(p);
+  const engine::Reference ref = engine::compute_reference(p);
   INFO(what);
   REQUIRE(ref.bits == 0);
-  const check::Report r = check::check(p, ref, rounded(ref), {.precision = check::Precision::f32, .exact_tier = true});
+  const check::Report r = check::check(p, ref, rounded(ref), {.precision = engine::Precision::f32, .exact_tier = true});
   INFO(r.text());
   CHECK(r.pass);
   CHECK(r.exact_mismatches == 0);
   // And our own f32 forms, in their own orders, are exact too.
   for (Form f : {Form::streaming, Form::naive}) {
-    const check::Report o = check::check(p, ref, check::ours(p, check::Precision::f32, f, 16, DType::f32),
-                                         {.precision = check::Precision::f32, .exact_tier = true});
+    const check::Report o = check::check(p, ref, engine::ours(p, engine::Precision::f32, f, 16, DType::f32),
+                                         {.precision = engine::Precision::f32, .exact_tier = true});
     INFO(to_string(f) << "\n" << o.text());
     CHECK(o.exact_mismatches == 0);
   }

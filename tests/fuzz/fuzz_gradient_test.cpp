@@ -44,7 +44,7 @@ fuzz::Supports backward_supports() {
   s.features = HLA_FEAT_NORMALIZE | HLA_FEAT_DECAY | HLA_FEAT_SCALE | HLA_FEAT_GQA | HLA_FEAT_VARLEN | HLA_FEAT_DEN |
                HLA_FEAT_BACKWARD;
   s.max_n = 64;
-  s.precision = check::PrecisionMap{check::Precision::f64, {}};
+  s.precision = engine::PrecisionMap{engine::Precision::f64, {}};
   return s;
 }
 
@@ -53,14 +53,14 @@ class Grads : public fuzz::Adapter {
  public:
   explicit Grads(Bug bug, fuzz::Supports s = backward_supports()) : bug_(bug), s_(std::move(s)) {}
   const fuzz::Supports& supports() const override { return s_; }
-  fuzz::RunResult run(const BatchProblem& p, const check::Reference*, const std::vector<double>*, bool) override {
+  fuzz::RunResult run(const BatchProblem& p, const engine::Reference*, const std::vector<double>*, bool) override {
     fuzz::RunResult r;
-    r.out = check::ours(p, check::Precision::f64, Form::streaming, 64, DType::f64);
+    r.out = engine::ours(p, engine::Precision::f64, Form::streaming, 64, DType::f64);
     return r;
   }
   fuzz::RunResult run_backward(const BatchProblem& p, const std::vector<double>& dout, const std::vector<double>& dden) override {
     fuzz::RunResult r;
-    check::ours_gradients(p, dout, dden, BackwardForm::streaming, 16, DType::f64, r.out);
+    engine::ours_gradients(p, dout, dden, BackwardForm::streaming, 16, DType::f64, r.out);
     bool finite = true;
     for (const auto* x : {&dout, &dden})
       for (double e : *x) finite = finite && std::isfinite(e);
@@ -153,7 +153,7 @@ TEST_CASE("judge: gradient findings, our backward passes", "[fuzz][grad]") {
   expect(honest, c, "");
   expect(leak, c, "gradient_nan_causality", "grad_nonfinite,grad_bound");  // a non-finite element also scores inf
   // The rule hides exactly the reachable rows: dq of head 0 and rows 3.. stay judged.
-  const check::Reference ref = fuzz::with_gradients(c, check::compute_reference(c.p), true);
+  const engine::Reference ref = fuzz::with_gradients(c, engine::compute_reference(c.p), true);
   for (Index t = 0; t < c.p.n; ++t) {
     CHECK(std::isnan(ref.grad->dq[c.p.q_index(0, 1, t, 0)]) == (t <= 2));
     CHECK(std::isfinite(ref.grad->dq[c.p.q_index(0, 0, t, 0)]));
@@ -260,7 +260,7 @@ TEST_CASE("campaign: a gradient finding shrinks, and its fixture fails check_fix
   const io::Fixture fx = io::read_fixture(f.fixture);
   CHECK(fx.gradients);
   check::CheckOptions opt;
-  opt.precision = check::Precision::f64;
+  opt.precision = engine::Precision::f64;
   opt.require_gradients = true;
   const check::Report r = check::check_fixture(fx, io::read_candidate(f.candidate, fx), opt);
   CHECK_FALSE(r.pass);
@@ -280,13 +280,13 @@ TEST_CASE("function adapter: a backward function is judged, its shapes checked",
   s.features &= ~HLA_FEAT_BACKWARD;  // the backward function declares it
   auto forward = [](const BatchProblem& p, const std::vector<double>*, bool) {
     fuzz::RunResult r;
-    r.out = check::ours(p, check::Precision::f64, Form::streaming, 64, DType::f64);
+    r.out = engine::ours(p, engine::Precision::f64, Form::streaming, 64, DType::f64);
     return r;
   };
   auto backward = [](double dk_shift, bool drop_row) {
     return [=](const BatchProblem& p, const std::vector<double>& dout, const std::vector<double>& dden) {
       fuzz::RunResult r;
-      check::ours_gradients(p, dout, dden, BackwardForm::streaming, 16, DType::f64, r.out);
+      engine::ours_gradients(p, dout, dden, BackwardForm::streaming, 16, DType::f64, r.out);
       for (double& e : r.out.dk) e += dk_shift * (1 + std::fabs(e));
       if (drop_row) r.out.dv.resize(r.out.dv.size() - static_cast<size_t>(p.dv));
       return r;
@@ -313,7 +313,7 @@ TEST_CASE("campaign: gradients returned with the forward are judged without a ba
   class WithForward : public Grads {
    public:
     WithForward() : Grads(Bug::none) {}
-    fuzz::RunResult run(const BatchProblem& p, const check::Reference* ref, const std::vector<double>* s, bool w) override {
+    fuzz::RunResult run(const BatchProblem& p, const engine::Reference* ref, const std::vector<double>* s, bool w) override {
       fuzz::RunResult r = Grads::run(p, ref, s, w);
       REQUIRE(ref);
       REQUIRE(ref->grad);  // the reference handed over carries the upstream

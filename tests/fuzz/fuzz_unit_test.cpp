@@ -54,7 +54,7 @@ fuzz::Supports all_supports() {
   s.features = HLA_FEAT_UNMASKED | HLA_FEAT_NORMALIZE | HLA_FEAT_CLAMP | HLA_FEAT_DECAY | HLA_FEAT_RIDGE | HLA_FEAT_SCALE |
                HLA_FEAT_GQA | HLA_FEAT_VARLEN | HLA_FEAT_STATE | HLA_FEAT_DEN;
   s.max_n = 300;
-  s.precision = check::PrecisionMap{check::Precision::f64, {}};
+  s.precision = engine::PrecisionMap{engine::Precision::f64, {}};
   return s;
 }
 
@@ -66,7 +66,7 @@ class Ours : public fuzz::Adapter {
   const fuzz::Supports& supports() const override { return s_; }
   std::vector<BatchProblem> calls;
 
-  fuzz::RunResult run(const BatchProblem& p, const check::Reference*, const std::vector<double>* state_in, bool want_state) override {
+  fuzz::RunResult run(const BatchProblem& p, const engine::Reference*, const std::vector<double>* state_in, bool want_state) override {
     calls.push_back(p);
     BatchProblem x = p;
     Index before = 0;
@@ -76,7 +76,7 @@ class Ours : public fuzz::Adapter {
     }
     if (bug_ == Bug::varlen_leak) x.offsets.clear();
     if (bug_ == Bug::decay_only) x.opt.gamma = x.opt.gamma * x.opt.gamma;
-    const check::CandidateOutputs all = check::ours(x, check::Precision::f64, Form::streaming, 64, DType::f64);
+    const engine::CandidateOutputs all = engine::ours(x, engine::Precision::f64, Form::streaming, 64, DType::f64);
     fuzz::RunResult r;
     r.out = drop_first(p, all, before, x.n);
     if (!s_.has(HLA_FEAT_DEN)) r.out.den.clear();
@@ -86,7 +86,7 @@ class Ours : public fuzz::Adapter {
   }
 
  private:
-  void plant(const BatchProblem& p, check::CandidateOutputs& o) const {
+  void plant(const BatchProblem& p, engine::CandidateOutputs& o) const {
     switch (bug_) {
       case Bug::second_token:
         if (p.n >= 2)
@@ -110,7 +110,7 @@ class Ours : public fuzz::Adapter {
         if (!o.out.empty()) o.out.back() = std::nextafter(o.out.back(), INFINITY);
         break;
       case Bug::fixed_error: {
-        const check::Reference ref = check::compute_reference(p);
+        const engine::Reference ref = engine::compute_reference(p);
         for (size_t i = 0; i < o.out.size(); ++i) o.out[i] = ref.out[i] + 40 * std::ldexp(1.0, -53) * ref.mag_num[i];
         o.den.clear();
         break;
@@ -149,9 +149,9 @@ class Ours : public fuzz::Adapter {
     return x;
   }
   // Rows [before, n) of every head, as p's outputs.
-  static check::CandidateOutputs drop_first(const BatchProblem& p, const check::CandidateOutputs& all, Index before, Index n) {
-    check::CandidateOutputs o{std::vector<double>(static_cast<size_t>(p.batch * p.heads * p.n * p.dv)),
-                              std::vector<double>(static_cast<size_t>(p.batch * p.heads * p.n)), DType::f64, DType::f64};
+  static engine::CandidateOutputs drop_first(const BatchProblem& p, const engine::CandidateOutputs& all, Index before, Index n) {
+    engine::CandidateOutputs o{std::vector<double>(static_cast<size_t>(p.batch * p.heads * p.n * p.dv)),
+                               std::vector<double>(static_cast<size_t>(p.batch * p.heads * p.n)), DType::f64, DType::f64};
     for (Index b = 0; b < p.batch; ++b)
       for (Index h = 0; h < p.heads; ++h)
         for (Index t = 0; t < p.n; ++t) {
@@ -634,7 +634,7 @@ TEST_CASE("campaign: inconclusive cases are counted, not reported", "[fuzz][camp
   // short sequences of small values) is the underflow regime, not scored.
   fuzz::Supports s = all_supports();
   s.features &= ~HLA_FEAT_STATE;
-  s.precision = check::PrecisionMap{check::Precision::f16, {}};
+  s.precision = engine::PrecisionMap{engine::Precision::f16, {}};
   s.max_n = 40;
   const uint64_t seed = 3;
   const size_t cases = 150;

@@ -37,7 +37,7 @@ fuzz::Supports paper_supports() {
   s.dtypes = {DType::f32};
   s.features = 0;  // masked, γ = 1, no normalization: the paper state is all there is
   s.max_n = 40, s.max_d = 4, s.max_dv = 4;
-  s.precision = check::PrecisionMap{check::Precision::f32, {}};
+  s.precision = engine::PrecisionMap{engine::Precision::f32, {}};
   return s;
 }
 
@@ -45,10 +45,10 @@ fuzz::Supports paper_supports() {
 std::unique_ptr<fuzz::Adapter> paper_state(std::function<bool(Index)> planted) {
   return fuzz::make_function_adapter(paper_supports(), [planted](const BatchProblem& p, const std::vector<double>*, bool) {
     fuzz::RunResult r;
-    r.out = check::ours(p, check::Precision::f32, Form::streaming_paper_state, 64, DType::f32);
+    r.out = engine::ours(p, engine::Precision::f32, Form::streaming_paper_state, 64, DType::f32);
     r.out.den.clear();
     if (planted(p.n)) {
-      const check::Reference ref = check::compute_reference(p);
+      const engine::Reference ref = engine::compute_reference(p);
       for (size_t i = 0; i < r.out.out.size(); ++i) r.out.out[i] = round_to(DType::f32, r.out.out[i] + std::max(1.0, ref.mag_num_sd[i]));
     }
     return r;

@@ -1,6 +1,6 @@
 // Rule 2 of the pass rule (docs/pass-rule.md), attacked directly (issue 37,
 // item 1): every element's score |cand − ref| / (u·M) stays ≤ K + 1, with
-// K = check::depth_bound(opt, n, d, class) of the evaluation class the
+// K = engine::depth_bound(opt, n, d, class) of the evaluation class the
 // candidate's summation order belongs to (SPEC §7).
 //
 // The candidates here are honest literal evaluations of the SPEC §2 sums,
@@ -27,8 +27,8 @@
 // (the seed and the line are printed at the start of every property).
 #include "harness.hpp"
 
-#include "hla/check/precision.hpp"
-#include "hla/check/reference.hpp"
+#include "hla/engine/precision.hpp"
+#include "hla/engine/reference.hpp"
 #include "hla/evaluate.hpp"
 
 #include <catch2/catch.hpp>
@@ -48,7 +48,7 @@
 #include <vector>
 
 using namespace hla;
-using hla::check::FormClass;
+using hla::engine::FormClass;
 
 namespace {
 
@@ -136,12 +136,12 @@ int32_t min_index(const Idx& x, int levels) {
 // ---------------------------------------------------------------- one precision
 
 // The compute precision of a scalar, which sets u (f64 2^-53, f32 2^-24, bf16 2^-8).
-template <class S> constexpr check::Precision precision_of_scalar();
-template <> constexpr check::Precision precision_of_scalar<double>() { return check::Precision::f64; }
-template <> constexpr check::Precision precision_of_scalar<float>() { return check::Precision::f32; }
-template <> constexpr check::Precision precision_of_scalar<bf16>() { return check::Precision::bf16; }
-template <class S> double unit_roundoff_of() { return check::unit_roundoff(precision_of_scalar<S>()); }
-template <class S> std::string precision_name() { return check::to_string(precision_of_scalar<S>()); }
+template <class S> constexpr engine::Precision precision_of_scalar();
+template <> constexpr engine::Precision precision_of_scalar<double>() { return engine::Precision::f64; }
+template <> constexpr engine::Precision precision_of_scalar<float>() { return engine::Precision::f32; }
+template <> constexpr engine::Precision precision_of_scalar<bf16>() { return engine::Precision::bf16; }
+template <class S> double unit_roundoff_of() { return engine::unit_roundoff(precision_of_scalar<S>()); }
+template <class S> std::string precision_name() { return engine::to_string(precision_of_scalar<S>()); }
 
 // Rounds a double to S (exp, log and pow results are computed in double).
 template <class S> S rd(double x) { return static_cast<S>(x); }
@@ -449,7 +449,7 @@ template <class S> void attack(const Case& c, const Exact& e, std::mt19937_64& r
     levels.push_back({1 + static_cast<size_t>(rng() % static_cast<uint64_t>(c.n)), static_cast<int>(rng() % 3), rng()});
   const FormClass classes[3] = {FormClass::flat(0), FormClass::flat(W), FormClass::masked};
   double K1[3];
-  for (int a = 0; a < 3; ++a) K1[a] = check::depth_bound(c.opt, c.n, c.d, classes[a]) + 1;
+  for (int a = 0; a < 3; ++a) K1[a] = engine::depth_bound(c.opt, c.n, c.d, classes[a]) + 1;
 
   std::vector<Idx> idx;
   std::vector<S> val, shuffled;
@@ -495,7 +495,7 @@ template <class S> void attack(const Case& c, const Exact& e, std::mt19937_64& r
         Worst& w = table.w[a][precision_slot<S>()];
         std::ostringstream where;
         if (ratio > w.ratio || ratio > 1) {
-          where << order_name(o) << " (" << check::to_string(classes[a]) << ") t=" << t
+          where << order_name(o) << " (" << engine::to_string(classes[a]) << ") t=" << t
                 << (col == c.dv ? " den" : " col=" + std::to_string(col)) << " | " << c.describe();
         }
         if (ratio > w.ratio) w = {score, K1[a], ratio, where.str()};
@@ -682,8 +682,8 @@ TEST_CASE("bound attack: hla2 flat f32 sum on a repeated token exceeds the maske
     for (const Token tok : {Token{seven_tenths, seven_tenths, seven_tenths}, Token{13, 1, 30}}) {
       const Case c = repeated_token(Variant::hla2, n, tok.q, tok.k, tok.v);
       const double score = flat_natural_worst<float>(c);
-      const double masked = check::depth_bound(c.opt, n, 1, FormClass::masked) + 1;
-      const double flat = check::depth_bound(c.opt, n, 1, FormClass::flat()) + 1;
+      const double masked = engine::depth_bound(c.opt, n, 1, FormClass::masked) + 1;
+      const double flat = engine::depth_bound(c.opt, n, 1, FormClass::flat()) + 1;
       std::cout << "  n=" << n << " " << c.tokens << ": f32 flat score " << score << ", masked K+1 " << masked << ", flat K+1 " << flat
                 << std::endl;
       INFO(c.describe() << ": f32 flat sum, worst score " << score << "; masked K+1 = " << masked << ", flat K+1 = " << flat);
@@ -712,7 +712,7 @@ TEST_CASE("bound attack: the flat K is within 4.5x of the worst flat f32 score o
     if (score > worst) worst = score, where = c.tokens;
   }
   Options opt;  // hla2, masked, γ = 1
-  const double flat = check::depth_bound(opt, n, 1, FormClass::flat()) + 1;
+  const double flat = engine::depth_bound(opt, n, 1, FormClass::flat()) + 1;
   std::cout << "  flat K+1 = " << flat << ", worst f32 flat score " << worst << " (" << where << "): ratio " << flat / worst << std::endl;
   INFO("flat K+1 = " << flat << ", worst score " << worst << " (" << where << ")");
   CHECK(worst <= flat);

@@ -13,6 +13,7 @@
 
 using namespace hla;
 using namespace hla::check;
+using namespace hla::engine;
 
 namespace {
 
@@ -46,10 +47,10 @@ TEST_CASE("check: every form of ours passes in f64 and f32, judged in its class"
       for (Form f : forms_of(v)) {
         const FormClass cls = subtracts_partial_sums(p.opt, f) ? FormClass::state_difference : FormClass::masked;
         INFO(to_string(v) << " " << to_string(f) << " normalize=" << normalize << " class " << to_string(cls));
-        const Report r64 = check::check(p, ref, check::ours(p, Precision::f64, f, 16, DType::f64), {.form_class = cls});
+        const Report r64 = check::check(p, ref, engine::ours(p, Precision::f64, f, 16, DType::f64), {.form_class = cls});
         INFO(r64.text());
         CHECK(r64.pass);
-        const Report r32 = check::check(p, ref, check::ours(p, Precision::f32, f, 16, DType::f32), {.form_class = cls});
+        const Report r32 = check::check(p, ref, engine::ours(p, Precision::f32, f, 16, DType::f32), {.form_class = cls});
         INFO(r32.text());
         CHECK(r32.pass);
       }
@@ -88,7 +89,7 @@ TEST_CASE("check: lower precision than declared fails the a priori bound and the
   // declared f32: its errors are ~2^13 f32 units, beyond both numeric rules.
   // (Rule 3 deciding alone: check_rules.cpp.)
   const auto p = gaussian(Variant::hla2, 64, 8, 13, DType::f16);
-  const auto cand = check::ours(p, Precision::f16, Form::streaming, 16, DType::f32);
+  const auto cand = engine::ours(p, Precision::f16, Form::streaming, 16, DType::f32);
   const Report bad = check::check(p, cand, {.precision = Precision::f32});
   INFO(bad.text());
   CHECK_FALSE(bad.pass);
@@ -137,7 +138,7 @@ TEST_CASE("check: exact tier demands bit equality", "[check][exact]") {
   REQUIRE(ref.bits == 0);  // exact rationals
   // Small integers and γ = 1: every term and partial sum is an integer below
   // the unmasked magnitude < 2^24, so float is exact in any order.
-  const auto f32 = check::ours(p, Precision::f32, Form::chunked_matmul, 16, DType::f32);
+  const auto f32 = engine::ours(p, Precision::f32, Form::chunked_matmul, 16, DType::f32);
   const Report ok = check::check(p, ref, f32, {.exact_tier = true});
   INFO(ok.text());
   CHECK(ok.pass);

@@ -23,6 +23,7 @@
 
 using namespace hla;
 using namespace hla::check;
+using namespace hla::engine;
 
 namespace {
 

@@ -17,6 +17,7 @@
 
 using namespace hla;
 using namespace hla::check;
+using namespace hla::engine;
 
 namespace {
 

@@ -14,6 +14,7 @@
 
 using namespace hla;
 using namespace hla::check;
+using namespace hla::engine;
 
 namespace pole_edges {
 

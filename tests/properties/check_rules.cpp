@@ -18,6 +18,7 @@
 
 using namespace hla;
 using namespace hla::check;
+using namespace hla::engine;
 using hla::test::require_input_error;
 
 namespace {
@@ -123,10 +124,10 @@ TEST_CASE("pinned: normalize divides by den + ε (add) or sign(den)·max(|den|, 
   p.opt.eps = Rational(1, 4);
   const std::vector<double> add{-2, 4.0 / 3, 81.0 / 14, 15.5}, clamp{1, 2, 81.0 / 16, 15.5};
   CHECK(compute_reference(p).out == add);
-  CHECK(check::ours(p, Precision::f64, Form::streaming).out == add);
+  CHECK(engine::ours(p, Precision::f64, Form::streaming).out == add);
   p.opt.eps_mode = EpsMode::clamp;
   CHECK(compute_reference(p).out == clamp);
-  CHECK(check::ours(p, Precision::f64, Form::streaming).out == clamp);
+  CHECK(engine::ours(p, Precision::f64, Form::streaming).out == clamp);
   CHECK(compute_reference(p).den == std::vector<double>{-0.125, 0.125, -2, 0});
 }
 
@@ -167,8 +168,8 @@ TEST_CASE("flat classes on a head too long for our flat orders: the nested bar t
   // class's n²/2 terms make vacuous.
   const BatchProblem p = gaussian(Variant::hla2, 1, 1, 1, 600, 4, 4, 31);
   const Reference ref = compute_reference(p);
-  const CandidateOutputs honest = check::ours(p, Precision::f32, Form::chunked_matmul, 32, DType::f32);
-  const CandidateOutputs wrong = check::ours_paper(p, Precision::f32, PaperForm::E5_hla2_chunked, 32, DType::f32);
+  const CandidateOutputs honest = engine::ours(p, Precision::f32, Form::chunked_matmul, 32, DType::f32);
+  const CandidateOutputs wrong = engine::ours_paper(p, Precision::f32, PaperForm::E5_hla2_chunked, 32, DType::f32);
   const Report masked = check::check(p, ref, honest, {.precision = Precision::f32});
   const auto pairs = baseline_forms(p, FormClass::flat(64));
   CHECK(std::any_of(pairs.begin(), pairs.end(), [](const BaselineForm& f) { return f.form == Form::chunked_pairs && f.chunk == 64; }));
@@ -248,7 +249,7 @@ TEST_CASE("rule 3: the bar is the worst of every one of our honest orders", "[ch
   // form says so), and names the form that attains it.
   const BatchProblem p = gaussian(Variant::hla2, 1, 2, 1, 40, 8, 8, 22);
   const Reference ref = compute_reference(p);
-  const Report r = check::check(p, ref, check::ours(p, Precision::f32, Form::chunked_matmul, 8, DType::f32));
+  const Report r = check::check(p, ref, engine::ours(p, Precision::f32, Form::chunked_matmul, 8, DType::f32));
   double worst = 0;
   std::string name;
   for (const BaselineForm& f : baseline_forms(p)) {
@@ -258,7 +259,7 @@ TEST_CASE("rule 3: the bar is the worst of every one of our honest orders", "[ch
         for (size_t row = 0; row < m->size(); row += static_cast<size_t>(x.d))
           std::reverse(m->begin() + static_cast<std::ptrdiff_t>(row), m->begin() + static_cast<std::ptrdiff_t>(row) + x.d);
     const Report o =
-        check::check(p, ref, check::ours(x, Precision::f32, f.form, f.chunk, DType::f64, f.log_decay), {.precision = Precision::f32});
+        check::check(p, ref, engine::ours(x, Precision::f32, f.form, f.chunk, DType::f64, f.log_decay), {.precision = Precision::f32});
     if (o.max_score > worst) worst = o.max_score, name = f.name();
   }
   INFO(r.text());
@@ -544,7 +545,7 @@ TEST_CASE("state difference: judged against the unmasked-order magnitude, with o
   BatchProblem p = make(Variant::hla2, 2, 1, 1, {1, 1}, {std::ldexp(1.0, -6), std::ldexp(1.0, 6)}, {1, 0});
   const Reference ref = compute_reference(p);
   REQUIRE(ref.mag_num_sd[1] > 1e3 * ref.mag_num[1]);
-  const CandidateOutputs c = check::ours(p, Precision::f32, Form::streaming_paper_state, 64, DType::f32);
+  const CandidateOutputs c = engine::ours(p, Precision::f32, Form::streaming_paper_state, 64, DType::f32);
   const Report masked = check::check(p, ref, c, {.precision = Precision::f32});
   INFO(masked.text());
   CHECK_FALSE(masked.pass);

@@ -19,6 +19,7 @@
 
 using namespace hla;
 using namespace hla::check;
+using namespace hla::engine;
 using hla::test::require_input_error;
 using hla::test::ScratchDir;
 
@@ -204,7 +205,7 @@ TEST_CASE("gradients: exact tier demands bit equality where every order is exact
     for (double& e : dout) e = small(rng);
     ref.grad = compute_gradient_reference(p, ref, dout, {});
     REQUIRE(ref.grad->bits == 0);
-    CandidateOutputs c = check::ours(p, Precision::f32, Form::streaming, 4, DType::f32);
+    CandidateOutputs c = engine::ours(p, Precision::f32, Form::streaming, 4, DType::f32);
     ours_gradients(p, dout, {}, BackwardForm::streaming, 4, DType::f32, c);
     CheckOptions opt;
     opt.exact_tier = true;
@@ -237,7 +238,7 @@ TEST_CASE("gradients: the a priori bound K_g + 1 decides each element", "[check]
     INFO((normalize ? "normalized" : "raw"));
     // K_g by hand: K_f = (2+1)(12+3)+16 = 61; K_b = K_f + dv + 1 = 65; K_q = K_f + dv + 4 = 68.
     CHECK(gradient_depth_bound(f.problem.opt, 12, 3, 3) == (normalize ? 65 + 68 : 65));
-    CandidateOutputs c = check::ours(f.problem, Precision::f64, Form::chunked_matmul, 4, DType::f64);
+    CandidateOutputs c = engine::ours(f.problem, Precision::f64, Form::chunked_matmul, 4, DType::f64);
     ours_gradients(f.problem, f.dout, f.dden, BackwardForm::chunked_matmul, 4, DType::f64, c);
     CheckOptions opt;
     opt.precision = Precision::f64;
@@ -308,7 +309,7 @@ TEST_CASE("gradients: the a priori bound K_g + 1 decides each element", "[check]
 
 TEST_CASE("trust: the honest candidate passes the honest fixture, garbage fails it", "[check][trust]") {
   const io::Fixture f = roundtrip(honest(problem(Variant::hla2, true, 5, 20, 4)));
-  io::Candidate ours = candidate_of(check::ours(f.problem, Precision::f32, Form::chunked_matmul, 8, DType::f32));
+  io::Candidate ours = candidate_of(engine::ours(f.problem, Precision::f32, Form::chunked_matmul, 8, DType::f32));
   const Report good = check_fixture(f, ours);
   INFO(good.text());
   CHECK(good.pass);

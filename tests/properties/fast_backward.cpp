@@ -288,8 +288,8 @@ std::string hexf(double x) {
   return b;
 }
 
-check::GradientOptions engine_gradients_only() {
-  check::GradientOptions g;
+engine::GradientOptions engine_gradients_only() {
+  engine::GradientOptions g;
   g.recompute_work = 0;  // never binary128: every certified element is the engine's
   return g;
 }
@@ -301,7 +301,7 @@ struct GradTally {
   void add(const char* name, const std::vector<double>& got, const std::vector<uint8_t>& flags, const std::vector<double>& want) {
     for (size_t i = 0; i < got.size(); ++i) {
       ++compared;
-      if (flags[i] & check::kUncertified) continue;
+      if (flags[i] & engine::kUncertified) continue;
       ++certified;
       if (!(got[i] == want[i]) && mismatched++ == 0)
         first = std::string(name) + "[" + std::to_string(i) + "]: " + hexf(got[i]) + ", exact " + hexf(want[i]);
@@ -317,18 +317,18 @@ TEST_CASE("fast gradient reference: certified elements are the correctly rounded
     prop(to_string(v) + ": certified == RN(exact gradient)", [v, &certified, &compared] {
       const BatchCase c = *batch_case(v);
       const BatchProblem& p = c.p;
-      check::ReferenceOptions exact, engine;
+      engine::ReferenceOptions exact, engine;
       exact.threads = engine.threads = 1;
       engine.exact_max_n = 0;
-      check::GradientReference e;
+      engine::GradientReference e;
       try {
-        e = check::compute_gradient_reference(p, check::compute_reference(p, exact), c.dout, c.dden);
+        e = engine::compute_gradient_reference(p, engine::compute_reference(p, exact), c.dout, c.dden);
       } catch (const std::domain_error&) {
         RC_DISCARD("den + eps = 0 exactly");
       }
       RC_ASSERT(e.bits == 0);
-      const check::GradientReference g =
-          check::compute_gradient_reference(p, check::compute_reference(p, engine), c.dout, c.dden, engine_gradients_only());
+      const engine::GradientReference g =
+          engine::compute_gradient_reference(p, engine::compute_reference(p, engine), c.dout, c.dden, engine_gradients_only());
       GradTally t;
       t.add("dq", g.dq, g.dq_flags, e.dq);
       t.add("dk", g.dk, g.dk_flags, e.dk);
@@ -360,10 +360,10 @@ TEST_CASE("fast gradient reference: certified elements equal every golden gradie
     const BatchProblem& p = f.problem;
     INFO(entry.path().filename().string());
     REQUIRE(f.reference_bits == 0);  // the golden gradients are exact rationals, rounded once
-    check::ReferenceOptions engine;
+    engine::ReferenceOptions engine;
     engine.exact_max_n = 0;
-    const check::GradientReference g =
-        check::compute_gradient_reference(p, check::compute_reference(p, engine), f.dout, f.dden, engine_gradients_only());
+    const engine::GradientReference g =
+        engine::compute_gradient_reference(p, engine::compute_reference(p, engine), f.dout, f.dden, engine_gradients_only());
     GradTally t;
     t.add("dq", g.dq, g.dq_flags, f.ref_dq);
     t.add("dk", g.dk, g.dk_flags, f.ref_dk);

@@ -1,4 +1,4 @@
-// The certification screen of the double-double reference (check/src/fast/
+// The certification screen of the double-double reference (engine/src/fast/
 // engine.cpp: screen, screen_quotient; the binary128 fallback `certifies`;
 // reference.cpp's binary128 recompute of an uncertified prefix), at its edge:
 // exact values within 2^-100 (relative) of a rounding midpoint. Three subjects
@@ -14,7 +14,7 @@
 //           2^-53 + tiny, so its value rounds to the wrong double: only the
 //           error term stops it.
 // Exact values are sums of products of doubles, computed here in rationals.
-#include "hla/check/fast_reference.hpp"
+#include "hla/engine/fast_reference.hpp"
 #include "hla/fast/engine.hpp"
 
 #include "harness.hpp"
@@ -133,8 +133,8 @@ BatchProblem instance(Subject s, Kind k) {
   return problem(tokens(s, k, 4 * std::floor(0.75 * e / kU2 / 4)), normalize);
 }
 
-check::ReferenceOptions engine_options(bool recompute) {
-  check::ReferenceOptions o;
+engine::ReferenceOptions engine_options(bool recompute) {
+  engine::ReferenceOptions o;
   o.exact_max_n = 0;  // never exact rationals: the double-double engine
   if (!recompute) o.recompute_work = 0;  // what the engine certifies, and nothing else
   return o;
@@ -181,11 +181,11 @@ TEST_CASE("fast reference: values within 2^-100 of a rounding midpoint are certi
       }
       const size_t last = static_cast<size_t>(p.n - 1);
       for (bool recompute : {false, true}) {
-        const check::Reference ref = check::compute_reference(p, engine_options(recompute));
+        const engine::Reference ref = engine::compute_reference(p, engine_options(recompute));
         REQUIRE(ref.stats.fast == 1);
         const double value = s == Subject::den ? ref.den[last] : ref.out[last];
         const uint8_t flags = s == Subject::den ? ref.den_flags[last] : ref.flags[last];
-        const bool certified = !(flags & check::kUncertified);
+        const bool certified = !(flags & engine::kUncertified);
         INFO((recompute ? "with the binary128 recompute" : "engine only") << ": value " << value << " (1 + "
                                                                            << (value - 1) / kU << " u), flags " << int(flags));
         // Sound: whatever is certified is the correctly rounded exact value.

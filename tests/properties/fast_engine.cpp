@@ -4,7 +4,7 @@
 // the bound is not vacuous (a double-precision answer violates the
 // double-double bound); the certified reference built on it equals the
 // correctly rounded exact value on random instances and on every golden fixture.
-#include "hla/check/fast_reference.hpp"
+#include "hla/engine/fast_reference.hpp"
 #include "hla/check/fixture.hpp"
 #include "hla/fast/engine.hpp"
 #include "hla/check/check.hpp"
@@ -119,7 +119,7 @@ struct Tally {
   std::string first;
 };
 
-void compare_certified(const BatchProblem& p, const check::Reference& ref, Tally& tally) {
+void compare_certified(const BatchProblem& p, const engine::Reference& ref, Tally& tally) {
   p.for_each_sequence([&](Index b, Index h, Index t0, Index t1) {
     const Problem<Rational> ph = p.head<Rational>(b, h, t0, t1);
     Output<Rational> ex;
@@ -131,7 +131,7 @@ void compare_certified(const BatchProblem& p, const check::Reference& ref, Tally
     for (Index t = t0; t < t1; ++t) {
       const size_t di = p.den_index(b, h, t);
       ++tally.compared;
-      if (!(ref.den_flags[di] & check::kUncertified)) {
+      if (!(ref.den_flags[di] & engine::kUncertified)) {
         ++tally.certified;
         if (!(ref.den[di] == to_double(ex.den(t - t0)))) {
           if (tally.mismatched++ == 0) tally.first = "den head " + std::to_string(h) + " token " + std::to_string(t);
@@ -140,7 +140,7 @@ void compare_certified(const BatchProblem& p, const check::Reference& ref, Tally
       for (Index c = 0; c < p.dv; ++c) {
         const size_t i = p.out_index(b, h, t, c);
         ++tally.compared;
-        if (ref.flags[i] & check::kUncertified) continue;
+        if (ref.flags[i] & engine::kUncertified) continue;
         ++tally.certified;
         if (!(ref.out[i] == to_double(ex.out(t - t0, c))) && tally.mismatched++ == 0)
           tally.first = "out head " + std::to_string(h) + " token " + std::to_string(t) + " column " + std::to_string(c);
@@ -149,8 +149,8 @@ void compare_certified(const BatchProblem& p, const check::Reference& ref, Tally
   });
 }
 
-check::ReferenceOptions engine_only() {
-  check::ReferenceOptions o;
+engine::ReferenceOptions engine_only() {
+  engine::ReferenceOptions o;
   o.exact_max_n = 0;      // never exact rationals
   o.recompute_work = 0;   // never binary128: every certified element is the engine's
   return o;
@@ -181,7 +181,7 @@ TEST_CASE("fast reference: certified elements are the correctly rounded exact va
       ro.chunk = *rc::gen::inRange<Index>(1, p.n + 2);
       // Half the cases take magnitudes from the double engine (as large heads do).
       if (*rc::gen::arbitrary<bool>()) ro.double_magnitudes_above = 0;
-      const check::Reference ref = check::compute_reference(p, ro);
+      const engine::Reference ref = engine::compute_reference(p, ro);
       RC_ASSERT(ref.stats.fast == ref.stats.heads);
       Tally tally;
       compare_certified(p, ref, tally);
@@ -200,15 +200,15 @@ TEST_CASE("fast reference: certified elements equal every golden fixture's certi
     const io::Fixture f = io::read_fixture(entry.path());
     const BatchProblem& p = f.problem;
     if (!p.all_finite() || !fast::supports(p.opt.variant)) continue;
-    const check::Reference ref = check::compute_reference(p, engine_only());
+    const engine::Reference ref = engine::compute_reference(p, engine_only());
     INFO(entry.path().filename().string());
     REQUIRE(ref.stats.fast == ref.stats.heads);
     size_t mismatched = 0, both = 0;
     auto cmp = [&](const std::vector<double>& mine, const std::vector<uint8_t>& my_flags, const std::vector<double>& theirs,
                    const std::vector<uint8_t>& their_flags) {
       for (size_t i = 0; i < mine.size(); ++i) {
-        const bool theirs_certified = f.reference_bits == 0 || their_flags.empty() || !(their_flags[i] & check::kUncertified);
-        if ((my_flags[i] & check::kUncertified) || !theirs_certified) continue;
+        const bool theirs_certified = f.reference_bits == 0 || their_flags.empty() || !(their_flags[i] & engine::kUncertified);
+        if ((my_flags[i] & engine::kUncertified) || !theirs_certified) continue;
         ++both;
         if (!(mine[i] == theirs[i])) ++mismatched;
       }
@@ -291,20 +291,21 @@ TEST_CASE("fast baseline: our orders at scale are honest (rule 2 holds) in every
       p.resize_buffers();
       for (auto* x : {&p.q, &p.k, &p.v})
         for (double& e : *x) e = static_cast<float>(N(rng));
-      const check::Reference ref = check::compute_reference(p);
-      for (check::Precision prec : {check::Precision::f64, check::Precision::f32, check::Precision::bf16, check::Precision::f16})
-        for (const check::BaselineForm f : {check::BaselineForm{Form::streaming}, check::BaselineForm{Form::chunked_matmul, 8},
-                                           check::BaselineForm{Form::chunked_matmul, 16}, check::BaselineForm{Form::streaming_paper_state}}) {
+      const engine::Reference ref = engine::compute_reference(p);
+      for (engine::Precision prec : {engine::Precision::f64, engine::Precision::f32, engine::Precision::bf16, engine::Precision::f16})
+        for (const engine::BaselineForm f :
+             {engine::BaselineForm{Form::streaming}, engine::BaselineForm{Form::chunked_matmul, 8},
+              engine::BaselineForm{Form::chunked_matmul, 16}, engine::BaselineForm{Form::streaming_paper_state}}) {
           if (f.form == Form::streaming_paper_state && v != Variant::hla2) continue;
           check::CheckOptions co;
           co.precision = prec;
           // The paper state subtracts partial sums: judged in its own class.
-          if (f.form == Form::streaming_paper_state) co.form_class = check::FormClass::state_difference;
-          const check::Report r = check::check(p, ref, check::fast_ours(p, prec, f), co);
+          if (f.form == Form::streaming_paper_state) co.form_class = engine::FormClass::state_difference;
+          const check::Report r = check::check(p, ref, engine::fast_ours(p, prec, f), co);
           // f16's range is small: a third-order state may overflow it (as ours() does); that is not an error of the order.
           RC_CLASSIFY(r.nonfinite > 0, "an f16/bf16 state overflowed");
           if (r.nonfinite > 0) continue;
-          if (r.over_bound > 0) RC_FAIL(f.name() + " in " + check::to_string(prec) + ": " + r.text());
+          if (r.over_bound > 0) RC_FAIL(f.name() + " in " + engine::to_string(prec) + ": " + r.text());
         }
     });
 }
@@ -338,9 +339,9 @@ TEST_CASE("fast engine: every kernel target computes the same bits", "[fast]") {
           bp.q[bp.q_index(0, 0, t, c)] = to_double(p.q(t, c)), bp.k[bp.k_index(0, 0, t, c)] = to_double(p.k(t, c));
         for (Index c = 0; c < p.dv(); ++c) bp.v[bp.v_index(0, 0, t, c)] = to_double(p.v(t, c));
       }
-      for (check::Precision prec : {check::Precision::f32, check::Precision::bf16, check::Precision::f16})
-        for (const check::BaselineForm f : {check::BaselineForm{Form::streaming}, check::BaselineForm{Form::chunked_matmul, w}}) {
-          const auto c = check::fast_ours(bp, prec, f);
+      for (engine::Precision prec : {engine::Precision::f32, engine::Precision::bf16, engine::Precision::f16})
+        for (const engine::BaselineForm f : {engine::BaselineForm{Form::streaming}, engine::BaselineForm{Form::chunked_matmul, w}}) {
+          const auto c = engine::fast_ours(bp, prec, f);
           bits.insert(bits.end(), c.out.begin(), c.out.end());
           bits.insert(bits.end(), c.den.begin(), c.den.end());
         }

@@ -13,7 +13,7 @@
 #include "hla/check/check.hpp"
 #include "hla/check/fixture.hpp"
 #include "hla/check/gradient.hpp"
-#include "hla/check/reference.hpp"
+#include "hla/engine/reference.hpp"
 #include "hla/fast/engine.hpp"
 #include "hla/io/candidate.hpp"
 #include "hla/io/fixture.hpp"
@@ -144,16 +144,16 @@ void reference_props(Variant v) {
       RC_DISCARD("den + eps = 0 exactly");
     }
     for (const Index exact_max_n : {Index{48}, Index{0}}) {
-      check::ReferenceOptions ro;
+      engine::ReferenceOptions ro;
       ro.exact_max_n = exact_max_n;
       ro.threads = 1;
-      const check::Reference r = check::compute_reference(p, ro);
+      const engine::Reference r = engine::compute_reference(p, ro);
       for (size_t i = 0; i < e.out.size(); ++i)
-        if (!(r.flags[i] & check::kUncertified) && r.out[i] != to_double(e.out[i]))
+        if (!(r.flags[i] & engine::kUncertified) && r.out[i] != to_double(e.out[i]))
           RC_FAIL("out[" + std::to_string(i) + "] = " + std::to_string(r.out[i]) + ", exact " + to_string(e.out[i]) +
                   " (exact_max_n " + std::to_string(exact_max_n) + ")");
       for (size_t i = 0; i < e.den.size(); ++i)
-        if (!(r.den_flags[i] & check::kUncertified) && r.den[i] != to_double(e.den[i]))
+        if (!(r.den_flags[i] & engine::kUncertified) && r.den[i] != to_double(e.den[i]))
           RC_FAIL("den[" + std::to_string(i) + "] = " + std::to_string(r.den[i]) + ", exact " + to_string(e.den[i]));
     }
   });
@@ -161,9 +161,9 @@ void reference_props(Variant v) {
 
 // out of p as a float32 kernel computes it (the streaming recurrence in
 // double, rounded to f32), from the problem's state or (ignore_state) from zero.
-check::CandidateOutputs f32_kernel(const BatchProblem& p, bool ignore_state) {
-  check::CandidateOutputs c{std::vector<double>(static_cast<size_t>(p.batch * p.heads * p.n * p.dv)),
-                            std::vector<double>(static_cast<size_t>(p.batch * p.heads * p.n)), DType::f32, DType::f32};
+engine::CandidateOutputs f32_kernel(const BatchProblem& p, bool ignore_state) {
+  engine::CandidateOutputs c{std::vector<double>(static_cast<size_t>(p.batch * p.heads * p.n * p.dv)),
+                             std::vector<double>(static_cast<size_t>(p.batch * p.heads * p.n)), DType::f32, DType::f32};
   p.for_each_sequence([&](Index b, Index h, Index t0, Index t1) {
     const Problem<double> ph = p.head<double>(b, h, t0, t1);
     StateMats<double> X = p.head_state<double>(p.sequence_of(b, t0), h);
@@ -238,14 +238,14 @@ void gradient_props(Variant v) {
     RC_ASSERT(exact_dstate(p, u, BackwardForm::chunked, w) == e);
     if (has_backward_form(v, BackwardForm::chunked_matmul)) RC_ASSERT(exact_dstate(p, u, BackwardForm::chunked_matmul, w) == e);
     for (const Index exact_max_n : {Index{48}, Index{0}}) {  // exact rationals, and binary128
-      check::ReferenceOptions ro;
+      engine::ReferenceOptions ro;
       ro.exact_max_n = exact_max_n;
       ro.threads = 1;
-      const check::GradientReference g = check::compute_gradient_reference(p, check::compute_reference(p, ro), u.dout, u.dden);
+      const engine::GradientReference g = engine::compute_gradient_reference(p, engine::compute_reference(p, ro), u.dout, u.dden);
       RC_ASSERT(g.dstate.size() == e.size());
       for (size_t i = 0; i < e.size(); ++i) {
         const double x = to_double(e[i]);
-        if (!(g.dstate_flags[i] & check::kUncertified) && g.dstate[i] != x)
+        if (!(g.dstate_flags[i] & engine::kUncertified) && g.dstate[i] != x)
           RC_FAIL("dstate[" + std::to_string(i) + "] = " + std::to_string(g.dstate[i]) + ", exact " + to_string(e[i]) +
                   " (exact_max_n " + std::to_string(exact_max_n) + ")");
         RC_ASSERT(std::fabs(x) <= g.mag_dstate[i] * (1 + 0x1p-60));
@@ -267,10 +267,10 @@ TEST_CASE("state gradient: the checker passes a correct dstate and fails a dropp
     const Options o = normalized(v);
     const BatchProblem p = batch_with_state(o, 2, 2, 20, 4, 3, 7, false);
     const Upstream u = upstream_of(p, 3);
-    check::Reference ref = check::compute_reference(p);
-    ref.grad = check::compute_gradient_reference(p, ref, u.dout, u.dden);
-    check::CandidateOutputs c = f32_kernel(p, false);
-    check::ours_gradients(p, u.dout, u.dden, BackwardForm::chunked, 7, DType::f32, c);
+    engine::Reference ref = engine::compute_reference(p);
+    ref.grad = engine::compute_gradient_reference(p, ref, u.dout, u.dden);
+    engine::CandidateOutputs c = f32_kernel(p, false);
+    engine::ours_gradients(p, u.dout, u.dden, BackwardForm::chunked, 7, DType::f32, c);
     REQUIRE(!c.dstate_parts.empty());
     check::CheckOptions opt;
     opt.require_gradients = true;
@@ -291,7 +291,7 @@ TEST_CASE("state gradient: the checker passes a correct dstate and fails a dropp
       CHECK(page.find("id=\"part-" + m.name + "\"") != std::string::npos);
     }
     {
-      check::CandidateOutputs zeros = c;
+      engine::CandidateOutputs zeros = c;
       std::fill(zeros.dstate.begin(), zeros.dstate.end(), 0.0);
       const auto r = check::check(p, ref, zeros, opt);
       bool hinted = false;
@@ -299,7 +299,7 @@ TEST_CASE("state gradient: the checker passes a correct dstate and fails a dropp
       INFO(r.text());
       CHECK(hinted);
     }
-    auto fails_naming_dstate = [&](const check::CandidateOutputs& bad, const char* what) {
+    auto fails_naming_dstate = [&](const engine::CandidateOutputs& bad, const char* what) {
       const auto r = check::check(p, ref, bad, opt);
       INFO(what << ":\n" << r.text());
       CHECK(!r.pass);
@@ -307,7 +307,7 @@ TEST_CASE("state gradient: the checker passes a correct dstate and fails a dropp
       for (const auto& reason : r.reasons) named = named || reason.find("dstate.") != std::string::npos;
       CHECK(named);
     };
-    check::CandidateOutputs dropped = c;
+    engine::CandidateOutputs dropped = c;
     std::fill(dropped.dstate.begin(), dropped.dstate.end(), 0.0);
     fails_naming_dstate(dropped, "the state gradient dropped (zeros)");
     // A wrong one: the bound decides. The largest element moved by s·u·M* (M* its magnitude times
@@ -318,11 +318,11 @@ TEST_CASE("state gradient: the checker passes a correct dstate and fails a dropp
     p.for_each_state_entry([&](Index, Index, size_t m, Index, Index, size_t at) {
       if (!layout[m].symmetric && ref.grad->mag_dstate[at] > ref.grad->mag_dstate[big]) big = at;
     });
-    const check::GradientYardstick y = check::gradient_yardstick(p, ref, *ref.grad, check::FormClass::masked, 0x1p-24);
+    const check::GradientYardstick y = check::gradient_yardstick(p, ref, *ref.grad, engine::FormClass::masked, 0x1p-24);
     const double Mstar = y.state[big];
     REQUIRE(std::isfinite(Mstar));
     auto moved = [&](double by) {
-      check::CandidateOutputs m = c;
+      engine::CandidateOutputs m = c;
       m.dstate = ref.grad->dstate, m.dstate_dtype = DType::f64;
       m.dstate[big] += by * 0x1p-24 * Mstar;
       return m;
@@ -333,11 +333,11 @@ TEST_CASE("state gradient: the checker passes a correct dstate and fails a dropp
     CHECK_FALSE(below.pass);
     for (const auto& g : below.gradients) CHECK(g.over_bound == 0);
     fails_naming_dstate(moved(K + 3), "one element moved by (K_g + 4)·u·M*");
-    check::CandidateOutputs missing = c;
+    engine::CandidateOutputs missing = c;
     missing.dstate_parts.clear();
     fails_naming_dstate(missing, "no dstate with --require-grad");
     // A kernel that reads a symmetric member S as Sᵀ·q has the transposed gradient there: it passes too.
-    check::CandidateOutputs transposed = c;
+    engine::CandidateOutputs transposed = c;
     bool any_symmetric = false, moved_one = false;
     p.for_each_state_entry([&](Index, Index, size_t m, Index r, Index col, size_t at) {
       if (!layout[m].symmetric) return;
@@ -350,7 +350,7 @@ TEST_CASE("state gradient: the checker passes a correct dstate and fails a dropp
       }
     });
     if (any_symmetric) {
-      check::CandidateOutputs sym = transposed;  // the honest transpose, without the asymmetric change
+      engine::CandidateOutputs sym = transposed;  // the honest transpose, without the asymmetric change
       p.for_each_state_entry([&](Index, Index, size_t m, Index r, Index col, size_t at) {
         if (layout[m].symmetric) sym.dstate[at] = c.dstate[at + static_cast<size_t>((col - r) * (layout[m].width() - 1))];
       });
@@ -369,8 +369,8 @@ TEST_CASE("state gradient: ref_dstate/mag_dstate and candidate dstate.<part> rou
   o.lambda = Rational(1, 4);  // C required too
   const BatchProblem p = batch_with_state(o, 1, 2, 6, 3, 2, 11, true);
   const Upstream u = upstream_of(p, 5);
-  check::Reference ref = check::compute_reference(p);
-  ref.grad = check::compute_gradient_reference(p, ref, u.dout, u.dden);
+  engine::Reference ref = engine::compute_reference(p);
+  ref.grad = engine::compute_gradient_reference(p, ref, u.dout, u.dden);
   const io::Fixture f = check::make_fixture(p, ref, {});
   const io::SafetensorsFile st = io::fixture_to_safetensors(f);
   for (const char* name : {"ref_dstate.S", "ref_dstate.C", "ref_dstate.m", "ref_dstate.F", "ref_dstate.f", "mag_dstate.S", "mag_dstate.f"})
@@ -388,8 +388,8 @@ TEST_CASE("state gradient: ref_dstate/mag_dstate and candidate dstate.<part> rou
   none.ref_dstate.clear(), none.mag_dstate.clear();
   CHECK_THROWS_WITH(io::fixture_to_safetensors(none), Catch::Contains("ref_dstate"));
   // Candidates: the parts round-trip; a wrong shape, an unknown part, or dstate without a state is refused.
-  check::CandidateOutputs c = f32_kernel(p, false);
-  check::ours_gradients(p, u.dout, u.dden, BackwardForm::streaming, 16, DType::f32, c);
+  engine::CandidateOutputs c = f32_kernel(p, false);
+  engine::ours_gradients(p, u.dout, u.dden, BackwardForm::streaming, 16, DType::f32, c);
   const io::SafetensorsFile cs = io::candidate_to_safetensors(check::candidate_of(c), f);
   CHECK(cs.tensors.at("dstate.F").shape == std::vector<int64_t>{2, 2, 3, 2});
   const io::Candidate back = io::candidate_from_safetensors(cs, f, "cand");
@@ -438,7 +438,7 @@ TEST_CASE("state: the checker passes a kernel that continues from the state and 
   for (const Variant v : kStateVariants) {
     const Options o = normalized(v);
     const BatchProblem p = batch_with_state(o, 2, 2, 40, 8, 8, 7, false);
-    const check::Reference ref = check::compute_reference(p);
+    const engine::Reference ref = engine::compute_reference(p);
     const auto good = check::check(p, ref, f32_kernel(p, false), {});
     INFO(to_string(v) << ", from the state:\n" << good.text());
     CHECK(good.pass);
@@ -466,7 +466,7 @@ TEST_CASE("state: initial_state.<part> tensors round-trip through inputs and fix
   const BatchProblem back = io::problem_from_tensors(t, o, io::Layout::bhtd, "test");
   CHECK(back.state == p.state);
   // Through a fixture (the digest covers the state).
-  const io::Fixture f = check::make_fixture(p, check::compute_reference(p), {});
+  const io::Fixture f = check::make_fixture(p, engine::compute_reference(p), {});
   const io::Fixture g = io::fixture_from_safetensors(io::fixture_to_safetensors(f), "test");
   CHECK(g.problem.state == p.state);
   // Optional parts may be left out (zero); required ones may not; unknown or unused ones are refused.

@@ -79,8 +79,8 @@ Problem make(const Options& o, Index B, Index H, Index n, Index d, uint64_t seed
 
 // The honest candidate: the forward reference's outputs rounded to f32, the
 // engine's f32 backward at width 32.
-check::CandidateOutputs honest(const Problem& x, const check::Reference& ref) {
-  check::CandidateOutputs c = check::fast_ours_gradients(x.p, check::Precision::f32, x.dout, x.dden, 32);
+engine::CandidateOutputs honest(const Problem& x, const engine::Reference& ref) {
+  engine::CandidateOutputs c = engine::fast_ours_gradients(x.p, engine::Precision::f32, x.dout, x.dden, 32);
   c.out = ref.out;
   for (double& e : c.out) e = round_to(DType::f32, e);
   c.out_dtype = DType::f32;
@@ -90,7 +90,7 @@ check::CandidateOutputs honest(const Problem& x, const check::Reference& ref) {
 
 check::CheckOptions f32_options() {
   check::CheckOptions o;
-  o.precision = check::Precision::f32;
+  o.precision = engine::Precision::f32;
   o.require_gradients = true;
   return o;
 }
@@ -106,12 +106,12 @@ void print_rows(const check::Report& r) {
 void end_to_end(const Case& c, Index B, Index H, Index n, Index d) {
   const Problem x = make(c.o, B, H, n, d, 1);
   auto t0 = Clock::now();
-  check::Reference ref = check::compute_reference(x.p);
+  engine::Reference ref = engine::compute_reference(x.p);
   const double t_fwd = since(t0);
   t0 = Clock::now();
-  ref.grad = check::compute_gradient_reference(x.p, ref, x.dout, x.dden);
+  ref.grad = engine::compute_gradient_reference(x.p, ref, x.dout, x.dden);
   const double t_grad = since(t0);
-  const check::CandidateOutputs cand = honest(x, ref);
+  const engine::CandidateOutputs cand = honest(x, ref);
   t0 = Clock::now();
   const check::Report r = check::check(x.p, ref, cand, f32_options());
   const double t_check = since(t0);
@@ -144,27 +144,27 @@ template <class F> double in_child(F&& f) {
 // that rule 3 flags there (R(N)·max(our worst, the element's floor) / s_h).
 void sensitivity(const Case& c, Index B, Index H, Index n, Index d, bool positive) {
   const Problem x = make(c.o, B, H, n, d, 2, positive);
-  check::Reference ref = check::compute_reference(x.p);
-  ref.grad = check::compute_gradient_reference(x.p, ref, x.dout, x.dden);
-  const check::CandidateOutputs good = honest(x, ref);
+  engine::Reference ref = engine::compute_reference(x.p);
+  ref.grad = engine::compute_gradient_reference(x.p, ref, x.dout, x.dden);
+  const engine::CandidateOutputs good = honest(x, ref);
   const check::Report base = check::check(x.p, ref, good, f32_options());
-  const check::GradientYardstick y = check::gradient_yardstick(x.p, ref, *ref.grad, check::FormClass::masked, 0x1p-24);
+  const check::GradientYardstick y = check::gradient_yardstick(x.p, ref, *ref.grad, engine::FormClass::masked, 0x1p-24);
   std::printf("  %-22s%s n=%-5ld honest: %s\n", c.name.c_str(), positive ? " |q|,|k|" : "", static_cast<long>(n), base.verdict().c_str());
   std::mt19937_64 rng(7);
   const auto& g = *ref.grad;
   struct T {
     const char* name;
-    std::vector<double> check::CandidateOutputs::*cand;
+    std::vector<double> engine::CandidateOutputs::*cand;
     const std::vector<double>* ref;
     const std::vector<double>* mstar;
     int row;
   };
-  for (const T& t : {T{"dq", &check::CandidateOutputs::dq, &g.dq, &y.q, 0}, T{"dk", &check::CandidateOutputs::dk, &g.dk, &y.k, 1},
-                     T{"dv", &check::CandidateOutputs::dv, &g.dv, &y.v, 2}}) {
+  for (const T& t : {T{"dq", &engine::CandidateOutputs::dq, &g.dq, &y.q, 0}, T{"dk", &engine::CandidateOutputs::dk, &g.dk, &y.k, 1},
+                     T{"dv", &engine::CandidateOutputs::dv, &g.dv, &y.v, 2}}) {
     const check::GradientRow& hr = base.gradients[static_cast<size_t>(t.row)];
     const double s_h = hr.max_score;
     for (const bool row : {false, true}) {
-      check::CandidateOutputs bad = good;
+      engine::CandidateOutputs bad = good;
       const std::vector<double>& m = *t.mstar;
       size_t at = std::uniform_int_distribution<size_t>(0, m.size() - 1)(rng);
       while (!std::isfinite(m[at])) at = (at + 1) % m.size();
@@ -185,16 +185,16 @@ void sensitivity(const Case& c, Index B, Index H, Index n, Index d, bool positiv
 // Section 3: the scored fraction of normalized gradients.
 void coverage(const char* name, const Options& o, Index n, Index d, bool positive) {
   const Problem x = make(o, 1, 2, n, d, 3, positive);
-  check::Reference ref = check::compute_reference(x.p);
-  ref.grad = check::compute_gradient_reference(x.p, ref, x.dout, x.dden);
-  check::CandidateOutputs c = honest(x, ref);
-  for (const check::Precision prec : {check::Precision::f32, check::Precision::f64}) {
+  engine::Reference ref = engine::compute_reference(x.p);
+  ref.grad = engine::compute_gradient_reference(x.p, ref, x.dout, x.dden);
+  engine::CandidateOutputs c = honest(x, ref);
+  for (const engine::Precision prec : {engine::Precision::f32, engine::Precision::f64}) {
     check::CheckOptions co = f32_options();
     co.precision = prec;
     const check::Report r = check::check(x.p, ref, c, co);
     size_t scored = 0, all = 0;
     for (const auto& g : r.gradients) scored += g.scored, all += g.elements;
-    std::printf("  %-30s %s compute: %.2f%% of dq, dk, dv scored (%zu of %zu)\n", name, check::to_string(prec).c_str(),
+    std::printf("  %-30s %s compute: %.2f%% of dq, dk, dv scored (%zu of %zu)\n", name, engine::to_string(prec).c_str(),
                 100.0 * static_cast<double>(scored) / static_cast<double>(all), scored, all);
   }
   std::fflush(stdout);
@@ -203,9 +203,9 @@ void coverage(const char* name, const Options& o, Index n, Index d, bool positiv
 // Section 4: seconds of the gradient reference of one head (forward reference first, not counted).
 double one_head(const Options& o, Index n, Index d) {
   const Problem x = make(o, 1, 1, n, d, 4);
-  const check::Reference ref = check::compute_reference(x.p);
+  const engine::Reference ref = engine::compute_reference(x.p);
   const auto t0 = Clock::now();
-  (void)check::compute_gradient_reference(x.p, ref, x.dout, x.dden);
+  (void)engine::compute_gradient_reference(x.p, ref, x.dout, x.dden);
   return since(t0);
 }
 

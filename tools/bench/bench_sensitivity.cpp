@@ -35,9 +35,9 @@
 #include <vector>
 
 using namespace hla;
-using check::CandidateOutputs;
-using check::Precision;
 using check::Report;
+using engine::CandidateOutputs;
+using engine::Precision;
 
 namespace {
 
@@ -307,7 +307,7 @@ BatchProblem make_problem(const Args& a, Index n, DType dtype, const std::string
 // each of the picked elements of `base`, pushing each away from the reference
 // (its score grows by δ). Brackets around the limit read from the Report, then
 // bisects to 1%. NaN when no output element is scored.
-double delta_min(const BatchProblem& p, const check::Reference& ref, const CandidateOutputs& base, const Report& full,
+double delta_min(const BatchProblem& p, const engine::Reference& ref, const CandidateOutputs& base, const Report& full,
                  const check::CheckOptions& opt, double threshold, int count, uint64_t seed) {
   std::vector<const check::Element*> pool;
   for (const auto& e : full.worst)
@@ -346,7 +346,7 @@ double delta_min(const BatchProblem& p, const check::Reference& ref, const Candi
   return hi;
 }
 
-Row run_row(const Args& a, const BatchProblem& p, const check::Reference& ref, Precision prec) {
+Row run_row(const Args& a, const BatchProblem& p, const engine::Reference& ref, Precision prec) {
   const auto t0 = std::chrono::steady_clock::now();
   Row row;
   row.n = p.n, row.dtype = p.dtype, row.prec = prec, row.normalize = p.opt.normalize;
@@ -356,7 +356,7 @@ Row run_row(const Args& a, const BatchProblem& p, const check::Reference& ref, P
   const std::string tag = "n=" + std::to_string(p.n) + " " + to_string(p.dtype) + "/" + to_string(prec) +
                           " gamma=" + row.gamma + (p.opt.normalize ? " norm=add" : " norm=off");
 
-  auto judge = [&](const std::string& name, auto&& make, check::FormClass cls = check::FormClass::masked) {
+  auto judge = [&](const std::string& name, auto&& make, engine::FormClass cls = engine::FormClass::masked) {
     const auto f0 = std::chrono::steady_clock::now();
     const CandidateOutputs c = make();
     check::CheckOptions o = opt;
@@ -380,8 +380,8 @@ Row run_row(const Args& a, const BatchProblem& p, const check::Reference& ref, P
   ours.push_back({"paper_state", Form::streaming_paper_state, 64});
   for (const auto& f : ours) {
     if (!has(f.form)) continue;
-    auto make = [&] { return check::ours(p, prec, f.form, f.chunk); };
-    if (subtracts_partial_sums(p.opt, f.form)) row.state_difference.push_back(judge(f.name, make, check::FormClass::state_difference));
+    auto make = [&] { return engine::ours(p, prec, f.form, f.chunk); };
+    if (subtracts_partial_sums(p.opt, f.form)) row.state_difference.push_back(judge(f.name, make, engine::FormClass::state_difference));
     else row.honest.push_back(judge(f.name, make));
   }
   const bool slow_gemm = prec == Precision::bf16 && p.n > a.max_bf16_gemm_n;
@@ -401,7 +401,7 @@ Row run_row(const Args& a, const BatchProblem& p, const check::Reference& ref, P
   row.limit = row.ratio * row.baseline;
   {
     const auto f0 = std::chrono::steady_clock::now();
-    const CandidateOutputs base = check::ours(p, prec, ours.front().form, ours.front().chunk);
+    const CandidateOutputs base = engine::ours(p, prec, ours.front().form, ours.front().chunk);
     check::CheckOptions all = opt;
     all.worst = static_cast<size_t>(p.n * (p.dv + 1));  // every scored element, with the checker's magnitude
     const Report full = check::check(p, ref, base, all);
@@ -544,7 +544,7 @@ int main(int argc, char** argv) {
           const auto r0 = std::chrono::steady_clock::now();
           std::fprintf(stderr, "n=%ld %s gamma=%s norm=%s: reference (binary128)...\n", static_cast<long>(n),
                        to_string(dtype).c_str(), gamma.c_str(), normalize ? "add" : "off");
-          const check::Reference ref = check::compute_reference(p);
+          const engine::Reference ref = engine::compute_reference(p);
           const double ref_s = seconds_since(r0);
           std::fprintf(stderr, "  reference %.1f s\n", ref_s);
           std::vector<Precision> precs{Precision::f32};

@@ -30,8 +30,8 @@ int run_check(const CheckArgs& a) {
   if (a.verify_inputs) check::verify_inputs(f, a.budget);
   io::Candidate c = io::read_candidate(a.candidate, f);
   check::CheckOptions opt;
-  opt.precision = check::parse_precision_map(a.precision).of(f.problem.dtype);
-  opt.form_class = check::parse_form_class(a.form_class);
+  opt.precision = engine::parse_precision_map(a.precision).of(f.problem.dtype);
+  opt.form_class = engine::parse_form_class(a.form_class);
   opt.interface = check::Interface::cli;
   opt.worst = a.worst;
   opt.require_gradients = a.require_grad;

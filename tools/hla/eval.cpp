@@ -34,10 +34,10 @@ PaperForm parse_paper(const std::string& s) {
 int run_eval(const EvalArgs& a) {
   // Everything the command line says is checked before the (possibly long) evaluation.
   if (a.form_given && !a.paper.empty()) throw InputError("give one of --form and --paper, not both");
-  const check::Precision prec = check::parse_precision(a.precision);
+  const engine::Precision prec = engine::parse_precision(a.precision);
   const std::optional<PaperForm> paper = a.paper.empty() ? std::nullopt : std::optional(parse_paper(a.paper));
   const Form form = parse_form(a.form);
-  const DType out = a.dtype.empty() ? (prec == check::Precision::f64 ? DType::f64 : DType::f32) : parse_dtype(a.dtype);
+  const DType out = a.dtype.empty() ? (prec == engine::Precision::f64 ? DType::f64 : DType::f32) : parse_dtype(a.dtype);
   check_output_file("--out", a.out);
   std::error_code ec;
   if (std::filesystem::equivalent(a.fixture, a.out, ec))
@@ -51,9 +51,9 @@ int run_eval(const EvalArgs& a) {
   const io::Fixture f = io::read_fixture(a.fixture);
   if (grad && !f.gradients)
     throw InputError("--grad: " + io::printable(a.fixture) + " carries no gradients (no upstream do); write one with hla gen --case ...,grad=true");
-  check::CandidateOutputs c = paper ? check::ours_paper(f.problem, prec, *paper, a.chunk, out)
-                                          : check::ours(f.problem, prec, form, a.chunk, out);
-  if (grad) check::ours_gradients(f.problem, f.dout, f.dden, *grad, a.chunk, out, c);
+  engine::CandidateOutputs c =
+      paper ? engine::ours_paper(f.problem, prec, *paper, a.chunk, out) : engine::ours(f.problem, prec, form, a.chunk, out);
+  if (grad) engine::ours_gradients(f.problem, f.dout, f.dden, *grad, a.chunk, out, c);
   io::write_candidate(a.out, check::candidate_of(c), f);
   std::cout << "hla eval: wrote " << io::printable(a.out) << " (" << (paper ? "paper " + to_string(*paper) : a.form) << " in "
             << a.precision << ", out " << to_string(out)

@@ -103,10 +103,10 @@ std::unique_ptr<fuzz::Adapter> make_adapter(const FuzzArgs& a) {
   for (const auto& t : fuzz::split_list(a.dtypes)) s.dtypes.push_back(parse_dtype(t));
   if (s.variants.empty() || s.dtypes.empty()) throw InputError("--variants and --dtypes must name at least one each");
   s.features = a.features == "none" ? 0 : fuzz::parse_features(a.features);
-  s.precision = check::parse_precision_map(a.precision);
+  s.precision = engine::parse_precision_map(a.precision);
   if (s.precision.empty()) throw InputError("--precision must name a precision (e.g. f32, or bf16=f32,f32=f32)");
   s.max_n = a.max_n > 0 ? a.max_n : 4096;
-  s.form_class = check::parse_form_class(a.form_class);
+  s.form_class = engine::parse_form_class(a.form_class);
   if (!s.d_values.empty()) s.max_d = *std::max_element(s.d_values.begin(), s.d_values.end());
   if (!s.dv_values.empty()) s.max_dv = *std::max_element(s.dv_values.begin(), s.dv_values.end());
   s.validate();
@@ -133,7 +133,7 @@ std::function<void()> report_on_stderr(fuzz::CampaignOptions& o, bool progress) 
 
 void print_header(const FuzzArgs& a, const fuzz::Supports& s) {
   std::cerr << "hla fuzz: candidate '" << io::printable(s.name, 1000) << "' (precision " << s.precision.str() << ", form class "
-            << check::to_string(s.form_class) << (s.sizes_text().empty() ? "" : "; " + s.sizes_text()) << "), seed " << a.campaign.seed
+            << engine::to_string(s.form_class) << (s.sizes_text().empty() ? "" : "; " + s.sizes_text()) << "), seed " << a.campaign.seed
             << ", shard " << a.shard << ", up to " << a.campaign.max_cases << " cases"
             << (a.campaign.max_seconds > 0 ? " or " + std::to_string(a.campaign.max_seconds) + " s" : "")
             << (a.jobs > 1 ? ", " + std::to_string(a.jobs) + " jobs" : "") << "\n";

@@ -52,15 +52,15 @@ struct GenArgs {
   bool progress = false;
 };
 
-check::Reference reference_with_progress(const BatchProblem& p, Progress* bar) {
-  check::ReferenceOptions ro;
+engine::Reference reference_with_progress(const BatchProblem& p, Progress* bar) {
+  engine::ReferenceOptions ro;
   if (bar) ro.progress = [bar](double done, double total) { bar->update(done, total); };
-  return check::compute_reference(p, ro);
+  return engine::compute_reference(p, ro);
 }
 
 void write_case_fixture(const fs::path& file, const gen::Case& c, const std::string& suite, Progress* bar = nullptr) {
-  check::Reference ref = reference_with_progress(c.problem, bar);
-  if (c.grad) ref.grad = check::compute_gradient_reference(c.problem, ref, c.dout, c.dden);
+  engine::Reference ref = reference_with_progress(c.problem, bar);
+  if (c.grad) ref.grad = engine::compute_gradient_reference(c.problem, ref, c.dout, c.dden);
   io::write_fixture(file, check::make_fixture(c.problem, ref, {suite, c.name, c.seed, c.exact_tier}));
 }
 

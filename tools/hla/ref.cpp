@@ -55,11 +55,11 @@ Inputs read_inputs(const RefArgs& a, const Options& opt) {
 }
 
 // "X of Y gradient elements certified ..." over dq, dk, dv (and dstate).
-std::string gradient_summary(const check::GradientReference& g, double seconds) {
+std::string gradient_summary(const engine::GradientReference& g, double seconds) {
   size_t total = 0, ill = 0;
   for (const auto* f : {&g.dq_flags, &g.dk_flags, &g.dv_flags, &g.dstate_flags}) {
     total += f->size();
-    for (uint8_t x : *f) ill += (x & check::kIllConditioned) != 0;
+    for (uint8_t x : *f) ill += (x & engine::kIllConditioned) != 0;
   }
   const double pct = total ? 100.0 * static_cast<double>(total - g.uncertified) / static_cast<double>(total) : 100;
   char line[300];
@@ -78,16 +78,16 @@ int run_ref(const RefArgs& a) {
   if (fs::equivalent(a.input, a.out, ec)) throw InputError("--out '" + printable(a.out) + "' is the input file itself");
   auto [p, up] = read_inputs(a, opt);
   Progress bar("hla ref: reference", progress_wanted(a.quiet, a.progress));
-  check::ReferenceOptions ro;
+  engine::ReferenceOptions ro;
   ro.threads = a.threads;
   ro.progress = [&](double done, double total) { bar.update(done, total); };
-  check::Reference ref = check::compute_reference(p, ro);
+  engine::Reference ref = engine::compute_reference(p, ro);
   const double forward_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   std::string grad_line;
   if (up) {
     bar.set_label("hla ref: gradients");
     const auto g0 = std::chrono::steady_clock::now();
-    ref.grad = check::compute_gradient_reference(p, ref, std::move(up->dout), std::move(up->dden));
+    ref.grad = engine::compute_gradient_reference(p, ref, std::move(up->dout), std::move(up->dden));
     grad_line = gradient_summary(*ref.grad, std::chrono::duration<double>(std::chrono::steady_clock::now() - g0).count());
   }
   char shape[200];
@@ -97,7 +97,7 @@ int run_ref(const RefArgs& a) {
   const std::string extra = std::string(p.offsets.empty() ? "" : ", " + std::to_string(p.offsets.size() - 1) + " packed sequences") +
                             (p.has_state() ? ", from an initial state (" + to_string(p.state_dtype) + ")" : "") +
                             (!ref.grad ? "" : ref.grad->dden.empty() ? ", with gradients for the upstream do" : ", with gradients for the upstream do, dden");
-  const check::Reference::Stats s = ref.stats;
+  const engine::Reference::Stats s = ref.stats;
   const int bits = ref.bits;
   bar.set_label("hla ref: writing");
   check::FixtureMeta meta;

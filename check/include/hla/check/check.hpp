@@ -2,8 +2,9 @@
 // through the C ABI, our own forms, the CUDA kernel. See docs/pass-rule.md.
 #pragma once
 
-#include "hla/check/precision.hpp"
-#include "hla/check/reference.hpp"
+#include "hla/engine/orders.hpp"
+#include "hla/engine/precision.hpp"
+#include "hla/engine/reference.hpp"
 #include "hla/evaluate.hpp"
 
 #include <nlohmann/json.hpp>
@@ -15,28 +16,16 @@
 
 namespace hla::check {
 
-// What a candidate produced, exactly as it produced it (values exact in f64).
-struct CandidateOutputs {
-  std::vector<double> out;  // [B, H, n, dv]
-  std::vector<double> den;  // [B, H, n], or empty when the candidate does not expose it
-  DType out_dtype = DType::f32;  // the type `out` was stored in (its rounding is allowed for)
-  DType den_dtype = DType::f64;
-  // Gradients of the reference's loss (SPEC §9), each empty when not written:
-  // dq [B, H, n, d], dk [B, Hkv, n, d], dv [B, Hkv, n, dv].
-  std::vector<double> dq{}, dk{}, dv{};  // ({}: aggregate initializers may omit them)
-  DType dq_dtype = DType::f64, dk_dtype = DType::f64, dv_dtype = DType::f64;
-  // From an initial state: ∂L/∂X0 laid out as BatchProblem::state, the parts
-  // given (state.hpp names: S, F, f, …; empty: none; the others are zero) and their dtype.
-  std::vector<double> dstate{};
-  std::vector<std::string> dstate_parts{};
-  DType dstate_dtype = DType::f64;
-};
+// The engine's types that every caller of the checker handles (hla/engine/):
+// named here too, so that a check is written in one namespace.
+using engine::CandidateOutputs;
+using engine::FormClass;
+using engine::GradientReference;
+using engine::Precision;
+using engine::Reference;
 
 // The interface a check was asked through: hints name options in its syntax.
 enum class Interface { cpp, cli, python, cabi };
-// How `c` is declared through `i`: `--form-class flat:64`, `form_class="flat:64"`,
-// `hla_impl_info.form_class = HLA_CLASS_FLAT_CHUNKS(64)`, `.form_class = FormClass::flat(64)`.
-std::string declare_class(FormClass c, Interface i);
 
 struct CheckOptions {
   std::optional<Precision> precision{};  // default: the candidate's output dtype
@@ -67,11 +56,6 @@ struct CheckOptions {
 // order of ours by a few roundings of the result (one dot product summed in
 // another order, a final scaling); it vanishes where sums grow long and cancel.
 inline constexpr double kRatioLimit = 4.0;
-// A verdict needs evidence: with no element scored, or with more than this
-// fraction of the elements that do not depend on NaN/Inf inputs left unscored
-// (at a pole, beyond the output range, in the underflow regime), the report is
-// INCONCLUSIVE (not a pass; `hla check` exits 4).
-inline constexpr double kMaxUnscoredFraction = 0.5;
 inline constexpr double kFloorRoundings = 2.0;
 // Rule 3's yardstick is never below this, so that its bar (ratio_limit ≥
 // kRatioLimit times the yardstick) is at least one rounding of the magnitude:
@@ -216,49 +200,5 @@ Report check(const BatchProblem& p, const Reference& ref, const CandidateOutputs
 
 // Convenience for a user's own test: computes the reference, then checks.
 Report check(const BatchProblem& p, const CandidateOutputs& cand, const CheckOptions& opt = {});
-
-// One of our forms on every head and sequence, evaluated in precision `prec`
-// (rounding after every operation for bf16/f16; tf32 runs as f32), outputs
-// rounded to `out`. A paper-literal form when `paper` is set. A problem with
-// an initial state: streaming (chunks of one token) and chunked_matmul through
-// the fast engine (fast_ours), from the state; other forms InputError.
-// log_decay: decay weights as exp of a cumulative sum of log γ (Head::span).
-CandidateOutputs ours(const BatchProblem& p, Precision prec, Form f, Index chunk = 64, DType out = DType::f64, bool log_decay = false);
-CandidateOutputs ours_paper(const BatchProblem& p, Precision prec, PaperForm f, Index chunk = 64, DType out = DType::f64);
-
-// The FlashAttention-style baseline: our own honest evaluation orders in the
-// candidate's precision and class — sequential (streaming recurrence, also with
-// every dot product reversed), blocked (chunked matmul form at widths 8, 16,
-// 32, 64), tree (Blelloch scan, where its operator only adds and the head is
-// small), the literal sums (small heads), and for the state-difference class
-// our forms that subtract partial sums; the worst of them sets the bar. With NaN/Inf inputs only the streaming forms (the chunked
-// form masks by multiplying with 0, which is not NaN-causal); check() runs the
-// baseline on the inputs with NaN/Inf set to 0 instead, which leaves every
-// scored element (those that do not depend on them) as it is.
-struct BaselineForm {
-  Form form;
-  Index chunk = 64;
-  // q and k with their feature columns reversed: the same sums with every dot
-  // product q·k accumulated in the opposite order.
-  bool reversed_features = false;
-  // Decay weights as production chunk kernels form them: exp of a cumulative
-  // sum of log γ, per chunk (chunked forms) or per sequence (literal forms).
-  bool log_decay = false;
-  std::string name() const;  // "chunked_matmul/16", "literal (log-space decay)"
-};
-std::vector<BaselineForm> baseline_forms(const BatchProblem& p, FormClass c = FormClass::masked);
-
-// The same orders at scale: the streaming recurrence and the chunked matmul
-// form evaluated by the fast engine's vectorized kernels (hla/fast/), every
-// operation rounded to the precision as ours() rounds it, heads in parallel.
-// Applies to the variants with a chunked form and finite inputs; check() uses
-// it instead of ours() for those forms when a problem is large
-// (fast_baseline_wanted), where ours() would take minutes.
-bool fast_baseline_applies(const BatchProblem& p, const BaselineForm& f, bool known_finite = false);
-CandidateOutputs fast_ours(const BatchProblem& p, Precision prec, const BaselineForm& f, DType out = DType::f64);
-// Σ over heads × sequences of n·d·(d + dv) above 2^24: the golden fixtures and
-// small fuzz cases stay with ours() (their verdicts are as before).
-bool fast_baseline_wanted(const BatchProblem& p);
-
 
 }  // namespace hla::check

@@ -24,8 +24,8 @@ struct Supports {
   std::vector<DType> dtypes;
   uint32_t features = 0;  // HLA_FEAT_* bits
   Index max_n = 4096, max_d = 64, max_dv = 64;
-  check::PrecisionMap precision{check::Precision::f32, {}};  // per input dtype
-  check::FormClass form_class = check::FormClass::masked;
+  engine::PrecisionMap precision{engine::Precision::f32, {}};  // per input dtype
+  engine::FormClass form_class = engine::FormClass::masked;
   check::Interface interface = check::Interface::cli;  // how the candidate declares itself: the syntax of hints
   // Seconds added to the per-call limit of the call that starts the worker or
   // server, the first time and before a timeout's replay (Adapter::allow_startup):
@@ -52,14 +52,14 @@ struct Supports {
   // (hla select, the pytest plugin's golden fixtures). den and state are never needed.
   std::string outside(const BatchProblem& p) const;  // "d in {64, 128}, dv = d, n multiple of 16" ("" when unrestricted)
   // The declared compute precision for inputs of dtype t (f32 when nothing is declared).
-  check::Precision precision_for(DType t) const { return precision.of(t).value_or(check::Precision::f32); }
+  engine::Precision precision_for(DType t) const { return precision.of(t).value_or(engine::Precision::f32); }
 };
 
 struct RunResult {
   enum class Status { ok, error, crash, timeout, bad_output };
   Status status = Status::ok;
   std::string message;             // for anything but ok
-  check::CandidateOutputs out;     // when ok
+  engine::CandidateOutputs out;    // when ok
   std::vector<double> state_out;   // when asked for and ok
 };
 std::string to_string(RunResult::Status s);
@@ -74,8 +74,7 @@ class Adapter {
   // Runs the candidate on p. `ref`, when given, is p's reference (exec writes
   // it into the fixture file it hands over; computed there when null).
   // state_in / want_state only with HLA_FEAT_STATE.
-  virtual RunResult run(const BatchProblem& p, const check::Reference* ref, const std::vector<double>* state_in,
-                        bool want_state) = 0;
+  virtual RunResult run(const BatchProblem& p, const engine::Reference* ref, const std::vector<double>* state_in, bool want_state) = 0;
   // The candidate's gradients (SPEC §9) for upstream dout [B,H,n,dv] and dden
   // [B,H,n] (or empty) into out.dq, dk, dv; only with HLA_FEAT_BACKWARD, and
   // only where run() returned none: an exec candidate computes them in the same

@@ -41,7 +41,7 @@ struct CampaignOptions {
   // of a small case's time (docs/speed.md "Python": measured); 0
   // sends every head to the engine. A finding's fixture is always written
   // with the default reference.
-  Index exact_max_n = check::kExactMaxN;
+  Index exact_max_n = engine::kExactMaxN;
   // What the campaign reports while it runs; it prints nothing itself (`hla
   // fuzz` prints these on stderr, hla_oracle.fuzz logs them). Each may be
   // empty; all are called on the campaign's thread.
@@ -107,7 +107,7 @@ struct Summary {
 // and, for numeric kinds, the outputs that failed.
 struct Verdict {
   std::string kind, message;
-  check::CandidateOutputs outputs;
+  engine::CandidateOutputs outputs;
   bool has_outputs = false;
   // Numeric kinds: which rules failed ("nonfinite", "overflow", "bound", "ratio", "exact",
   // and grad_ of each), and whether the other evaluation class would pass (the
@@ -123,8 +123,8 @@ struct Verdict {
 // reference_budget > 0: seconds the reference may take (InputError beyond;
 // --replay of a user's fixture), 0: unbounded (generated cases are small).
 // exact_max_n: heads up to this long (d, dv ≤ 16) get an exact rational
-// reference, longer ones the certified double-double engine (check::compute_reference).
-Verdict judge(Adapter& a, const FuzzCase& c, double reference_budget = 0, Index exact_max_n = check::kExactMaxN);
+// reference, longer ones the certified double-double engine (engine::compute_reference).
+Verdict judge(Adapter& a, const FuzzCase& c, double reference_budget = 0, Index exact_max_n = engine::kExactMaxN);
 
 Summary run_campaign(Adapter& a, const CampaignOptions& o);
 

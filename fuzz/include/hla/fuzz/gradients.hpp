@@ -18,9 +18,9 @@ void draw_upstream(FuzzCase& c, const Supports& s, gen::Rng& r);
 // (SPEC §9, "NaN causality of gradients") is set to NaN, so that check_gradients
 // does not score it; every other element depends on the upstream only through
 // finite entries, so it must be finite and within the bound of this reference.
-check::Reference with_gradients(const FuzzCase& c, check::Reference ref, bool hide);
+engine::Reference with_gradients(const FuzzCase& c, engine::Reference ref, bool hide);
 // The hiding alone: ref.grad's elements that c's non-finite upstream may reach set to NaN.
-void hide_reach(const FuzzCase& c, check::Reference& ref);
+void hide_reach(const FuzzCase& c, engine::Reference& ref);
 
 // The upstream entries of the batch entries `batches` and query heads `heads`
 // (empty: all), the token ranges `tokens` (empty: all; in order, as pieces()
