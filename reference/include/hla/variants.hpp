@@ -91,7 +91,7 @@ struct VariantInfo {
   // Full parity (docs/contributing.md), each checked against the code that provides it:
   bool has_state;     // a §3 streaming state: takes an initial state (its parts: reference/src/state_layout.cpp)
   bool has_backward;  // a backward type in Backwards (reference/include/hla/backward_impl.hpp; static_assert there)
-  bool fast_engine;   // a form in the fast engine's ChunkForms (check/include/hla/fast/engine.hpp; static_assert there)
+  bool fast_engine;   // a form in the fast engine's ChunkForms (engine/include/hla/fast/engine.hpp; static_assert there)
 };
 
 namespace detail {
