@@ -90,7 +90,7 @@ inline constexpr Index kExactMaxN = 48;
 // How compute_reference works.
 struct ReferenceOptions {
   Index exact_max_n = kExactMaxN;  // exact rationals for heads up to this long (and d, dv ≤ 16)
-  double max_seconds = 0;  // > 0: InputError once this much time has passed
+  double max_seconds = 0;          // > 0: InputError once this much time has passed
   // The double-double engine for heads that exact rationals do not take (else
   // binary128 streaming). Where it leaves elements uncertified, the head's
   // prefix up to the last of them is recomputed in binary128 if that costs at
