@@ -2,6 +2,9 @@
 
 namespace hla::check {
 
+const char* generator_version() { return "hla-oracle " HLA_VERSION; }  // HLA_VERSION: check/CMakeLists.txt
+
+
 using engine::has_state_difference_magnitude;
 
 io::Fixture make_fixture(BatchProblem p, Reference ref, const FixtureMeta& meta) {
@@ -39,7 +42,7 @@ io::Fixture make_fixture(BatchProblem p, Reference ref, const FixtureMeta& meta)
   f.suite = meta.suite;
   f.case_name = meta.case_name;
   f.seed = meta.seed;
-  f.generator_version = kGeneratorVersion;
+  f.generator_version = generator_version();
   f.reference_bits = ref.bits;
   f.exact_tier = meta.exact_tier;
   return f;

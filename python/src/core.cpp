@@ -395,6 +395,6 @@ NB_MODULE(_core, m) {
         nb::arg("precision"), nb::arg("form_class"), nb::arg("worst"), nb::arg("grads") = std::map<std::string, TensorArg>{});
   m.def("save_candidate", &save_candidate, nb::arg("path"), nb::arg("out"), nb::arg("den").none(), nb::arg("fixture").none(),
         nb::arg("layout"), nb::arg("grads") = std::map<std::string, TensorArg>{});
-  m.def("generator_version", [] { return std::string(hla::check::kGeneratorVersion); });
+  m.def("generator_version", [] { return std::string(hla::check::generator_version()); });
   add_fuzz(m);
 }

@@ -13,8 +13,9 @@
 
 namespace hla::check {
 
-// Bumped whenever generated fixture bytes change (the golden set is then regenerated).
-inline constexpr const char* kGeneratorVersion = "hla-oracle 0.3.0";
+// "hla-oracle <version>": the product's one version (CMakeLists.txt project(VERSION)),
+// written into every fixture; a release that changes fixture bytes bumps it.
+const char* generator_version();
 
 struct FixtureMeta {
   std::string suite = "adhoc", case_name = "case";
