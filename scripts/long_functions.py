@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Lists the C++ functions longer than a limit (default 80 lines) in the given
+"""Lists the C++ and Python functions longer than a limit (default 80 lines) in the given
 directories or files, one per line: `path:line: name: N lines`. Exit 1 when
 there is one, 0 when there is none, 2 on bad arguments.
 
@@ -12,13 +12,16 @@ and preprocessor lines are blanked, then braces are matched, and a brace
 opens a function body when it follows a parameter list `)` (possibly with
 qualifiers, a trailing return type, a constructor's initializer list or
 `try`) at namespace or class scope. That is enough for this project's style
-(tests/cli/long_functions_test.py pins the cases it must see)."""
+(tests/cli/long_functions_test.py pins the cases it must see). A Python
+function's length is the lines from its `def` to its last line (ast), a
+nested function counting toward the one it is in; docstrings count."""
 import argparse
+import ast
 import pathlib
 import re
 import sys
 
-SOURCES = (".cpp", ".cc", ".cxx", ".hpp", ".h", ".cu", ".cuh")
+SOURCES = (".cpp", ".cc", ".cxx", ".hpp", ".h", ".cu", ".cuh", ".py")
 CONTROL = {"if", "for", "while", "switch", "catch", "do", "else", "return"}
 
 
@@ -120,9 +123,29 @@ def name_of(head):
     return h[:40]
 
 
+def scan_python(text, limit):
+    """[(line, name, lines)] of the outermost Python functions (methods included) longer than limit."""
+    found = []
+
+    def visit(node, prefix):
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                start = min([child.lineno] + [d.lineno for d in child.decorator_list])
+                lines = child.end_lineno - start + 1
+                if lines > limit:
+                    found.append((start, prefix + child.name, lines))
+            elif isinstance(child, ast.ClassDef):
+                visit(child, prefix + child.name + ".")
+
+    visit(ast.parse(text), "")
+    return found
+
+
 def scan(path, limit):
     """[(line, name, lines)] of the functions in path longer than limit."""
     text = path.read_text(encoding="utf-8", errors="replace")
+    if path.suffix == ".py":
+        return scan_python(text, limit)
     s = blank(text)
     line_at = [0] * (len(s) + 1)
     line = 1

@@ -4,7 +4,6 @@ namespace hla::check {
 
 const char* generator_version() { return "hla-oracle " HLA_VERSION; }  // HLA_VERSION: check/CMakeLists.txt
 
-
 using engine::has_state_difference_magnitude;
 
 io::Fixture make_fixture(BatchProblem p, Reference ref, const FixtureMeta& meta) {

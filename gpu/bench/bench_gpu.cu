@@ -79,31 +79,68 @@ template <class F> float time_ms(F&& f, int reps) {
   return ms / static_cast<float>(reps);
 }
 
-}  // namespace
-
-int main(int argc, char** argv) {
+struct BenchArgs {
   int64_t B = 8, H = 16, d = 128;
   std::vector<int64_t> ns{1024, 4096, 16384};
   std::vector<std::string> variants{"hla2", "ahla", "hla3"}, precisions{"f32", "bf16"};
   double gamma = 1;
   int reps = 5;
+};
+
+// The options; false (after a message) on an unknown one.
+bool parse_args(int argc, char** argv, BenchArgs& a) {
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string k = argv[i], v = argv[i + 1];
-    if (k == "--B") B = std::atoll(v.c_str());
-    else if (k == "--H") H = std::atoll(v.c_str());
-    else if (k == "--d") d = std::atoll(v.c_str());
-    else if (k == "--gamma") gamma = std::atof(v.c_str());
-    else if (k == "--reps") reps = std::atoi(v.c_str());
-    else if (k == "--variants") variants = split(v);
-    else if (k == "--precision") precisions = split(v);
+    if (k == "--B") a.B = std::atoll(v.c_str());
+    else if (k == "--H") a.H = std::atoll(v.c_str());
+    else if (k == "--d") a.d = std::atoll(v.c_str());
+    else if (k == "--gamma") a.gamma = std::atof(v.c_str());
+    else if (k == "--reps") a.reps = std::atoi(v.c_str());
+    else if (k == "--variants") a.variants = split(v);
+    else if (k == "--precision") a.precisions = split(v);
     else if (k == "--n") {
-      ns.clear();
-      for (const auto& x : split(v)) ns.push_back(std::atoll(x.c_str()));
+      a.ns.clear();
+      for (const auto& x : split(v)) a.ns.push_back(std::atoll(x.c_str()));
     } else {
       std::fprintf(stderr, "unknown option %s\n", k.c_str());
-      return 2;
+      return false;
     }
   }
+  return true;
+}
+
+// A bf16 GEMM (f32 accumulation) of about `useful` FLOPs: {ms, TFLOP/s}.
+std::pair<float, double> time_gemm(cublasHandle_t blas, double useful, int reps) {
+  const int M = 4096, N = 4096;
+  const int K = std::max(64, static_cast<int>(std::max(64.0, useful / (2.0 * M * N)) / 64) * 64);
+  __nv_bfloat16 *ga, *gb, *gc;
+  CUDA_OK(cudaMalloc(&ga, static_cast<size_t>(M) * K * 2));
+  CUDA_OK(cudaMalloc(&gb, static_cast<size_t>(K) * N * 2));
+  CUDA_OK(cudaMalloc(&gc, static_cast<size_t>(M) * N * 2));
+  fill_bf16<<<1024, 256>>>(ga, static_cast<size_t>(M) * K, 4u, 1.0f);
+  fill_bf16<<<1024, 256>>>(gb, static_cast<size_t>(K) * N, 5u, 1.0f);
+  const float one = 1, zero = 0;
+  const float gms = time_ms(
+      [&] {
+        CUBLAS_OK(cublasGemmEx(blas, CUBLAS_OP_N, CUBLAS_OP_N, M, N, K, &one, ga, CUDA_R_16BF, M, gb, CUDA_R_16BF, K, &zero, gc,
+                               CUDA_R_16BF, M, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+      },
+      reps);
+  CUDA_OK(cudaFree(ga));
+  CUDA_OK(cudaFree(gb));
+  CUDA_OK(cudaFree(gc));
+  return {gms, 2.0 * M * N * K / (gms * 1e-3) / 1e12};
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  BenchArgs ba;
+  if (!parse_args(argc, argv, ba)) return 2;
+  const int64_t B = ba.B, H = ba.H, d = ba.d;
+  const std::vector<int64_t>& ns = ba.ns;
+  const double gamma = ba.gamma;
+  const int reps = ba.reps;
   std::string why;
   if (hla_cuda::device_count(&why) == 0) {
     std::printf("hla_bench_gpu: no CUDA device (%s)\n", why.c_str());
@@ -132,9 +169,9 @@ int main(int argc, char** argv) {
 
   std::printf("%-5s %-4s %6s %10s %9s %9s %9s | %11s %9s %7s\n", "var", "prec", "n", "time ms", "TFLOP/s", "mma TF/s", "GB/s",
               "GEMM TF/s", "GEMM ms", "ratio");
-  for (const auto& var : variants)
+  for (const auto& var : ba.variants)
     for (int64_t n : ns)
-      for (const auto& prec : precisions) {
+      for (const auto& prec : ba.precisions) {
         hla_cuda::Options o;
         o.variant = var == "hla2" ? hla_cuda::Variant::hla2 : var == "ahla" ? hla_cuda::Variant::ahla : var == "hla3" ? hla_cuda::Variant::hla3
                                                                                                                   : hla_cuda::Variant::la1;
@@ -158,25 +195,8 @@ int main(int argc, char** argv) {
           continue;
         }
         const double bytes = 4.0 * static_cast<double>(B * n * H * d) * 2;
-        // The GEMM with the same useful FLOPs.
-        const int M = 4096, N = 4096;
-        int K = static_cast<int>(std::max(64.0, fl.useful / (2.0 * M * N)) / 64) * 64;
-        K = std::max(64, K);
-        __nv_bfloat16 *ga, *gb, *gc;
-        CUDA_OK(cudaMalloc(&ga, static_cast<size_t>(M) * K * 2));
-        CUDA_OK(cudaMalloc(&gb, static_cast<size_t>(K) * N * 2));
-        CUDA_OK(cudaMalloc(&gc, static_cast<size_t>(M) * N * 2));
-        fill_bf16<<<1024, 256>>>(ga, static_cast<size_t>(M) * K, 4u, 1.0f);
-        fill_bf16<<<1024, 256>>>(gb, static_cast<size_t>(K) * N, 5u, 1.0f);
-        const float one = 1, zero = 0;
-        const float gms = time_ms([&] {
-          CUBLAS_OK(cublasGemmEx(blas, CUBLAS_OP_N, CUBLAS_OP_N, M, N, K, &one, ga, CUDA_R_16BF, M, gb, CUDA_R_16BF, K, &zero, gc,
-                                 CUDA_R_16BF, M, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
-        }, reps);
-        CUDA_OK(cudaFree(ga));
-        CUDA_OK(cudaFree(gb));
-        CUDA_OK(cudaFree(gc));
-        const double gemm_tflops = 2.0 * M * N * K / (gms * 1e-3) / 1e12, tflops = fl.useful / (ms * 1e-3) / 1e12;
+        const auto [gms, gemm_tflops] = time_gemm(blas, fl.useful, reps);  // the GEMM with the same useful FLOPs
+        const double tflops = fl.useful / (ms * 1e-3) / 1e12;
         std::printf("%-5s %-4s %6lld %10.3f %9.2f %9.2f %9.1f | %11.1f %9.3f %6.1f%%\n", var.c_str(), prec.c_str(), static_cast<long long>(n),
                     ms, tflops, fl.mma / (ms * 1e-3) / 1e12, bytes / (ms * 1e-3) / 1e9, gemm_tflops, gms, 100.0 * tflops / gemm_tflops);
       }

@@ -65,6 +65,83 @@ Aligned encode(const std::vector<double>& x, DType t) {
   return a;
 }
 
+// What the fixtures came to.
+struct Tally {
+  size_t supported = 0, passed = 0, skipped = 0;
+  std::map<std::string, double> worst_ratio;  // per variant
+  std::map<std::string, size_t> skip_reasons;
+  double seconds_run = 0;
+};
+
+// Runs the library on one fixture and judges its outputs into t (throws on an unreadable fixture).
+void check_one(const Lib& lib, const hla_impl_info& in, const engine::PrecisionMap& declared, const std::string& path,
+               const std::string& cand_dir, Tally& t) {
+  io::Fixture f = io::read_fixture(path);
+  // Exact tier (bit equality) holds for f32 and f64 arithmetic only: as the fuzzer does, demand it
+  // only of a library declaring one of them for this dtype (check_fixture would demand it of any).
+  const auto prec = declared.of(f.problem.dtype);
+  if (f.exact_tier && !(prec == engine::Precision::f32 || prec == engine::Precision::f64)) f.exact_tier = false;
+  const BatchProblem& p = f.problem;
+  if (std::string why = outside(in, p); !why.empty()) {
+    ++t.skipped, ++t.skip_reasons[why];
+    return;
+  }
+  ++t.supported;
+  const std::vector<std::string> exact{to_string(p.opt.gamma), to_string(p.opt.eps), to_string(p.opt.lambda), to_string(p.opt.scale)};
+  hla_problem hp{};
+  hp.abi_version = in.abi_version;
+  hp.variant = static_cast<int32_t>(p.opt.variant);
+  hp.masked = p.opt.masked;
+  hp.normalize = p.opt.normalize;
+  hp.eps_mode = p.opt.eps_mode == EpsMode::add ? HLA_EPS_ADD : HLA_EPS_CLAMP;
+  hp.gamma = to_double(p.opt.gamma), hp.eps = to_double(p.opt.eps), hp.lambda = to_double(p.opt.lambda), hp.scale = to_double(p.opt.scale);
+  hp.gamma_exact = exact[0].c_str(), hp.eps_exact = exact[1].c_str(), hp.lambda_exact = exact[2].c_str(), hp.scale_exact = exact[3].c_str();
+  hp.batch = p.batch, hp.heads = p.heads, hp.kv_heads = p.kv_heads, hp.n = p.n, hp.d = p.d, hp.dv = p.dv;
+  hp.dtype = static_cast<int32_t>(p.dtype);
+  const Aligned q = encode(p.q, p.dtype), k = encode(p.k, p.dtype), v = encode(p.v, p.dtype);
+  Aligned offsets(p.offsets.size() * sizeof(int64_t));
+  if (!p.offsets.empty()) std::memcpy(offsets.p, p.offsets.data(), p.offsets.size() * sizeof(int64_t));
+  hp.q = q.p, hp.k = k.p, hp.v = v.p;
+  hp.offsets = p.offsets.empty() ? nullptr : reinterpret_cast<const int64_t*>(offsets.p);
+  hp.num_offsets = static_cast<int64_t>(p.offsets.size());
+  const size_t nout = static_cast<size_t>(p.batch * p.heads * p.n * p.dv), nden = static_cast<size_t>(p.batch * p.heads * p.n);
+  const size_t w = p.dtype == DType::f64 ? 8 : p.dtype == DType::f32 ? 4 : 2;
+  Aligned out(nout * w), den(nden * sizeof(double));
+  hp.out = out.p;
+  hp.den = (in.features & HLA_FEAT_DEN) ? reinterpret_cast<double*>(den.p) : nullptr;
+  char msg[1024] = "";
+  const auto t0 = std::chrono::steady_clock::now();
+  const int rc = lib.run(&hp, msg, sizeof msg);
+  t.seconds_run += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  if (rc != 0) {
+    std::cout << "FAIL " << path << ": hla_impl_run: " << msg << "\n";
+    return;
+  }
+  io::Candidate c;
+  c.out_dtype = p.dtype;
+  c.out.resize(nout);
+  for (size_t i = 0; i < nout; ++i) {
+    uint64_t bits = 0;
+    std::memcpy(&bits, out.p + i * w, w);
+    c.out[i] = io::decode_float(p.dtype, bits);
+  }
+  if (hp.den) c.den = std::vector<double>(hp.den, hp.den + nden), c.den_dtype = DType::f64;
+  if (!cand_dir.empty())
+    io::write_candidate(std::filesystem::path(cand_dir) / (std::filesystem::path(path).stem().string() + ".candidate.safetensors"), c, f);
+  check::CheckOptions opt;
+  opt.precision = declared.of(p.dtype);
+  opt.form_class = engine::form_class_from_code(in.form_class);
+  const check::Report r = check::check_fixture(f, c, opt);
+  const std::string var = to_string(p.opt.variant);
+  if (r.pass) {
+    ++t.passed;
+    t.worst_ratio[var] = std::max(t.worst_ratio[var], r.baseline_ratio);
+  }
+  std::printf("%s %s: max score %.3g (bound %.3g), ratio %.3g (limit %.3g)%s\n", r.verdict().c_str(),
+              std::filesystem::path(path).filename().c_str(), r.max_score, r.bound, r.baseline_ratio, r.ratio_limit,
+              r.pass ? "" : ("\n" + r.text()).c_str());
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -99,85 +176,19 @@ int main(int argc, char** argv) {
   }();
   std::cout << "hla_lib_check: " << (in.name ? in.name : lib_path) << ", precision " << declared.str() << "\n";
 
-  size_t supported = 0, passed = 0, skipped = 0;
-  std::map<std::string, double> worst_ratio;  // per variant
-  std::map<std::string, size_t> skip_reasons;
-  double seconds_run = 0;
+  Tally t;
   for (const std::string& path : fixtures) {
     try {
-      io::Fixture f = io::read_fixture(path);
-      // Exact tier (bit equality) holds for f32 and f64 arithmetic only: as the fuzzer does, demand it
-      // only of a library declaring one of them for this dtype (check_fixture would demand it of any).
-      const auto prec = declared.of(f.problem.dtype);
-      if (f.exact_tier && !(prec == engine::Precision::f32 || prec == engine::Precision::f64)) f.exact_tier = false;
-      const BatchProblem& p = f.problem;
-      if (std::string why = outside(in, p); !why.empty()) {
-        ++skipped, ++skip_reasons[why];
-        continue;
-      }
-      ++supported;
-      const std::vector<std::string> exact{to_string(p.opt.gamma), to_string(p.opt.eps), to_string(p.opt.lambda), to_string(p.opt.scale)};
-      hla_problem hp{};
-      hp.abi_version = in.abi_version;
-      hp.variant = static_cast<int32_t>(p.opt.variant);
-      hp.masked = p.opt.masked;
-      hp.normalize = p.opt.normalize;
-      hp.eps_mode = p.opt.eps_mode == EpsMode::add ? HLA_EPS_ADD : HLA_EPS_CLAMP;
-      hp.gamma = to_double(p.opt.gamma), hp.eps = to_double(p.opt.eps), hp.lambda = to_double(p.opt.lambda), hp.scale = to_double(p.opt.scale);
-      hp.gamma_exact = exact[0].c_str(), hp.eps_exact = exact[1].c_str(), hp.lambda_exact = exact[2].c_str(), hp.scale_exact = exact[3].c_str();
-      hp.batch = p.batch, hp.heads = p.heads, hp.kv_heads = p.kv_heads, hp.n = p.n, hp.d = p.d, hp.dv = p.dv;
-      hp.dtype = static_cast<int32_t>(p.dtype);
-      const Aligned q = encode(p.q, p.dtype), k = encode(p.k, p.dtype), v = encode(p.v, p.dtype);
-      Aligned offsets(p.offsets.size() * sizeof(int64_t));
-      if (!p.offsets.empty()) std::memcpy(offsets.p, p.offsets.data(), p.offsets.size() * sizeof(int64_t));
-      hp.q = q.p, hp.k = k.p, hp.v = v.p;
-      hp.offsets = p.offsets.empty() ? nullptr : reinterpret_cast<const int64_t*>(offsets.p);
-      hp.num_offsets = static_cast<int64_t>(p.offsets.size());
-      const size_t nout = static_cast<size_t>(p.batch * p.heads * p.n * p.dv), nden = static_cast<size_t>(p.batch * p.heads * p.n);
-      const size_t w = p.dtype == DType::f64 ? 8 : p.dtype == DType::f32 ? 4 : 2;
-      Aligned out(nout * w), den(nden * sizeof(double));
-      hp.out = out.p;
-      hp.den = (in.features & HLA_FEAT_DEN) ? reinterpret_cast<double*>(den.p) : nullptr;
-      char msg[1024] = "";
-      const auto t0 = std::chrono::steady_clock::now();
-      const int rc = lib.run(&hp, msg, sizeof msg);
-      seconds_run += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-      if (rc != 0) {
-        std::cout << "FAIL " << path << ": hla_impl_run: " << msg << "\n";
-        continue;
-      }
-      io::Candidate c;
-      c.out_dtype = p.dtype;
-      c.out.resize(nout);
-      for (size_t i = 0; i < nout; ++i) {
-        uint64_t bits = 0;
-        std::memcpy(&bits, out.p + i * w, w);
-        c.out[i] = io::decode_float(p.dtype, bits);
-      }
-      if (hp.den) c.den = std::vector<double>(hp.den, hp.den + nden), c.den_dtype = DType::f64;
-      if (!cand_dir.empty())
-        io::write_candidate(std::filesystem::path(cand_dir) / (std::filesystem::path(path).stem().string() + ".candidate.safetensors"), c, f);
-      check::CheckOptions opt;
-      opt.precision = declared.of(p.dtype);
-      opt.form_class = engine::form_class_from_code(in.form_class);
-      const check::Report r = check::check_fixture(f, c, opt);
-      const std::string var = to_string(p.opt.variant);
-      if (r.pass) {
-        ++passed;
-        worst_ratio[var] = std::max(worst_ratio[var], r.baseline_ratio);
-      }
-      std::printf("%s %s: max score %.3g (bound %.3g), ratio %.3g (limit %.3g)%s\n", r.verdict().c_str(),
-                  std::filesystem::path(path).filename().c_str(), r.max_score, r.bound, r.baseline_ratio, r.ratio_limit,
-                  r.pass ? "" : ("\n" + r.text()).c_str());
+      check_one(lib, in, declared, path, cand_dir, t);
     } catch (const std::exception& e) {
       std::cout << "ERROR " << path << ": " << e.what() << "\n";
-      ++supported;
+      ++t.supported;
     }
   }
-  std::cout << "hla_lib_check: " << supported << " fixtures in support, " << passed << " passed, " << supported - passed
-            << " failed; " << skipped << " outside support (";
-  for (const auto& [why, count] : skip_reasons) std::cout << " " << why << ": " << count;
-  std::printf(" ); library time %.2f s\n", seconds_run);
-  for (const auto& [var, r] : worst_ratio) std::printf("  worst ratio %s: %.3g\n", var.c_str(), r);
-  return supported > 0 && passed == supported ? 0 : 1;
+  std::cout << "hla_lib_check: " << t.supported << " fixtures in support, " << t.passed << " passed, " << t.supported - t.passed
+            << " failed; " << t.skipped << " outside support (";
+  for (const auto& [why, count] : t.skip_reasons) std::cout << " " << why << ": " << count;
+  std::printf(" ); library time %.2f s\n", t.seconds_run);
+  for (const auto& [var, r] : t.worst_ratio) std::printf("  worst ratio %s: %.3g\n", var.c_str(), r);
+  return t.supported > 0 && t.passed == t.supported ? 0 : 1;
 }

@@ -154,8 +154,118 @@ def autograd_backward(fn):
     return backward
 
 
+def _fuzz_arguments(fn, support, layout, framework, backward, examples_per_group):
+    """fuzz()'s arguments checked: (the support as a dict, the backward callable or None)."""
+    if int(examples_per_group) < 1:
+        raise ValueError(f"examples_per_group must be at least 1, got {examples_per_group!r}")
+    if layout not in ("bhtd", "bthd"):
+        raise ValueError(f"layout must be 'bhtd' or 'bthd', got {layout!r}")
+    if framework not in ("numpy", "torch"):
+        raise ValueError(f"framework must be 'numpy' or 'torch', got {framework!r}")
+    sup = support_dict(support)
+    if isinstance(backward, str):
+        if backward != "autograd" or framework != "torch":
+            raise ValueError(f"backward must be a callable, or 'autograd' with framework='torch'; got {backward!r} "
+                             f"with framework={framework!r}")
+        backward = autograd_backward(fn)
+    elif backward is not None and not callable(backward):
+        raise TypeError(f"backward must be a callable or 'autograd', got {type(backward).__name__}")
+    return sup, backward
+
+
+def _failed(ex):
+    where = traceback.extract_tb(ex.__traceback__)[-1]
+    return ("error", f"{type(ex).__name__}: {ex} (at {where.filename}:{where.lineno})")
+
+
+class _CaseCalls:
+    """The campaign's calls of fn and backward: the core's arrays converted to the caller's layout and framework,
+    and their results back, as the core's ("ok", ...), ("error", why) or ("bad_output", why) tuples."""
+
+    def __init__(self, fn, backward, layout, framework):
+        self.fn, self.backward, self.layout, self.framework = fn, backward, layout, framework
+        self.torch = None
+        if framework == "torch":
+            import torch
+            self.torch = torch
+        self.states = {}  # how the last returned state is rebuilt (shapes), by its flat size
+
+    def convert_input(self, a, dtype):
+        a = a.astype(_NUMPY_INPUT[dtype], copy=False)
+        if self.layout == "bthd":
+            a = np.ascontiguousarray(np.swapaxes(a, 1, 2))
+        if self.torch is not None:
+            t = self.torch.from_numpy(a)
+            return t.to(self.torch.bfloat16) if dtype == "bf16" else t
+        return a
+
+    def convert_output(self, x, name):
+        a, carried = to_numpy(x, name)
+        if self.layout == "bthd":
+            a = np.swapaxes(a, 1, 2) if a.ndim >= 3 else a
+        return tensor(a, name, carried)
+
+    def options_of(self, info, offsets, initial, want_state):
+        if offsets is not None and self.torch is not None:
+            offsets = self.torch.from_numpy(offsets)
+        g, e, l, s = (Fraction(info[x]) for x in ("gamma", "eps", "lambda", "scale"))
+        return CaseOptions(variant=info["variant"], masked=info["masked"], normalize=info["normalize"],
+                           eps_mode=info["eps_mode"], gamma=float(g), eps=float(e), lam=float(l), scale=float(s),
+                           gamma_exact=g, eps_exact=e, lam_exact=l, scale_exact=s, dtype=info["dtype"],
+                           layout=self.layout, cu_seqlens=offsets, initial_state=initial, want_state=bool(want_state))
+
+    def run_case(self, q, k, v, info, offsets, state_in, want_state):
+        dtype = info["dtype"]
+        initial = None
+        if state_in is not None:
+            how = self.states.get(state_in.size)
+            initial = _state_back(state_in, how, self.framework) if how else state_in
+        opts = self.options_of(info, offsets, initial, want_state)
+        try:
+            c = self.convert_input
+            res = self.fn(c(q, dtype), c(k, dtype), c(v, dtype), opts)
+        except Exception as ex:
+            return _failed(ex)
+        try:
+            out, den, state = _outputs_of(res)
+        except ValueError as ex:
+            return ("bad_output", str(ex))
+        if out is None:
+            return ("bad_output", "fn returned no out")
+        try:
+            o = self.convert_output(out, "out")
+            d = None if den is None else self.convert_output(den, "den")
+            flat = None
+            if want_state:
+                if state is None:
+                    return ("bad_output", "options.want_state was set but fn returned no state (the third value)")
+                flat, how = _state_flat(state)
+                self.states[len(flat) // 8] = how
+        except (ValueError, TypeError) as ex:
+            return ("bad_output", str(ex))
+        return ("ok", o, d, flat)
+
+    def run_backward_case(self, q, k, v, info, offsets, do, dden):
+        dtype = info["dtype"]
+        opts = self.options_of(info, offsets, None, False)
+        c = self.convert_input
+        try:
+            res = self.backward(c(q, dtype), c(k, dtype), c(v, dtype), c(do, dtype),
+                                None if dden is None else c(dden, dtype), opts)
+        except Exception as ex:
+            return _failed(ex)
+        if not isinstance(res, (tuple, list)) or len(res) != 3:
+            return ("bad_output", f"backward returned {type(res).__name__}"
+                    f"{f' of {len(res)} values' if isinstance(res, (tuple, list)) else ''}; expected (dq, dk, dv)")
+        try:
+            return ("ok",) + tuple(self.convert_output(g, name) for g, name in zip(res, ("dq", "dk", "dv")))
+        except (ValueError, TypeError) as ex:
+            return ("bad_output", str(ex))
+
+
 def fuzz(fn, support=None, *, max_cases=1000, seed=1, time=0, findings="hla-findings", layout="bhtd", framework="numpy",
-         shrink_attempts=300, stop_after=0, progress=True, shard=None, exact_max_n=None, backward=None, examples_per_group=3):
+         shrink_attempts=300, stop_after=0, progress=True, shard=None, exact_max_n=None, backward=None,
+         examples_per_group=3):
     """Fuzzes fn(q, k, v, options) -> out, (out, den) or (out, den, state)
     (den, state may be None) with `hla fuzz`'s campaign: cases inside
     `support` (a Support or a dict of its fields), each judged by the pass
@@ -183,104 +293,13 @@ def fuzz(fn, support=None, *, max_cases=1000, seed=1, time=0, findings="hla-find
     dden [B,H,T] (None unless the support declares den) in the layout and
     framework of q; or "autograd" (framework='torch'): torch.autograd through
     fn (autograd_backward(fn))."""
-    if int(examples_per_group) < 1:
-        raise ValueError(f"examples_per_group must be at least 1, got {examples_per_group!r}")
-    if layout not in ("bhtd", "bthd"):
-        raise ValueError(f"layout must be 'bhtd' or 'bthd', got {layout!r}")
-    if framework not in ("numpy", "torch"):
-        raise ValueError(f"framework must be 'numpy' or 'torch', got {framework!r}")
-    sup = support_dict(support)
-    torch = None
-    if framework == "torch":
-        import torch
-    if isinstance(backward, str):
-        if backward != "autograd" or framework != "torch":
-            raise ValueError(f"backward must be a callable, or 'autograd' with framework='torch'; got {backward!r} "
-                             f"with framework={framework!r}")
-        backward = autograd_backward(fn)
-    elif backward is not None and not callable(backward):
-        raise TypeError(f"backward must be a callable or 'autograd', got {type(backward).__name__}")
-    states = {}  # how the last returned state is rebuilt (shapes), by its flat size
-
-    def convert_input(a, dtype):
-        a = a.astype(_NUMPY_INPUT[dtype], copy=False)
-        if layout == "bthd":
-            a = np.ascontiguousarray(np.swapaxes(a, 1, 2))
-        if torch is not None:
-            t = torch.from_numpy(a)
-            return t.to(torch.bfloat16) if dtype == "bf16" else t
-        return a
-
-    def convert_output(x, name):
-        a, carried = to_numpy(x, name)
-        if layout == "bthd":
-            a = np.swapaxes(a, 1, 2) if a.ndim >= 3 else a
-        return tensor(a, name, carried)
-
-    def options_of(info, offsets, initial, want_state):
-        if offsets is not None and torch is not None:
-            offsets = torch.from_numpy(offsets)
-        g, e, l, s = (Fraction(info[x]) for x in ("gamma", "eps", "lambda", "scale"))
-        return CaseOptions(variant=info["variant"], masked=info["masked"], normalize=info["normalize"],
-                           eps_mode=info["eps_mode"], gamma=float(g), eps=float(e), lam=float(l), scale=float(s),
-                           gamma_exact=g, eps_exact=e, lam_exact=l, scale_exact=s, dtype=info["dtype"], layout=layout,
-                           cu_seqlens=offsets, initial_state=initial, want_state=bool(want_state))
-
-    def failed(ex):
-        where = traceback.extract_tb(ex.__traceback__)[-1]
-        return ("error", f"{type(ex).__name__}: {ex} (at {where.filename}:{where.lineno})")
-
-    def run_case(q, k, v, info, offsets, state_in, want_state):
-        dtype = info["dtype"]
-        initial = None
-        if state_in is not None:
-            how = states.get(state_in.size)
-            initial = _state_back(state_in, how, framework) if how else state_in
-        opts = options_of(info, offsets, initial, want_state)
-        try:
-            res = fn(convert_input(q, dtype), convert_input(k, dtype), convert_input(v, dtype), opts)
-        except Exception as ex:
-            return failed(ex)
-        try:
-            out, den, state = _outputs_of(res)
-        except ValueError as ex:
-            return ("bad_output", str(ex))
-        if out is None:
-            return ("bad_output", "fn returned no out")
-        try:
-            o = convert_output(out, "out")
-            d = None if den is None else convert_output(den, "den")
-            flat = None
-            if want_state:
-                if state is None:
-                    return ("bad_output", "options.want_state was set but fn returned no state (the third value)")
-                flat, how = _state_flat(state)
-                states[len(flat) // 8] = how
-        except (ValueError, TypeError) as ex:
-            return ("bad_output", str(ex))
-        return ("ok", o, d, flat)
-
-    def run_backward_case(q, k, v, info, offsets, do, dden):
-        dtype = info["dtype"]
-        opts = options_of(info, offsets, None, False)
-        try:
-            res = backward(convert_input(q, dtype), convert_input(k, dtype), convert_input(v, dtype),
-                           convert_input(do, dtype), None if dden is None else convert_input(dden, dtype), opts)
-        except Exception as ex:
-            return failed(ex)
-        if not isinstance(res, (tuple, list)) or len(res) != 3:
-            return ("bad_output", f"backward returned {type(res).__name__}"
-                    f"{f' of {len(res)} values' if isinstance(res, (tuple, list)) else ''}; expected (dq, dk, dv)")
-        try:
-            return ("ok",) + tuple(convert_output(g, name) for g, name in zip(res, ("dq", "dk", "dv")))
-        except (ValueError, TypeError) as ex:
-            return ("bad_output", str(ex))
-
+    sup, backward = _fuzz_arguments(fn, support, layout, framework, backward, examples_per_group)
+    calls = _CaseCalls(fn, backward, layout, framework)
     shards = (0, 1) if shard is None else tuple(shard)
     exact_max_n = _core.EXACT_MAX_N if exact_max_n is None else exact_max_n  # the one default of every interface
-    d = _core.fuzz(run_case, sup, int(seed), int(max_cases), float(time), str(findings), int(shrink_attempts),
+    d = _core.fuzz(calls.run_case, sup, int(seed), int(max_cases), float(time), str(findings), int(shrink_attempts),
                    int(stop_after), bool(progress), int(shards[0]), int(shards[1]), int(exact_max_n),
-                   None if backward is None else run_backward_case,
+                   None if backward is None else calls.run_backward_case,
                    lambda level, message: log.log(logging.WARNING if level == "warning" else logging.INFO, message),
                    int(examples_per_group))
     name = getattr(fn, "__qualname__", repr(fn))

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """ctest long_functions_selftest: scripts/long_functions.py sees the functions
-of this project's style and counts their lines: free functions, methods,
+of this project's style and counts their lines (C++ and Python): free functions, methods,
 constructors with initializer lists (braces in them too), function-try-blocks,
 operators, templates; and no function in braces of comments, strings, raw
 strings, lambdas at namespace scope, initializers, enums or control blocks.
@@ -38,14 +38,20 @@ CASES = [
      + "".join(f"  {i},\n" for i in range(8)) + "};\n", []),
     ("enum and control blocks", "enum class E {\n" + "".join(f"  e{i},\n" for i in range(8)) + "};\n", []),
     ("preprocessor lines", "#define X(a) { a }\nint f() {\n#if 1\n" + body(5) + "#endif\n}\n", [(2, "f", 9)]),
+    # Python (.py): from the first decorator or def to the last line; nested defs count toward their function.
+    ("python function with a nested one", "import x\n\n\n@deco\ndef f(a):\n    def g():\n" + "".join(
+        f"        a{i} = {i}\n" for i in range(4)) + "    return g\n", [(4, "f", 8)]),
+    ("python method at the limit", "class C:\n    def m(self):\n" + "".join(f"        y = {i}\n" for i in range(4)) + "\n",
+     []),
 ]
+SUFFIX = {name: ".py" for name in ("python function with a nested one", "python method at the limit")}
 
 
 def main():
     failures = 0
     with tempfile.TemporaryDirectory() as d:
         for i, (name, src, want) in enumerate(CASES):
-            f = pathlib.Path(d) / f"case{i}.cpp"
+            f = pathlib.Path(d) / f"case{i}{SUFFIX.get(name, '.cpp')}"
             f.write_text(src)
             p = subprocess.run([sys.executable, str(SCRIPT), str(f), "--max", "5"], capture_output=True, text=True)
             got = []

@@ -139,27 +139,9 @@ double load_average() {
   return getloadavg(l, 1) == 1 ? l[0] : -1;
 }
 
-int main(int argc, char** argv) {
-  mallopt(M_MMAP_THRESHOLD, 256 << 20);  // as the hla tool does (blocks from the heap, reused)
-  mallopt(M_TRIM_THRESHOLD, 512 << 20);
-  bool quick = false, e2e = true;
-  std::string hla = (fs::path(argv[0]).parent_path() / "hla").string(), work = (fs::temp_directory_path() / "hla_bench_reference").string();
-  for (int i = 1; i < argc; ++i) {
-    const std::string a = argv[i];
-    if (a == "--quick") quick = true;
-    else if (a == "--skip-e2e") e2e = false;
-    else if (a == "--hla" && i + 1 < argc) hla = argv[++i];
-    else if (a == "--work" && i + 1 < argc) work = argv[++i];
-    else {
-      std::fprintf(stderr, "usage: hla_bench_reference [--quick] [--skip-e2e] [--hla PATH] [--work DIR]\n");
-      return 2;
-    }
-  }
-  std::printf("hla_bench_reference: kernels %s, %u hardware threads, load average %.2f at the start%s\n", fast::kernels().name,
-              std::thread::hardware_concurrency(), load_average(), quick ? " (--quick: smaller shapes)" : "");
-
+// 1. One head, one thread: the double-double engine against double; returns hla2's double rate (MAC/s).
+double engine_vs_double(Index n1, Index d1) {
   // 1 + 2. One head, one thread: dd vs double, and rates.
-  const Index n1 = quick ? 1024 : 4096, d1 = quick ? 64 : 128;
   std::printf("\n1. double-double chunked engine vs the same chunked form in double (one head n=%ld d=dv=%ld, one thread, best of 2)\n",
               static_cast<long>(n1), static_cast<long>(d1));
   std::printf("   %-6s %10s %10s %8s %14s %14s\n", "", "dd s", "double s", "ratio", "dd GMAC/s", "double GMAC/s");
@@ -171,6 +153,11 @@ int main(int argc, char** argv) {
     if (v == Variant::hla2) double_rate = md / td;
     std::printf("   %-6s %10.3f %10.3f %8.2f %14.3f %14.3f\n", to_string(v).c_str(), tdd, td, tdd / td, mdd / tdd / 1e9, md / td / 1e9);
   }
+  return double_rate;
+}
+
+// 2. The double chunked form's rate against Eigen's dgemm on the same block shapes.
+void double_vs_gemm(double double_rate, Index d1) {
   std::printf("\n2. double chunked form (hla2, GEMM multiply-adds of values and magnitudes per second) vs Eigen dgemm, same block shapes\n");
   const double eig1 = eigen_dgemm_rate(64, d1, d1 + 1, 0.5), eig2 = eigen_dgemm_rate(d1, 64, d1 + 1, 0.5);
   const double eig = std::min(eig1, eig2);
@@ -192,7 +179,10 @@ int main(int argc, char** argv) {
     std::printf("   the whole double chunked form (hla2): %.2f GMAC/s = %.0f%% of Eigen's slower block rate (target >= 50%%)\n",
                 double_rate / 1e9, 100 * double_rate / eig);
   }
+}
 
+// 3. The cost exponent in n.
+void cost_exponent(bool quick) {
   // 3. Cost exponent in n.
   std::printf("\n3. cost exponent in n (double-double engine, hla2, one head d=dv=64, one thread)\n");
   std::vector<double> ln, lt;
@@ -210,8 +200,10 @@ int main(int argc, char** argv) {
     for (size_t i = 0; i < ln.size(); ++i) sxy += (ln[i] - mx) * (lt[i] - my), sxx += (ln[i] - mx) * (ln[i] - mx);
     std::printf("   fitted exponent: %.3f (target 1.0 +- 0.1)\n", sxy / sxx);
   }
+}
 
-  if (!e2e) return 0;
+// 4. End to end: hla ref + hla check at production shapes.
+void end_to_end(bool quick, const std::string& hla, const std::string& work) {
   // 4. End to end.
   const Index B = quick ? 1 : 2, H = quick ? 4 : 8, n = quick ? 1024 : 4096, d = quick ? 64 : 128;
   std::printf("\n4. hla ref + hla check at [B=%ld, H=%ld, n=%ld, d=dv=%ld], bf16 inputs, candidate: our chunked form in f32, "
@@ -245,5 +237,31 @@ int main(int argc, char** argv) {
   }
   std::printf("   (targets: hla2 and ahla <= 10 s, hla3 <= 60 s, peak <= 4096 MB, certified >= 99.9%%; CPU s: ref + check, all threads;\n"
               "    load average %.2f at the end: wall times on a shared machine exceed the CPU time over the cores)\n", load_average());
+}
+
+int main(int argc, char** argv) {
+  mallopt(M_MMAP_THRESHOLD, 256 << 20);  // as the hla tool does (blocks from the heap, reused)
+  mallopt(M_TRIM_THRESHOLD, 512 << 20);
+  bool quick = false, e2e = true;
+  std::string hla = (fs::path(argv[0]).parent_path() / "hla").string(), work = (fs::temp_directory_path() / "hla_bench_reference").string();
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    if (a == "--quick") quick = true;
+    else if (a == "--skip-e2e") e2e = false;
+    else if (a == "--hla" && i + 1 < argc) hla = argv[++i];
+    else if (a == "--work" && i + 1 < argc) work = argv[++i];
+    else {
+      std::fprintf(stderr, "usage: hla_bench_reference [--quick] [--skip-e2e] [--hla PATH] [--work DIR]\n");
+      return 2;
+    }
+  }
+  std::printf("hla_bench_reference: kernels %s, %u hardware threads, load average %.2f at the start%s\n", fast::kernels().name,
+              std::thread::hardware_concurrency(), load_average(), quick ? " (--quick: smaller shapes)" : "");
+
+  const Index d1 = quick ? 64 : 128;
+  const double double_rate = engine_vs_double(quick ? 1024 : 4096, d1);
+  double_vs_gemm(double_rate, d1);
+  cost_exponent(quick);
+  if (e2e) end_to_end(quick, hla, work);
   return 0;
 }

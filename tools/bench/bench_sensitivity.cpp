@@ -346,6 +346,22 @@ double delta_min(const BatchProblem& p, const engine::Reference& ref, const Cand
   return hi;
 }
 
+// Row's scored fraction and delta_min: the smallest planted perturbation of our
+// form f (width chunk) that fails, searched against row.limit.
+void plant_perturbation(const Args& a, const BatchProblem& p, const engine::Reference& ref, Precision prec, const check::CheckOptions& opt,
+                        Form f, Index chunk, const std::string& tag, Row& row) {
+  const auto f0 = std::chrono::steady_clock::now();
+  const CandidateOutputs base = engine::ours(p, prec, f, chunk);
+  check::CheckOptions all = opt;
+  all.worst = static_cast<size_t>(p.n * (p.dv + 1));  // every scored element, with the checker's magnitude
+  const Report full = check::check(p, ref, base, all);
+  row.scored = static_cast<double>(std::count_if(full.worst.begin(), full.worst.end(), [](const check::Element& e) { return e.c >= 0; })) /
+               static_cast<double>(p.n * p.dv);
+  row.delta_min = delta_min(p, ref, base, full, opt, std::min(row.limit, row.bound), a.perturbed,
+                            gen::derive_seed(a.seed, 1000 + static_cast<uint64_t>(p.n)));
+  std::fprintf(stderr, "  %s  delta_min %.4g (%.1f s)\n", tag.c_str(), row.delta_min, seconds_since(f0));
+}
+
 Row run_row(const Args& a, const BatchProblem& p, const engine::Reference& ref, Precision prec) {
   const auto t0 = std::chrono::steady_clock::now();
   Row row;
@@ -399,18 +415,7 @@ Row run_row(const Args& a, const BatchProblem& p, const engine::Reference& ref, 
   // Planted perturbation of the first honest form's output (streaming).
   // Rule 3's limit where an element's own floor is below the baseline (the usual case at these sizes).
   row.limit = row.ratio * row.baseline;
-  {
-    const auto f0 = std::chrono::steady_clock::now();
-    const CandidateOutputs base = engine::ours(p, prec, ours.front().form, ours.front().chunk);
-    check::CheckOptions all = opt;
-    all.worst = static_cast<size_t>(p.n * (p.dv + 1));  // every scored element, with the checker's magnitude
-    const Report full = check::check(p, ref, base, all);
-    row.scored = static_cast<double>(std::count_if(full.worst.begin(), full.worst.end(), [](const check::Element& e) { return e.c >= 0; })) /
-                 static_cast<double>(p.n * p.dv);
-    row.delta_min = delta_min(p, ref, base, full, opt, std::min(row.limit, row.bound), a.perturbed,
-                              gen::derive_seed(a.seed, 1000 + static_cast<uint64_t>(p.n)));
-    std::fprintf(stderr, "  %s  delta_min %.4g (%.1f s)\n", tag.c_str(), row.delta_min, seconds_since(f0));
-  }
+  plant_perturbation(a, p, ref, prec, opt, ours.front().form, ours.front().chunk, tag, row);
 
   // Planted bugs, in the last chunk (with at least two chunks, so it has a carry).
   const Index w = std::max<Index>(1, std::min<Index>(64, p.n / 2));
