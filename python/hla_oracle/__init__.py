@@ -55,11 +55,13 @@ else:
     InputError = _core.InputError  # a ValueError: bad arrays, shapes or options (the message names the problem)
     __version__ = _core.__version__  # CMakeLists.txt's project(VERSION)
 from ._arrays import offsets_tensor, tensor, to_numpy
-from ._options import DEFAULT_EPS, option_text
+from ._options import DEFAULT_EPS, NotExpressible, option_text
+from ._options import kwargs_for as _kwargs_for
 from .exec_server import serve
 
 __all__ = ["reference", "Reference", "check", "Report", "load_fixture", "Fixture", "save_candidate", "golden_dir",
-           "golden_fixtures", "fuzz", "autograd_backward", "FuzzResult", "Support", "serve", "InputError"]
+           "golden_fixtures", "fuzz", "autograd_backward", "FuzzResult", "Support", "serve", "InputError",
+           "NotExpressible"]
 
 
 def _inputs(q, k, v, layout, cu_seqlens, dtype, initial_state):
@@ -274,6 +276,12 @@ class Fixture:
         return {"variant": o["variant"], "masked": o["masked"], "gamma": Fraction(o["gamma"]),
                 "normalize": o["normalize"] != "none", "eps_mode": "clamp" if o["normalize"] == "clamp" else "add",
                 "eps": Fraction(o["eps"]), "lam": Fraction(o["lambda"]), "scale": Fraction(o["scale"])}
+
+    def kwargs_for(self, fn, rename=None):
+        """kwargs restricted to the parameters fn's signature accepts, under its own names (rename: {our name: its
+        name}, e.g. {"lam": "ridge", "gamma": "decay"}); raises NotExpressible when this fixture needs a value of an
+        option fn cannot take (e.g. masked=False for a kernel without `masked`)."""
+        return _kwargs_for(self.kwargs, fn, rename)
 
     def _get(self, name):
         if self._arrays is None:

@@ -4,6 +4,40 @@ from fractions import Fraction
 from numbers import Integral, Rational, Real
 
 DEFAULT_EPS = Fraction(1, 1000000)
+# The keyword options of reference()/check() and Fixture.kwargs with the value a
+# kernel that does not take one must be computing (variant: chosen by the
+# support a test declares, so no value is implied).
+OPTION_DEFAULTS = {"variant": None, "masked": True, "gamma": 1, "normalize": False, "eps_mode": "add",
+                   "eps": DEFAULT_EPS, "lam": 0, "scale": 1}
+
+
+class NotExpressible(ValueError):
+    """A fixture needs an option value that a kernel's signature cannot take."""
+
+
+def kwargs_for(kwargs, fn, rename=None):
+    """The options in kwargs that fn's signature accepts, under fn's own names
+    (rename: {our name: its name}, e.g. {"lam": "ridge"}); a **kwargs parameter
+    accepts all. Raises NotExpressible naming each option whose value differs from
+    OPTION_DEFAULTS but that fn does not take."""
+    import inspect
+    rename = dict(rename or {})
+    unknown = set(rename) - set(OPTION_DEFAULTS)
+    if unknown:
+        raise ValueError(f"rename names unknown options {sorted(unknown)}; the options are {list(OPTION_DEFAULTS)}")
+    params = inspect.signature(fn).parameters
+    takes_all = any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values())
+    out, missing = {}, []
+    for name, value in kwargs.items():
+        its = rename.get(name, name)
+        if takes_all or its in params:
+            out[its] = value
+        elif name != "variant" and value != OPTION_DEFAULTS[name]:
+            missing.append(f"{name}={value}")
+    if missing:
+        raise NotExpressible(f"{getattr(fn, '__name__', fn)!s} takes no parameter for {', '.join(missing)} "
+                             f"(rename maps our option names to its own)")
+    return out
 
 
 def exact(x, name):

@@ -12,6 +12,11 @@ fields; no mark: every golden fixture):
         out = my_kernel(q, k, v, **hla_fixture.kwargs)
         hla_fixture.assert_passes(out, layout="bthd")
 
+A kernel that takes only some options, under its own names, gets those from
+``hla_fixture.kwargs_for(my_kernel, rename={"gamma": "decay"})``; a fixture whose
+options it cannot take (masked=False for a kernel without ``masked``) is skipped,
+the skip saying which option.
+
 ``assert_passes`` judges with the declared precision and form class and fails
 with the whole report (`hla check`'s text); a report of a failing test is also
 printed in its "hla-oracle report" section, however the test asserted it, with
@@ -106,6 +111,14 @@ class GoldenCase:
             r.text += f"  html report: {page}\n"
         self._reports.append(r)
         return r
+
+    def kwargs_for(self, fn, rename=None):
+        """The fixture's options that fn's signature takes, under its own names (Fixture.kwargs_for); a fixture
+        fn cannot express (an option value it has no parameter for) is skipped, the skip naming why."""
+        try:
+            return self.fixture.kwargs_for(fn, rename)
+        except hla_oracle.NotExpressible as e:
+            pytest.skip(f"{self.fixture.name}: {e}")
 
     def assert_passes(self, out, den=None, **kw):
         r = self.check(out, den, **kw)

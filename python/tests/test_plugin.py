@@ -78,3 +78,47 @@ def test_plugin_is_an_installed_entry_point():
     from importlib.metadata import entry_points
     eps = entry_points(group="pytest11")
     assert any(ep.value == "hla_oracle.pytest_plugin" for ep in eps)
+
+
+def test_kwargs_for_offers_the_options_a_signature_takes_under_its_names():
+    sup = Support(variants=["hla2"], features=["decay", "normalize", "clamp", "scale", "ridge", "unmasked"])
+    fixtures = [hla_oracle.load_fixture(p) for p in hla_oracle.golden_fixtures(sup)]
+    plain = next(f for f in fixtures if f.options["normalize"] == "none" and f.options["masked"] and f.options["lambda"] == "0")
+    normalized = next(f for f in fixtures if f.options["normalize"] != "none")
+
+    def kernel(q, k, v, decay=1.0, scale=1.0):
+        return q
+
+    got = plain.kwargs_for(kernel, rename={"gamma": "decay"})
+    assert got == {"decay": plain.kwargs["gamma"], "scale": plain.kwargs["scale"]}
+    try:
+        normalized.kwargs_for(kernel, rename={"gamma": "decay"})
+        raise AssertionError("a normalized fixture passed for a kernel without `normalize`")
+    except hla_oracle.NotExpressible as e:
+        assert "normalize=True" in str(e) and "kernel" in str(e)
+    assert set(normalized.kwargs_for(lambda q, k, v, **kw: q)) == set(normalized.kwargs)  # **kw takes all
+    try:
+        plain.kwargs_for(kernel, rename={"ridge": "lam"})
+        raise AssertionError("an unknown option in rename passed")
+    except ValueError as e:
+        assert "ridge" in str(e)
+
+
+def test_kwargs_for_skips_the_fixtures_a_kernel_cannot_express(pytester):
+    pytester.makepyfile('''
+import pytest
+
+def kernel(q, k, v, gamma=1, scale=1):
+    return q
+
+@pytest.mark.hla_golden(variants=["hla2"], dtypes=["f32"], features=["decay", "normalize", "clamp", "scale"])
+def test_kernel(hla_fixture):
+    kw = hla_fixture.kwargs_for(kernel)
+    assert set(kw) <= {"gamma", "scale"}
+''')
+    r = pytester.runpytest("-q", "-p", "no:cacheprovider", "-rs")
+    out = r.stdout.str()
+    assert r.ret == 0, out
+    passed, skipped = r.parseoutcomes().get("passed", 0), r.parseoutcomes().get("skipped", 0)
+    assert passed >= 1 and skipped >= 1, out
+    assert "takes no parameter for" in out, out
