@@ -64,7 +64,7 @@ cmake --build "$work/build" -j"$(nproc)" --target props_forms props_scan props_f
   { tail -40 "$work/build.log"; echo "add_variant: FAIL: the build"; exit 1; }
 
 # 3. The property suites, for the new variant.
-props="$work/build/tests/properties"
+props="$work/build/properties"
 for suite in props_forms props_scan props_float113; do
   out=$("$props/$suite" "la1_twin:*" 2>&1) || { echo "$out" | tail -30; echo "add_variant: FAIL: $suite"; exit 1; }
   cases=$(echo "$out" | grep -o "All tests passed ([0-9]* assertions\? in [0-9]* test case" | grep -o "[0-9]* test case" | grep -o "[0-9]*")

@@ -8,7 +8,7 @@
 #include "hla/error.hpp"
 
 #include "../../check/src/score_map.hpp"  // score_bin, map_worst: white-box
-#include "harness.hpp"
+#include "../../properties/harness.hpp"
 
 #include <catch2/catch.hpp>
 

@@ -7,7 +7,7 @@
 #include "hla/state.hpp"
 
 #include "../../check/src/internal.hpp"  // BaselineMemo: white-box counts
-#include "harness.hpp"
+#include "../../properties/harness.hpp"
 
 #include <catch2/catch.hpp>
 

@@ -25,7 +25,7 @@
 //
 // Reproduce a failing property: RC_PARAMS="seed=N" ./props_bound "<test name>"
 // (the seed and the line are printed at the start of every property).
-#include "harness.hpp"
+#include "../../properties/harness.hpp"
 
 #include "hla/engine/precision.hpp"
 #include "hla/engine/reference.hpp"

@@ -13,9 +13,9 @@
 #include "hla/io/fixture.hpp"
 #include "hla/state.hpp"
 
-#include "backward_gen.hpp"
+#include "../../properties/backward_gen.hpp"
 #include "engine_exact.hpp"
-#include "harness.hpp"
+#include "../../properties/harness.hpp"
 
 #include <filesystem>
 

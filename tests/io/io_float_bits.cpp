@@ -3,7 +3,7 @@
 // rounding to every dtype against an exhaustive table and the hardware cast.
 #include "hla/io/float_bits.hpp"
 #include "hla/io/safetensors.hpp"
-#include "harness.hpp"
+#include "../../properties/harness.hpp"
 #include "io_util.hpp"
 
 #include <Eigen/Core>

@@ -17,7 +17,7 @@
 #include <random>
 #include <sstream>
 
-#include "../float_inputs.hpp"
+#include "../tests/float_inputs.hpp"
 #include "backward_gen.hpp"
 #include "generators.hpp"
 #include "harness.hpp"

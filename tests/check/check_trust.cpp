@@ -6,8 +6,8 @@
 #include "hla/check/fixture.hpp"
 #include "hla/check/gradient.hpp"
 
-#include "harness.hpp"
-#include "io_util.hpp"
+#include "../../properties/harness.hpp"
+#include "../io/io_util.hpp"
 
 #include <catch2/catch.hpp>
 

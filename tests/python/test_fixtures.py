@@ -22,8 +22,8 @@ import safetensors
 from safetensors import safe_open
 from safetensors.numpy import load_file
 
-ROOT = Path(__file__).resolve().parents[3]
-sys.path.insert(0, str(ROOT / "tests" / "python"))
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # hla_fixture_file, beside this file
 import hla_fixture_file  # noqa: E402
 FIXTURES = Path(os.environ.get("HLA_FIXTURES_DIR", ROOT / "fixtures"))
 FILES = sorted(FIXTURES.rglob("*.safetensors"))

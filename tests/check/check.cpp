@@ -3,7 +3,7 @@
 #include "hla/check/fixture.hpp"
 #include "hla/evaluate.hpp"
 
-#include "harness.hpp"
+#include "../../properties/harness.hpp"
 
 #include <catch2/catch.hpp>
 

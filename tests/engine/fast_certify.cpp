@@ -17,7 +17,7 @@
 #include "hla/engine/fast_reference.hpp"
 #include "hla/fast/engine.hpp"
 
-#include "harness.hpp"
+#include "../../properties/harness.hpp"
 
 #include <cmath>
 #include <string>

@@ -24,9 +24,9 @@
 
 #include <random>
 
-#include "engine_exact.hpp"
-#include "generators.hpp"
-#include "harness.hpp"
+#include "../engine/engine_exact.hpp"
+#include "../../properties/generators.hpp"
+#include "../../properties/harness.hpp"
 
 using namespace hla;
 using namespace hla::test;

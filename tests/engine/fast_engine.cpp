@@ -9,9 +9,9 @@
 #include "hla/fast/engine.hpp"
 #include "hla/check/check.hpp"
 
-#include "generators.hpp"
+#include "../../properties/generators.hpp"
 #include "engine_exact.hpp"
-#include "harness.hpp"
+#include "../../properties/harness.hpp"
 
 #include <cstring>
 #include <filesystem>

@@ -1,6 +1,6 @@
 // Fixture files: round trips (hand-made and random), deterministic bytes,
 // metadata and shape validation, and the committed fixtures/ set.
-#include "harness.hpp"
+#include "../../properties/harness.hpp"
 #include "hla/io/atomic_file.hpp"
 #include "hla/io/fixture.hpp"
 #include "hla/io/float_bits.hpp"
