@@ -1,7 +1,7 @@
 // The fast exact engine: the reference's forms evaluated in FFRational
 // (hla/ffrational.hpp: no gcd, no allocation in the inner loops), returning
 // the same canonical rationals as the evaluation in Rational (GMP mpq), which
-// stays the ground truth (tests/properties/exact_engine.cpp demands `==`).
+// stays the ground truth (properties/exact_engine.cpp demands `==`).
 //
 // Each function takes and returns what its namesake in evaluate.hpp,
 // backward.hpp or state.hpp does for S = Rational, throws what it throws, and
