@@ -47,9 +47,7 @@ Direction direction_gen(const Problem<Rational>& p) {
 }
 
 // ⟨∇L, h⟩ from a gradient.
-Rational pairing(const Gradient<Rational>& g, const Direction& h) {
-  return inner(g.dq, h.q) + inner(g.dk, h.k) + inner(g.dv, h.v);
-}
+Rational pairing(const Gradient<Rational>& g, const Direction& h) { return inner(g.dq, h.q) + inner(g.dk, h.k) + inner(g.dv, h.v); }
 
 // d/dε L(x + εh) by operator V's forward form f in dual numbers.
 template <class V> Rational dual_derivative(const Problem<Rational>& p, const Upstream& up, const Direction& dir, Form f) {
@@ -101,12 +99,14 @@ template <size_t I, class F, class Tied> void call_on_member(F& f, const Tied& t
 template <class F, class... St> void zip_members(F&& f, St&... states) {
   const auto tied = std::make_tuple(states.members()...);
   constexpr size_t k = std::tuple_size_v<std::remove_cvref_t<decltype(std::get<0>(tied))>>;
-  [&]<size_t... I>(std::index_sequence<I...>) { (call_on_member<I>(f, tied), ...); }(std::make_index_sequence<k>{});
+  [&]<size_t... I>(std::index_sequence<I...>) { (call_on_member<I>(f, tied), ...); }
+  (std::make_index_sequence<k>{});
 }
 
 // d/dε L(x + εh; X0 + εH) of B's forward from X0 in dual numbers.
-template <class B> Rational dual_derivative_from(const Problem<Rational>& p, const Upstream& up, const Direction& dir,
-                                                 const StateOf<B, Rational>& X0, const StateOf<B, Rational>& H) {
+template <class B>
+Rational dual_derivative_from(const Problem<Rational>& p, const Upstream& up, const Direction& dir, const StateOf<B, Rational>& X0,
+                              const StateOf<B, Rational>& H) {
   const Head<D> hd = dual_head(p, dir.q, dir.k, dir.v);
   auto Xd = B::zero_state(hd);
   zip_members([](Mat<D>& x, const Mat<Rational>& v, const Mat<Rational>& t) { x = lift(v, t); }, Xd, X0, H);
@@ -137,35 +137,43 @@ template <class V> struct StateGradient {
       const auto X0 = random_state<B>(h), H = random_state<B>(h);
       const Index w = *rc::gen::inRange<Index>(1, p.n() + 2);
       const Rational eps = p.opt.eps;
-      const auto r = reverse_chunked<B>(h, output_adjoint(p.opt, [&] { return forward_from<B>(h, X0); }, up.dout, up.dden, eps), w, X0);
+      const auto r = reverse_chunked<B>(h,
+                                        output_adjoint(
+                                            p.opt, [&] { return forward_from<B>(h, X0); }, up.dout, up.dden, eps),
+                                        w, X0);
       Rational want = pairing(problem_gradient(p.opt, r.grad), dir);
       zip_members([&](const Mat<Rational>& g, const Mat<Rational>& d) { want += inner(g, d); }, r.dX0, H);
       RC_ASSERT(dual_derivative_from<B>(p, up, dir, X0, H) == want);
       RC_CLASSIFY(w < p.n(), "several chunks");
     });
-    prop(to_string(V::variant) + ": the check layer's backward_from (X0 in the state layout, its dstate) satisfies the same identity, every reverse form", [] {
-      const auto p = backward_problem(V::variant);
-      const auto up = upstream_gen(p);
-      const auto dir = direction_gen(p);
-      const Head<Rational> h = make_head(p);
-      const auto X0 = random_state<B>(h), H = random_state<B>(h);
-      const StateMats<Rational> X0m = std::apply([](const auto&... m) { return StateMats<Rational>{Mat<Rational>(m)...}; }, X0.members());
-      BackwardForm f = *rc::gen::element(BackwardForm::streaming, BackwardForm::chunked, BackwardForm::chunked_matmul);
-      if (!has_backward_form(V::variant, f)) f = BackwardForm::chunked;
-      const GradientFrom<Rational> g = backward_from(p, X0m, up.dout, up.dden, f, *rc::gen::inRange<Index>(1, p.n() + 2));
-      // Its symmetric members' gradient is along symmetric directions (SPEC §9): H symmetrized there.
-      const std::vector<StatePart> layout = state_layout(p.opt, p.d(), p.dv());
-      auto Hs = H;
-      size_t j = 0;
-      zip_members([&](Mat<Rational>& d) {
-        if (layout[j++].symmetric) d = Mat<Rational>((d + d.transpose()) / Rational(2));
-      }, Hs);
-      Rational want = pairing(g.tokens, dir);
-      size_t i = 0;
-      zip_members([&](const Mat<Rational>& d) { want += inner(g.dstate[i++], d); }, Hs);
-      RC_ASSERT(dual_derivative_from<B>(p, up, dir, X0, Hs) == want);
-      RC_TAG(to_string(f));
-    });
+    prop(to_string(V::variant) +
+             ": the check layer's backward_from (X0 in the state layout, its dstate) satisfies the same identity, every reverse form",
+         [] {
+           const auto p = backward_problem(V::variant);
+           const auto up = upstream_gen(p);
+           const auto dir = direction_gen(p);
+           const Head<Rational> h = make_head(p);
+           const auto X0 = random_state<B>(h), H = random_state<B>(h);
+           const StateMats<Rational> X0m =
+               std::apply([](const auto&... m) { return StateMats<Rational>{Mat<Rational>(m)...}; }, X0.members());
+           BackwardForm f = *rc::gen::element(BackwardForm::streaming, BackwardForm::chunked, BackwardForm::chunked_matmul);
+           if (!has_backward_form(V::variant, f)) f = BackwardForm::chunked;
+           const GradientFrom<Rational> g = backward_from(p, X0m, up.dout, up.dden, f, *rc::gen::inRange<Index>(1, p.n() + 2));
+           // Its symmetric members' gradient is along symmetric directions (SPEC §9): H symmetrized there.
+           const std::vector<StatePart> layout = state_layout(p.opt, p.d(), p.dv());
+           auto Hs = H;
+           size_t j = 0;
+           zip_members(
+               [&](Mat<Rational>& d) {
+                 if (layout[j++].symmetric) d = Mat<Rational>((d + d.transpose()) / Rational(2));
+               },
+               Hs);
+           Rational want = pairing(g.tokens, dir);
+           size_t i = 0;
+           zip_members([&](const Mat<Rational>& d) { want += inner(g.dstate[i++], d); }, Hs);
+           RC_ASSERT(dual_derivative_from<B>(p, up, dir, X0, Hs) == want);
+           RC_TAG(to_string(f));
+         });
   }
 };
 
@@ -201,8 +209,7 @@ TEST_CASE("the adjoint identity is not vacuous", "[backward]") {
     const auto dir = direction_gen(p);
     auto unnormalized = p;
     unnormalized.opt.normalize = false;
-    RC_ASSERT(dual_derivative<hla2>(p, up, dir, Form::streaming) ==
-              pairing(backward(unnormalized, up.dout, up.dden), dir));
+    RC_ASSERT(dual_derivative<hla2>(p, up, dir, Form::streaming) == pairing(backward(unnormalized, up.dout, up.dden), dir));
   });
   prop_falsified("ahla: the gradient without decay passes the identity of the decayed loss", [] {
     const auto p = backward_problem({.variant = Variant::ahla, .max_n = 7, .max_d = 3, .force_decay = true});

@@ -22,8 +22,8 @@ std::string first_difference(const Gradient<Rational>& a, const Gradient<Rationa
     for (Index t = from_row; t < x->rows(); ++t)
       for (Index c = 0; c < x->cols(); ++c)
         if ((*x)(t, c) != (*y)(t, c))
-          return std::string(name) + "[t=" + std::to_string(t) + ", c=" + std::to_string(c) + "]: " +
-                 to_string((*x)(t, c)) + " vs " + to_string((*y)(t, c));
+          return std::string(name) + "[t=" + std::to_string(t) + ", c=" + std::to_string(c) + "]: " + to_string((*x)(t, c)) + " vs " +
+                 to_string((*y)(t, c));
   return "";
 }
 
@@ -58,8 +58,7 @@ template <class V> struct Causal {
       auto past = up;  // the upstream of tokens < t redrawn
       past.dout.topRows(t) = full_matrix(t, p.dv());
       past.dden.head(t) = full_matrix(t, 1);
-      const std::string diff =
-          first_difference(backward(p, up.dout, up.dden), backward(p, past.dout, past.dden), t);
+      const std::string diff = first_difference(backward(p, up.dout, up.dden), backward(p, past.dout, past.dden), t);
       if (!diff.empty()) RC_FAIL("rows ≥ " + std::to_string(t) + " changed: " + diff);
     });
   }
@@ -104,15 +103,13 @@ std::string f113_outside(const Problem<Rational>& p, const Upstream& up, Index w
   for (const BackwardForm f : kBackwardForms) {
     if (!has_backward_form(p.opt.variant, f)) continue;
     const auto got = backward(pf, dout, dden, f, w);
-    for (const auto& [name, x, want, M] : {std::tuple{"dq", &got.dq, &exact.dq, &mag.dq},
-                                           {"dk", &got.dk, &exact.dk, &mag.dk},
-                                           {"dv", &got.dv, &exact.dv, &mag.dv}})
+    for (const auto& [name, x, want, M] :
+         {std::tuple{"dq", &got.dq, &exact.dq, &mag.dq}, {"dk", &got.dk, &exact.dk, &mag.dk}, {"dv", &got.dv, &exact.dv, &mag.dv}})
       for (Index t = 0; t < x->rows(); ++t)
         for (Index c = 0; c < x->cols(); ++c)
           if (abs_r(to_rational((*x)(t, c)) - (*want)(t, c)) > tol * kappa * (*M)(t, c))
             return to_string(f) + " " + name + "[t=" + std::to_string(t) + ", c=" + std::to_string(c) + "]: f113 " +
-                   to_string(to_rational((*x)(t, c))) + ", exact " + to_string((*want)(t, c)) + ", magnitude " +
-                   to_string((*M)(t, c));
+                   to_string(to_rational((*x)(t, c))) + ", exact " + to_string((*want)(t, c)) + ", magnitude " + to_string((*M)(t, c));
   }
   return "";
 }

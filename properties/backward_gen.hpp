@@ -23,8 +23,7 @@ inline Spec backward_spec(Variant v) { return {.variant = v, .max_n = 7, .max_d 
 // property_eps(), which den + ε never cancels.
 inline Problem<Rational> backward_problem(const Spec& s) {
   auto p = draw_full(problem_gen(s));
-  if (p.opt.normalize && p.opt.eps_mode == EpsMode::clamp && *rc::gen::arbitrary<bool>())
-    p.opt.eps = Rational(*rc::gen::inRange(1, 17), 4);
+  if (p.opt.normalize && p.opt.eps_mode == EpsMode::clamp && *rc::gen::arbitrary<bool>()) p.opt.eps = Rational(*rc::gen::inRange(1, 17), 4);
   return p;
 }
 inline Problem<Rational> backward_problem(Variant v) { return backward_problem(backward_spec(v)); }

@@ -28,9 +28,7 @@ template <class R> struct Dual {
   friend Dual operator-(const Dual& a, const Dual& b) { return {a.val - b.val, a.tan - b.tan}; }
   friend Dual operator-(const Dual& a) { return {-a.val, -a.tan}; }
   friend Dual operator*(const Dual& a, const Dual& b) { return {a.val * b.val, a.val * b.tan + a.tan * b.val}; }
-  friend Dual operator/(const Dual& a, const Dual& b) {
-    return {a.val / b.val, (a.tan * b.val - a.val * b.tan) / (b.val * b.val)};
-  }
+  friend Dual operator/(const Dual& a, const Dual& b) { return {a.val / b.val, (a.tan * b.val - a.val * b.tan) / (b.val * b.val)}; }
   // Equality is of the whole number (a summary that compares equal is equal);
   // order is of the value (the branches of normalize).
   friend bool operator==(const Dual& a, const Dual& b) { return a.val == b.val && a.tan == b.tan; }

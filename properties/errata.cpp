@@ -40,8 +40,8 @@ TEST_CASE("E2: paper decayed masked concatenation (sec. 4.2) is not associative"
                  associativity<paper::Hla2OpE2<Rational>>(masked_spec(Variant::hla2)));
   prop_falsified("E2: Blelloch scan with the paper ⊕γ reproduces the paper's own serial recurrence", [] {
     const auto p = *problem_gen(masked_spec(Variant::hla2));
-    HLA_ASSERT_SAME(evaluate_paper(p, PaperForm::E2_hla2_scan), evaluate_paper(p, PaperForm::E1_hla2_streaming),
-                    "paper scan", "paper recurrence");
+    HLA_ASSERT_SAME(evaluate_paper(p, PaperForm::E2_hla2_scan), evaluate_paper(p, PaperForm::E1_hla2_streaming), "paper scan",
+                    "paper recurrence");
   });
   prop("E2 (control): with γ = 1 the paper scan equals naive masked hla2",
        paper_equals_naive(PaperForm::E2_hla2_scan, masked_spec(Variant::hla2), true));

@@ -45,8 +45,7 @@ template <class F> auto outcome(F&& f) -> Outcome<decltype(f())> {
 }
 
 std::string cell(const char* what, Index t, Index c, const Rational& x, const Rational& y) {
-  return std::string(what) + "[" + std::to_string(t) + ", " + std::to_string(c) + "]: engine " + to_string(x) +
-         ", mpq " + to_string(y);
+  return std::string(what) + "[" + std::to_string(t) + ", " + std::to_string(c) + "]: engine " + to_string(x) + ", mpq " + to_string(y);
 }
 // The first entry where matrices differ ("" when equal).
 template <class M> std::string diff(const char* what, const M& a, const M& b) {
@@ -138,8 +137,8 @@ template <class V> struct FormsEqualMpq {
   static void run() {
     constexpr Variant v = V::variant;
     prop(to_string(v) + ": every form and the magnitudes, engine == mpq", [] {
-      const auto p = *problem_gen({.variant = v, .max_n = needs_unit_gamma(v) || order_of(v) > 2 ? 8 : 14, .max_d = 4,
-                                   .random_scale = true});
+      const auto p =
+          *problem_gen({.variant = v, .max_n = needs_unit_gamma(v) || order_of(v) > 2 ? 8 : 14, .max_d = 4, .random_scale = true});
       tag_options(p.opt);
       for (const Form f : forms_of(v)) {
         const Index w = is_chunked(f) ? *rc::gen::inRange<Index>(1, p.n() + 2) : 16;
@@ -152,8 +151,7 @@ template <class V> struct FormsEqualMpq {
     });
   }
 };
-[[maybe_unused]] const bool forms_registered =
-    per_operator<FormsEqualMpq>("fast exact engine: every form equals mpq", "[exact]");
+[[maybe_unused]] const bool forms_registered = per_operator<FormsEqualMpq>("fast exact engine: every form equals mpq", "[exact]");
 
 // ---------------------------------------------------------------- backward
 
@@ -167,8 +165,7 @@ template <class V> struct BackwardEqualsMpq {
       tag_options(p.opt);
       for (const BackwardForm f : kBackwardForms) {
         if (!has_backward_form(v, f)) continue;
-        assert_same(to_string(f) + " (w = " + std::to_string(w) + ")",
-                    outcome([&] { return exact::backward(p, up.dout, up.dden, f, w); }),
+        assert_same(to_string(f) + " (w = " + std::to_string(w) + ")", outcome([&] { return exact::backward(p, up.dout, up.dden, f, w); }),
                     outcome([&] { return backward(p, up.dout, up.dden, f, w); }));
       }
       assert_same("backward_magnitude", outcome([&] { return exact::backward_magnitude(p, up.dout, up.dden); }),
@@ -199,8 +196,7 @@ template <class V> struct StatesEqualMpq {
       tag_options(p.opt);
       assert_same("evaluate_from", outcome([&] { return exact::evaluate_from(p, X); }), outcome([&] { return evaluate_from(p, X); }));
       assert_same("final_state", outcome([&] { return exact::final_state(p, X); }), outcome([&] { return final_state(p, X); }));
-      assert_same("magnitude_from", outcome([&] { return exact::magnitude_from(p, X); }),
-                  outcome([&] { return magnitude_from(p, X); }));
+      assert_same("magnitude_from", outcome([&] { return exact::magnitude_from(p, X); }), outcome([&] { return magnitude_from(p, X); }));
       for (const BackwardForm f : kBackwardForms) {
         if (f == BackwardForm::naive || !has_backward_form(v, f)) continue;
         assert_same("backward_from " + to_string(f) + " (w = " + std::to_string(w) + ")",
@@ -237,8 +233,7 @@ TEST_CASE("fast exact engine: float inputs with kernel options, forward and back
     assert_same("magnitude", outcome([&] { return exact::magnitude(p, true); }), outcome([&] { return magnitude(p, true); }));
     const Mat<Rational> dout = gaussian_f32_matrix(rng, n, dv);
     const Vec<Rational> dden = gaussian_f32_matrix(rng, n, 1).col(0);
-    assert_same("backward", outcome([&] { return exact::backward(p, dout, dden); }),
-                outcome([&] { return backward(p, dout, dden); }));
+    assert_same("backward", outcome([&] { return exact::backward(p, dout, dden); }), outcome([&] { return backward(p, dout, dden); }));
     assert_same("backward chunked", outcome([&] { return exact::backward(p, dout, dden, BackwardForm::chunked, 4); }),
                 outcome([&] { return backward(p, dout, dden, BackwardForm::chunked, 4); }));
   });

@@ -75,8 +75,7 @@ TEST_CASE("f113 bound is not vacuous: double misses it", "[float]") {
     const auto got = evaluate(convert_problem<double>(p), Form::streaming);
     bool within = true;
     for (Index t = 0; t < p.n(); ++t)
-      for (Index c = 0; c < p.dv(); ++c)
-        within = within && abs_r(to_rational(got.num(t, c)) - exact.num(t, c)) <= kTol * mag.num(t, c);
+      for (Index c = 0; c < p.dv(); ++c) within = within && abs_r(to_rational(got.num(t, c)) - exact.num(t, c)) <= kTol * mag.num(t, c);
     RC_ASSERT(within);
   });
 }

@@ -25,8 +25,7 @@ void every_form_equals_naive(Variant v) {
 template <class V> struct EveryFormEqualsNaive {
   static void run() { every_form_equals_naive(V::variant); }
 };
-[[maybe_unused]] const bool every_form_registered =
-    per_operator<EveryFormEqualsNaive>("every form equals the naive definition", "[forms]");
+[[maybe_unused]] const bool every_form_registered = per_operator<EveryFormEqualsNaive>("every form equals the naive definition", "[forms]");
 
 TEST_CASE("hla2 masked with gamma = 1 is ((W Wt) . L) V", "[forms][hla2]") {
   prop("hla2: naive == ((W Wᵀ) ⊙ L) V for γ = 1, masked (SPEC §2)", [] {

@@ -70,18 +70,18 @@ struct Spec {
   Variant variant = Variant::hla2;
   Index max_n = 24;
   Index max_d = 6;
-  bool random_masked = true;    // where the variant has an unmasked form
-  bool random_ridge = true;     // hla2 only
+  bool random_masked = true;  // where the variant has an unmasked form
+  bool random_ridge = true;   // hla2 only
   bool random_normalize = true;
-  bool random_scale = false;    // scale ≠ 1 sometimes
-  bool force_decay = false;     // γ < 1 always
+  bool random_scale = false;  // scale ≠ 1 sometimes
+  bool force_decay = false;   // γ < 1 always
 };
 
 inline rc::Gen<Options> options_gen(const Spec& s) {
   const bool unit_gamma = needs_unit_gamma(s.variant);
   return rc::gen::apply(
-      [s, unit_gamma](bool unmasked, Rational gamma, Rational decayed, int ridge_on, Rational lambda, bool normalize,
-                      bool clamp, int scale_on, Rational scale) {
+      [s, unit_gamma](bool unmasked, Rational gamma, Rational decayed, int ridge_on, Rational lambda, bool normalize, bool clamp,
+                      int scale_on, Rational scale) {
         Options o;
         o.variant = s.variant;
         o.masked = !(s.random_masked && has_unmasked(s.variant) && unmasked);
@@ -95,34 +95,30 @@ inline rc::Gen<Options> options_gen(const Spec& s) {
       },
       rc::gen::arbitrary<bool>(), gamma_gen(),
       rc::gen::apply([](int a, int b) { return Rational(a, a + b); }, rc::gen::inRange(1, 8), rc::gen::inRange(1, 8)),
-      rc::gen::inRange(0, 2), nonneg_rational(), rc::gen::arbitrary<bool>(), rc::gen::arbitrary<bool>(),
-      rc::gen::inRange(0, 2), rational_entry());
+      rc::gen::inRange(0, 2), nonneg_rational(), rc::gen::arbitrary<bool>(), rc::gen::arbitrary<bool>(), rc::gen::inRange(0, 2),
+      rational_entry());
 }
 
 inline rc::Gen<Problem<Rational>> problem_gen(const Spec& s) {
-  return rc::gen::mapcat(
-      rc::gen::tuple(rc::gen::inRange<Index>(0, s.max_n + 1), rc::gen::inRange<Index>(1, s.max_d + 1),
-                     rc::gen::inRange<Index>(1, s.max_d + 1)),
-      [s](const std::tuple<Index, Index, Index>& shape) {
-        const auto [n, d, dv] = shape;
-        return rc::gen::apply(
-            [](Options o, Mat<Rational> q, Mat<Rational> k, Mat<Rational> v) {
-              return Problem<Rational>{o, std::move(q), std::move(k), std::move(v)};
-            },
-            options_gen(s), rational_matrix(n, d), rational_matrix(n, d), rational_matrix(n, dv));
-      });
+  return rc::gen::mapcat(rc::gen::tuple(rc::gen::inRange<Index>(0, s.max_n + 1), rc::gen::inRange<Index>(1, s.max_d + 1),
+                                        rc::gen::inRange<Index>(1, s.max_d + 1)),
+                         [s](const std::tuple<Index, Index, Index>& shape) {
+                           const auto [n, d, dv] = shape;
+                           return rc::gen::apply(
+                               [](Options o, Mat<Rational> q, Mat<Rational> k, Mat<Rational> v) {
+                                 return Problem<Rational>{o, std::move(q), std::move(k), std::move(v)};
+                               },
+                               options_gen(s), rational_matrix(n, d), rational_matrix(n, d), rational_matrix(n, dv));
+                         });
 }
 
-inline bool same(const Output<Rational>& a, const Output<Rational>& b) {
-  return a.num == b.num && a.den == b.den && a.out == b.out;
-}
+inline bool same(const Output<Rational>& a, const Output<Rational>& b) { return a.num == b.num && a.den == b.den && a.out == b.out; }
 
 // The first element where two outputs differ, spelled out ("" when equal).
-inline std::string first_difference(const Output<Rational>& a, const Output<Rational>& b, const char* an = "got",
-                                    const char* bn = "want") {
+inline std::string first_difference(const Output<Rational>& a, const Output<Rational>& b, const char* an = "got", const char* bn = "want") {
   auto cell = [&](const char* what, Index t, Index c, const Rational& x, const Rational& y) {
-    return std::string(what) + "[t=" + std::to_string(t) + (c >= 0 ? ", c=" + std::to_string(c) : "") + "]: " + an +
-           " " + to_string(x) + ", " + bn + " " + to_string(y);
+    return std::string(what) + "[t=" + std::to_string(t) + (c >= 0 ? ", c=" + std::to_string(c) : "") + "]: " + an + " " + to_string(x) +
+           ", " + bn + " " + to_string(y);
   };
   for (Index t = 0; t < a.num.rows(); ++t) {
     if (a.den(t) != b.den(t)) return cell("den", t, -1, a.den(t), b.den(t));
@@ -135,10 +131,10 @@ inline std::string first_difference(const Output<Rational>& a, const Output<Rati
 }
 
 // RC_ASSERT(same(a, b)) that names the first differing element.
-#define HLA_ASSERT_SAME(a, b, an, bn)                                        \
-  do {                                                                       \
+#define HLA_ASSERT_SAME(a, b, an, bn)                                          \
+  do {                                                                         \
     const std::string diff_ = ::hla::test::first_difference((a), (b), an, bn); \
-    if (!diff_.empty()) RC_FAIL(diff_);                                      \
+    if (!diff_.empty()) RC_FAIL(diff_);                                        \
   } while (0)
 
 inline bool same_rows_upto(const Output<Rational>& a, const Output<Rational>& b, Index t) {

@@ -90,8 +90,7 @@ TEST_CASE("parse_rational is exact and strict", "[problem]") {
   CHECK(parse_rational("1e-6") == Rational(1, 1000000));
   CHECK(parse_rational("-2.5E+3") == -2500);
   CHECK(parse_rational(".5") == Rational(1, 2));
-  for (const char* bad : {"", "abc", "1/0", "1.5/2", "1e", "2x", "--1", "1e9999999"})
-    CHECK_THROWS_AS(parse_rational(bad), InputError);
+  for (const char* bad : {"", "abc", "1/0", "1.5/2", "1e", "2x", "--1", "1e9999999"}) CHECK_THROWS_AS(parse_rational(bad), InputError);
   CHECK(parse_rational(to_string(Rational(-7, 13))) == Rational(-7, 13));
 }
 

@@ -59,8 +59,8 @@ TEST_CASE("check: every form of ours passes in f64 and f32, judged in its class"
 }
 
 TEST_CASE("check: the paper-literal forms fail", "[check][errata]") {
-  for (PaperForm f : {PaperForm::E1_hla2_streaming, PaperForm::E2_hla2_scan, PaperForm::E3_ahla_scan,
-                      PaperForm::E5_hla2_chunked, PaperForm::E6_ahla_chunked}) {
+  for (PaperForm f : {PaperForm::E1_hla2_streaming, PaperForm::E2_hla2_scan, PaperForm::E3_ahla_scan, PaperForm::E5_hla2_chunked,
+                      PaperForm::E6_ahla_chunked}) {
     const auto p = gaussian(variant_of(f), 40, 8, 12);
     const Report r = check::check(p, ours_paper(p, Precision::f64, f, 16, DType::f64));
     INFO(to_string(f) << "\n" << r.text());

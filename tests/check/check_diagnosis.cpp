@@ -27,7 +27,8 @@ using namespace hla::engine;
 
 namespace {
 
-BatchProblem dg_problem(Index batch, Index heads, Index kv_heads, Index n, std::vector<int64_t> offsets = {}, Rational gamma = Rational(15, 16)) {
+BatchProblem dg_problem(Index batch, Index heads, Index kv_heads, Index n, std::vector<int64_t> offsets = {},
+                        Rational gamma = Rational(15, 16)) {
   std::mt19937_64 rng(7);
   std::normal_distribution<double> N;
   BatchProblem p;
@@ -48,7 +49,7 @@ CandidateOutputs dg_honest(const BatchProblem& p) { return ours(p, Precision::f3
 
 // Adds `score` units of u·magnitude to out (c >= 0) or den (c < 0) where pick(b, h, t) holds.
 void dg_plant(const BatchProblem& p, const Reference& ref, CandidateOutputs& c, bool den, double score,
-           const std::function<bool(Index, Index, Index)>& pick) {
+              const std::function<bool(Index, Index, Index)>& pick) {
   const double u = 0x1p-24;
   for (Index b = 0; b < p.batch; ++b)
     for (Index h = 0; h < p.heads; ++h)

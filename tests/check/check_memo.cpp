@@ -95,7 +95,8 @@ TEST_CASE("class hint: no order evaluated twice, and the verdict of a separate s
     // state_difference: hinted); seeds 3k+2 also get an output far off (fails both).
     BatchProblem p = gaussian(o, 24, 4, 3, seed, false);
     if (seed % 3 != 0)
-      for (size_t i = 0; i < p.k.size(); ++i) p.k[i] = std::ldexp(p.k[i], (i / static_cast<size_t>(p.d)) % static_cast<size_t>(p.n) < 12 ? -6 : 6);
+      for (size_t i = 0; i < p.k.size(); ++i)
+        p.k[i] = std::ldexp(p.k[i], (i / static_cast<size_t>(p.d)) % static_cast<size_t>(p.n) < 12 ? -6 : 6);
     Reference ref = compute_reference(p);
     std::mt19937_64 rng(seed + 100);
     std::normal_distribution<double> N;

@@ -76,8 +76,8 @@ TEST_CASE("pole region: a non-finite output is accepted on and just inside KÂ·uÂ
         const Rational eps_r = p.opt.eps, den = to_rational(ref.den[last]), M = to_rational(ref.mag_den[last]);
         const Rational X = add ? Rational(den + eps_r) : den, B = Rational(to_rational(kKu) * (add ? Rational(M + eps_r) : M));
         const Rational absX = X < 0 ? Rational(-X) : X;
-        INFO(to_string(mode) << " sign " << sign << " steps " << steps << ": den " << ref.den[last] << ", M_den "
-                             << ref.mag_den[last] << ", |X|/B - 1 = " << to_double(Rational(absX / B - 1)));
+        INFO(to_string(mode) << " sign " << sign << " steps " << steps << ": den " << ref.den[last] << ", M_den " << ref.mag_den[last]
+                             << ", |X|/B - 1 = " << to_double(Rational(absX / B - 1)));
         REQUIRE(den == to_rational(s));  // den is s exactly
         REQUIRE(absX == B + Rational(steps) * to_rational(std::ldexp(1.0, -70)));
         REQUIRE(std::isfinite(ref.out[last]));

@@ -102,7 +102,7 @@ TEST_CASE("pinned: the a priori depth K = (p+1)(n+d)+16 and the bound K+1 on fix
 }
 
 TEST_CASE("pinned: rule 3's limit R(N) = max(4, 13·(64/N)^(1/4))", "[check][pinned]") {
-  CHECK(ratio_limit(64) == 13);           // (64/64)^(1/4) = 1
+  CHECK(ratio_limit(64) == 13);  // (64/64)^(1/4) = 1
   // 13·(64/N)^(1/4) = 4 at N = 64·(13/4)^4 = 7140.25: the floor 4 from N = 7141 on.
   CHECK(ratio_limit(7141) == 4);
   CHECK(ratio_limit(7140) > 4);
@@ -329,15 +329,16 @@ TEST_CASE("rule 2: single-element perturbations anywhere fail, at that element",
             << " \"rule 2: single-element perturbations anywhere fail, at that element\"" << std::endl;
   std::mt19937_64 rng(seed);
   for (int i = 0; i < 40; ++i)
-    pos.push_back({static_cast<Index>(rng() % 2), static_cast<Index>(rng() % 3), static_cast<Index>(rng() % 7),
-                   static_cast<Index>(rng() % 4) - 1});
+    pos.push_back(
+        {static_cast<Index>(rng() % 2), static_cast<Index>(rng() % 3), static_cast<Index>(rng() % 7), static_cast<Index>(rng() % 4) - 1});
   for (const Pos& e : pos) {
     CandidateOutputs c = exactly(ref, true);
     double& x = e.c < 0 ? c.den[p.den_index(e.b, e.h, e.t)] : c.out[p.out_index(e.b, e.h, e.t, e.c)];
     const double M = e.c < 0 ? ref.mag_den[p.den_index(e.b, e.h, e.t)] : ref.mag_num[p.out_index(e.b, e.h, e.t, e.c)];
     x += 4 * (K + 1) * u32 * M;
     const Report r = check::check(p, ref, c);
-    INFO("seed " << seed << ": batch " << e.b << " head " << e.h << " token " << e.t << (e.c < 0 ? " den" : " column " + std::to_string(e.c)) << "\n"
+    INFO("seed " << seed << ": batch " << e.b << " head " << e.h << " token " << e.t
+                 << (e.c < 0 ? " den" : " column " + std::to_string(e.c)) << "\n"
                  << r.text());
     CHECK_FALSE(r.pass);
     CHECK(r.over_bound == 1);
@@ -380,8 +381,8 @@ TEST_CASE("skip: a non-finite output within K·u·M of the pole is accepted, bey
   p.opt.normalize = true;
   p.opt.eps = Rational(1, 4);
   const Reference ref = compute_reference(p);
-  const Report r = check::check(p, ref, CandidateOutputs{{-INFINITY, ref.out[1], ref.out[2]}, {}, DType::f32},
-                                {.precision = Precision::f32});
+  const Report r =
+      check::check(p, ref, CandidateOutputs{{-INFINITY, ref.out[1], ref.out[2]}, {}, DType::f32}, {.precision = Precision::f32});
   INFO(r.text());
   CHECK(r.pass);
   CHECK(r.at_pole == 1);
@@ -420,9 +421,7 @@ TEST_CASE("rounding allowance: one rounding into the output dtype, not two", "[c
   const BatchProblem p = make(Variant::la1, 1, 1, 1, {1}, {1}, {x});
   const Reference ref = compute_reference(p);
   REQUIRE(ref.out[0] == x);
-  auto judge = [&](double c) {
-    return check::check(p, ref, CandidateOutputs{{c}, {}, DType::bf16}, {.precision = Precision::f32});
-  };
+  auto judge = [&](double c) { return check::check(p, ref, CandidateOutputs{{c}, {}, DType::bf16}, {.precision = Precision::f32}); };
   REQUIRE(round_to(DType::bf16, x) == 1 + std::ldexp(1.0, -7));
   const Report nearest = judge(1 + std::ldexp(1.0, -7));
   INFO(nearest.text());
@@ -437,7 +436,8 @@ TEST_CASE("rounding allowance: one rounding into the output dtype, not two", "[c
   pn.opt.normalize = true;
   pn.opt.eps = Rational(1, 1 << 30);
   const Reference rn = compute_reference(pn);
-  const Report nn = check::check(pn, rn, CandidateOutputs{{round_to(DType::bf16, rn.out[0])}, {}, DType::bf16}, {.precision = Precision::f32});
+  const Report nn =
+      check::check(pn, rn, CandidateOutputs{{round_to(DType::bf16, rn.out[0])}, {}, DType::bf16}, {.precision = Precision::f32});
   INFO(nn.text());
   CHECK(nn.pass);
   CHECK(nn.max_score == 0);

@@ -105,18 +105,45 @@ TEST_CASE("trust: corrupted references are refused, not judged", "[check][trust]
           {"one NaN in ref_out", [](io::Fixture& f) { f.ref_out[f.ref_out.size() - 1] = NAN; }},
           {"one ref_out element off by 1e-9 relative", [](io::Fixture& f) { f.ref_out[4] *= 1 + 1e-9; }},
           {"ref_den scaled", [](io::Fixture& f) { f.ref_den[2] = 2 * f.ref_den[2] + 1; }},
-          {"mag_num x 1e10", [](io::Fixture& f) { for (auto& m : f.mag_num) m *= 1e10; }},
-          {"mag_den x 1e10", [](io::Fixture& f) { for (auto& m : f.mag_den) m *= 1e10; }},
+          {"mag_num x 1e10",
+           [](io::Fixture& f) {
+             for (auto& m : f.mag_num) m *= 1e10;
+           }},
+          {"mag_den x 1e10",
+           [](io::Fixture& f) {
+             for (auto& m : f.mag_den) m *= 1e10;
+           }},
           {"mag_num of the last head x 2", [](io::Fixture& f) { f.mag_num.back() *= 2; }},
           {"q: one value changed", [](io::Fixture& f) { f.problem.q[5] = round_to(DType::f32, f.problem.q[5] * 1.5 + 0.25); }},
           {"k of the last token changed", [](io::Fixture& f) { f.problem.k.back() = round_to(DType::f32, f.problem.k.back() - 1); }},
           {"v: one value changed", [](io::Fixture& f) { f.problem.v[7] = round_to(DType::f32, f.problem.v[7] + 2); }},
-          {"gamma edited", [](io::Fixture& f) { if (!needs_unit_gamma(f.problem.opt.variant)) f.problem.opt.gamma = Rational(1, 2); else f.problem.opt.scale = 2; }},
+          {"gamma edited",
+           [](io::Fixture& f) {
+             if (!needs_unit_gamma(f.problem.opt.variant)) f.problem.opt.gamma = Rational(1, 2);
+             else f.problem.opt.scale = 2;
+           }},
           {"scale edited", [](io::Fixture& f) { f.problem.opt.scale = Rational(3, 4); }},
-          {"normalize toggled", [](io::Fixture& f) { f.problem.opt.normalize = !f.problem.opt.normalize; if (f.problem.opt.normalize) f.ref_num = f.ref_out; else f.ref_num.clear(); }},
-          {"eps edited", [](io::Fixture& f) { if (f.problem.opt.normalize) f.problem.opt.eps = 5; else f.problem.opt.scale = Rational(-1, 2); }},
-          {"ill-conditioned flags", [](io::Fixture& f) { if (f.problem.opt.normalize) f.den_flags.assign(f.ref_den.size(), io::kFlagIllConditioned); else f.flags.assign(f.ref_out.size(), io::kFlagIllConditioned); }},
-          {"exact tier claimed on a binary128 reference", [](io::Fixture& f) { f.exact_tier = true; f.reference_bits = 113; }},
+          {"normalize toggled",
+           [](io::Fixture& f) {
+             f.problem.opt.normalize = !f.problem.opt.normalize;
+             if (f.problem.opt.normalize) f.ref_num = f.ref_out;
+             else f.ref_num.clear();
+           }},
+          {"eps edited",
+           [](io::Fixture& f) {
+             if (f.problem.opt.normalize) f.problem.opt.eps = 5;
+             else f.problem.opt.scale = Rational(-1, 2);
+           }},
+          {"ill-conditioned flags",
+           [](io::Fixture& f) {
+             if (f.problem.opt.normalize) f.den_flags.assign(f.ref_den.size(), io::kFlagIllConditioned);
+             else f.flags.assign(f.ref_out.size(), io::kFlagIllConditioned);
+           }},
+          {"exact tier claimed on a binary128 reference",
+           [](io::Fixture& f) {
+             f.exact_tier = true;
+             f.reference_bits = 113;
+           }},
       };
       refused_after(good, edits);
       // The variant and the mask are part of the options too.
@@ -146,18 +173,29 @@ TEST_CASE("trust: gradient fixtures verify, and edited gradients, upstream or ma
           {"one ref_dq element off by 1e-9 relative", [](io::Fixture& f) { f.ref_dq[3] *= 1 + 1e-9; }},
           {"ref_dk of the last token + 1", [](io::Fixture& f) { f.ref_dk.back() += 1; }},
           {"a NaN in ref_dv", [](io::Fixture& f) { f.ref_dv[0] = NAN; }},
-          {"mag_dq x 1e10", [](io::Fixture& f) { for (auto& m : f.mag_dq) m *= 1e10; }},
+          {"mag_dq x 1e10",
+           [](io::Fixture& f) {
+             for (auto& m : f.mag_dq) m *= 1e10;
+           }},
           {"one mag_dk x 2", [](io::Fixture& f) { f.mag_dk[2] = 2 * f.mag_dk[2] + 1; }},
           {"do: one value changed", [](io::Fixture& f) { f.dout[1] = round_to(DType::f32, f.dout[1] + 0.5); }},
-          {"dden added", [](io::Fixture& f) { if (f.dden.empty()) f.dden.assign(f.ref_den.size(), 1.0); else f.dden[0] = round_to(DType::f32, f.dden[0] + 1); }},
-          {"ref_dk halved (one query head's share of the group's sum)", [](io::Fixture& f) { for (auto& x : f.ref_dk) x *= 0.5; }},
+          {"dden added",
+           [](io::Fixture& f) {
+             if (f.dden.empty()) f.dden.assign(f.ref_den.size(), 1.0);
+             else f.dden[0] = round_to(DType::f32, f.dden[0] + 1);
+           }},
+          {"ref_dk halved (one query head's share of the group's sum)",
+           [](io::Fixture& f) {
+             for (auto& x : f.ref_dk) x *= 0.5;
+           }},
       };
       refused_after(good, edits);
     }
   }
 }
 
-TEST_CASE("trust: gradient fixtures from an initial state verify, and an edited state gradient or state is refused", "[check][trust][gradients]") {
+TEST_CASE("trust: gradient fixtures from an initial state verify, and an edited state gradient or state is refused",
+          "[check][trust][gradients]") {
   for (Variant v : variants_where(is_kernel_variant)) {
     for (bool normalize : {false, true}) {
       BatchProblem p = problem(v, normalize, 4);
@@ -179,9 +217,13 @@ TEST_CASE("trust: gradient fixtures from an initial state verify, and an edited 
       const Edits edits{
           {"one ref_dstate element off by 1e-9 relative", [big](io::Fixture& f) { f.ref_dstate[big] *= 1 + 1e-9; }},
           {"ref_dstate zero (a dropped state gradient)", [](io::Fixture& f) { std::fill(f.ref_dstate.begin(), f.ref_dstate.end(), 0.0); }},
-          {"mag_dstate x 1e10", [](io::Fixture& f) { for (auto& m : f.mag_dstate) m *= 1e10; }},
+          {"mag_dstate x 1e10",
+           [](io::Fixture& f) {
+             for (auto& m : f.mag_dstate) m *= 1e10;
+           }},
           {"one mag_dstate element x 2", [big](io::Fixture& f) { f.mag_dstate[big] = 2 * f.mag_dstate[big] + 1; }},
-          {"the initial state: one value changed", [big](io::Fixture& f) { f.problem.state[big] = round_to(DType::f32, f.problem.state[big] + 1); }},
+          {"the initial state: one value changed",
+           [big](io::Fixture& f) { f.problem.state[big] = round_to(DType::f32, f.problem.state[big] + 1); }},
       };
       refused_after(good, edits);
     }
@@ -403,8 +445,7 @@ TEST_CASE("trust: every committed golden fixture verifies", "[check][trust][comm
     ++n;
   }
   CHECK(n >= 100);
-  WARN(n << " golden fixtures verified in "
-         << std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() << " s");
+  WARN(n << " golden fixtures verified in " << std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() << " s");
 }
 
 TEST_CASE("trust: shape limits hold without overflow", "[check][trust][limits]") {

@@ -31,8 +31,8 @@ template <class S> fast::FastHead<S> head_of(const Problem<Rational>& p, Index w
     else return to_double(x);
   };
   return fast::make_fast_head<S>(
-      p.opt, p.n(), p.d(), p.dv(), [&](Index t, Index c) { return conv(p.q(t, c)); },
-      [&](Index t, Index c) { return conv(p.k(t, c)); }, [&](Index t, Index c) { return conv(p.v(t, c)); }, w);
+      p.opt, p.n(), p.d(), p.dv(), [&](Index t, Index c) { return conv(p.q(t, c)); }, [&](Index t, Index c) { return conv(p.k(t, c)); },
+      [&](Index t, Index c) { return conv(p.v(t, c)); }, w);
 }
 
 // A problem whose inputs are doubles: Gaussian values rounded to f32, from a seed.
@@ -42,8 +42,6 @@ inline Problem<Rational> gaussian_problem(Options o, Index n, Index d, Index dv,
   Mat<Rational> v = gaussian_f32_matrix(rng, n, dv);
   return {o, q, k, v};
 }
-
-
 
 // The first element (row t, column c; column dv is den) where the engine's
 // value or magnitude differs from want / mag, spelled out; "" when none.

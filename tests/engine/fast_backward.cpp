@@ -59,7 +59,9 @@ StateMats<Rational> random_state(const Problem<Rational>& p) {
 // The engine's head, from a state when X0 is given.
 template <class S> fast::FastHead<S> engine_head(const Problem<Rational>& p, Index w, const StateMats<Rational>* X0) {
   fast::FastHead<S> h = head_of<S>(p, w);
-  if (X0) fast::set_initial_carry(h, state_layout(p.opt, p.d(), p.dv()), [&](size_t i, Index r, Index c) { return scalar_of<S>((*X0)[i](r, c)); });
+  if (X0)
+    fast::set_initial_carry(h, state_layout(p.opt, p.d(), p.dv()),
+                            [&](size_t i, Index r, Index c) { return scalar_of<S>((*X0)[i](r, c)); });
   return h;
 }
 
@@ -82,8 +84,8 @@ std::string gradient_mismatch(const fast::HeadGradient<Rational>& r, const Gradi
       for (Index t = 0; t < x.want.rows(); ++t)
         for (Index c = 0; c < cols; ++c)
           if (x.got.val.at(t, c) != x.want(t, c))
-            return std::string(x.name) + "[t=" + std::to_string(t) + ", c=" + std::to_string(c) + "]: engine " + to_string(x.got.val.at(t, c)) +
-                   ", want " + to_string(x.want(t, c));
+            return std::string(x.name) + "[t=" + std::to_string(t) + ", c=" + std::to_string(c) + "]: engine " +
+                   to_string(x.got.val.at(t, c)) + ", want " + to_string(x.want(t, c));
     }
     if (rational_of(x.got.mag, cols) != x.mag) return std::string(x.name) + ": magnitudes differ";
   }
@@ -163,7 +165,8 @@ rc::Gen<DoubleCase> double_case(Variant v) {
 }
 
 // |computed − exact| ≤ phi·unit·M + alpha for every element of dq, dk, dv ("" when it holds).
-template <class S> std::string bound_violation(const fast::HeadGradient<S>& r, const Gradient<Rational>& exact, const Gradient<Rational>& mag) {
+template <class S>
+std::string bound_violation(const fast::HeadGradient<S>& r, const Gradient<Rational>& exact, const Gradient<Rational>& mag) {
   const Rational unit = to_rational(fast::Arith<S>::unit);
   struct Part {
     const char* name;
@@ -336,9 +339,9 @@ TEST_CASE("fast gradient reference: certified elements are the correctly rounded
       t.add("dstate", g.dstate, g.dstate_flags, e.dstate);
       if (t.mismatched)
         RC_FAIL(std::to_string(t.mismatched) + " certified gradient elements differ from RN(exact), first " + t.first + "; " +
-                p.opt.describe() + " B=" + std::to_string(p.batch) + " H=" + std::to_string(p.heads) + " Hkv=" + std::to_string(p.kv_heads) +
-                " n=" + std::to_string(p.n) + " d=" + std::to_string(p.d) + " dv=" + std::to_string(p.dv) + (p.has_state() ? " state" : "") +
-                (p.offsets.empty() ? "" : " packed"));
+                p.opt.describe() + " B=" + std::to_string(p.batch) + " H=" + std::to_string(p.heads) +
+                " Hkv=" + std::to_string(p.kv_heads) + " n=" + std::to_string(p.n) + " d=" + std::to_string(p.d) +
+                " dv=" + std::to_string(p.dv) + (p.has_state() ? " state" : "") + (p.offsets.empty() ? "" : " packed"));
       // Stored magnitudes bound the exact gradients.
       for (auto [x, m] : {std::pair{&e.dq, &g.mag_dq}, {&e.dk, &g.mag_dk}, {&e.dv, &g.mag_dv}, {&e.dstate, &g.mag_dstate}})
         for (size_t i = 0; i < x->size(); ++i) RC_ASSERT(std::fabs((*x)[i]) <= (*m)[i] * (1 + 0x1p-52));

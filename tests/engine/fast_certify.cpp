@@ -118,7 +118,8 @@ std::vector<Token> tokens(Subject s, Kind k, double tiny_units) {
   // so out = 1 + 2^-53 + t/2. The products 2^-60·2^8 = 2^-52 and (-2^-60)·(-t·2^60) = t.
   const double m60 = std::ldexp(1.0, -60);
   if (k == Kind::wrong)  // num = 2 + 2^60 + 2^-52 + 2^-110 − 2^60; the keys 3·2^-60 − 3·2^-60
-    return {{1, 2}, {m60, std::ldexp(1.0, 120)}, {m60, 256}, {m60, std::ldexp(1.0, -50)}, {-m60, std::ldexp(1.0, 120)}, {-m60, 0}, {-m60, 0}};
+    return {{1, 2},   {m60, std::ldexp(1.0, 120)}, {m60, 256}, {m60, std::ldexp(1.0, -50)}, {-m60, std::ldexp(1.0, 120)}, {-m60, 0},
+            {-m60, 0}};
   const double t = k == Kind::b128 ? std::ldexp(1.0, -103) : k == Kind::none ? std::ldexp(1.0, -119) : tiny_units * kU2;
   return {{1, 2}, {m60, 256}, {-m60, -t * p60}};
 }
@@ -135,7 +136,7 @@ BatchProblem instance(Subject s, Kind k) {
 
 engine::ReferenceOptions engine_options(bool recompute) {
   engine::ReferenceOptions o;
-  o.exact_max_n = 0;  // never exact rationals: the double-double engine
+  o.exact_max_n = 0;                     // never exact rationals: the double-double engine
   if (!recompute) o.recompute_work = 0;  // what the engine certifies, and nothing else
   return o;
 }
@@ -154,7 +155,7 @@ TEST_CASE("fast reference: values within 2^-100 of a rounding midpoint are certi
       const double term = error_term(e, x, s);
       const Rational beyond = x.value - mid;  // the exact distance past the midpoint
       INFO(label(s) << " " << label(k) << ": exact − midpoint = " << to_double(beyond) << " = 2^" << std::log2(to_double(beyond))
-                   << ", engine phi " << e.phi << ", error term " << term << " = 2^" << std::log2(term));
+                    << ", engine phi " << e.phi << ", error term " << term << " = 2^" << std::log2(term));
       // The instance is what it claims: just past the midpoint, RN = 1 + 2^-52 (by hand and by MPFR).
       REQUIRE(beyond > 0);
       // Within 2^-100; the window sits at 0.75 × the error term (≈ 2^-98.7 for num).
@@ -186,8 +187,8 @@ TEST_CASE("fast reference: values within 2^-100 of a rounding midpoint are certi
         const double value = s == Subject::den ? ref.den[last] : ref.out[last];
         const uint8_t flags = s == Subject::den ? ref.den_flags[last] : ref.flags[last];
         const bool certified = !(flags & engine::kUncertified);
-        INFO((recompute ? "with the binary128 recompute" : "engine only") << ": value " << value << " (1 + "
-                                                                           << (value - 1) / kU << " u), flags " << int(flags));
+        INFO((recompute ? "with the binary128 recompute" : "engine only")
+             << ": value " << value << " (1 + " << (value - 1) / kU << " u), flags " << int(flags));
         // Sound: whatever is certified is the correctly rounded exact value.
         if (certified) CHECK(value == kRounded);
         // Not vacuous: the engine certifies none of them (within its bound of a

@@ -45,8 +45,8 @@ template <class S> std::string bound_violation(const fast::HeadResult<S>& r, con
       const Rational& M = den ? mag.den(t) : mag.num(t, c);
       const Rational e = phi * unit * M + alpha;
       if (abs_r(rat(get(r.val, t, c)) - x) > e)
-        return "value t=" + std::to_string(t) + " c=" + std::to_string(c) + ": error " + std::to_string(to_double(abs_r(rat(get(r.val, t, c)) - x))) +
-               " > bound " + std::to_string(to_double(e));
+        return "value t=" + std::to_string(t) + " c=" + std::to_string(c) + ": error " +
+               std::to_string(to_double(abs_r(rat(get(r.val, t, c)) - x))) + " > bound " + std::to_string(to_double(e));
       if (abs_r(rat(get(r.mag, t, c)) - M) > e) return "magnitude t=" + std::to_string(t) + " c=" + std::to_string(c) + " beyond its bound";
     }
   }
@@ -151,8 +151,8 @@ void compare_certified(const BatchProblem& p, const engine::Reference& ref, Tall
 
 engine::ReferenceOptions engine_only() {
   engine::ReferenceOptions o;
-  o.exact_max_n = 0;      // never exact rationals
-  o.recompute_work = 0;   // never binary128: every certified element is the engine's
+  o.exact_max_n = 0;     // never exact rationals
+  o.recompute_work = 0;  // never binary128: every certified element is the engine's
   return o;
 }
 
@@ -242,7 +242,7 @@ rc::Gen<float> kind_value(int kind) {
     float x;
     std::memcpy(&x, &r.first, 4);
     if (!std::isfinite(x)) x = 1.5f;
-    if (kind == 2) x = std::ldexp(std::frexp(x, &r.second) , r.second);
+    if (kind == 2) x = std::ldexp(std::frexp(x, &r.second), r.second);
     return round_kind(kind, x);
   });
 }

@@ -58,8 +58,8 @@ TEST_CASE("candidate: every dtype round-trips bit for bit (subnormals, ±0, Inf,
       const std::uint64_t specials[] = {0x0, 0x80000000, 0x1, 0x807fffff, 0x7f800000, 0xff800000, 0x7fc00000, 0x7f800001, 0xffffffff};
       std::copy(std::begin(specials), std::end(specials), out.begin());
     } else if (t == DType::f64) {
-      const std::uint64_t specials[] = {0x0, 0x8000000000000000, 0x1, 0x7ff0000000000000, 0xfff0000000000000,
-                                        0x7ff8000000000000, 0x7ff0000000000001, 0xffffffffffffffff};
+      const std::uint64_t specials[] = {
+          0x0, 0x8000000000000000, 0x1, 0x7ff0000000000000, 0xfff0000000000000, 0x7ff8000000000000, 0x7ff0000000000001, 0xffffffffffffffff};
       std::copy(std::begin(specials), std::end(specials), out.begin());
     }
     for (auto& b : den) b = rng() >> (64 - 8 * size);

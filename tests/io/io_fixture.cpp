@@ -26,8 +26,8 @@ bool same_bits(const std::vector<double>& a, const std::vector<double>& b) {
 std::string fixture_difference(const Fixture& a, const Fixture& b) {
   const BatchProblem &p = a.problem, &q = b.problem;
   if (!(p.opt == q.opt)) return "options: " + p.opt.describe() + " vs " + q.opt.describe();
-  if (p.dtype != q.dtype || p.batch != q.batch || p.heads != q.heads || p.kv_heads != q.kv_heads || p.n != q.n ||
-      p.d != q.d || p.dv != q.dv)
+  if (p.dtype != q.dtype || p.batch != q.batch || p.heads != q.heads || p.kv_heads != q.kv_heads || p.n != q.n || p.d != q.d ||
+      p.dv != q.dv)
     return "dims or dtype";
   if (!same_bits(p.q, q.q)) return "q";
   if (!same_bits(p.k, q.k)) return "k";
@@ -199,7 +199,11 @@ TEST_CASE("fixture: gradients round-trip, all or none, in version 3 only", "[io]
   // Without gradients the file is what it was (no gradient tensor, the golden set's bytes unchanged).
   const SafetensorsFile plain = fixture_to_safetensors(tiny_fixture());
   CHECK_FALSE(plain.tensors.count("do"));
-  CHECK_FALSE(read_fixture([&] { write_fixture(dir / "p.safetensors", tiny_fixture()); return dir / "p.safetensors"; }()).gradients);
+  CHECK_FALSE(read_fixture([&] {
+                write_fixture(dir / "p.safetensors", tiny_fixture());
+                return dir / "p.safetensors";
+              }())
+                  .gradients);
   // Upstream in the input dtype, references F64.
   const SafetensorsFile st = fixture_to_safetensors(f);
   CHECK(st.tensors.at("do").dtype == StDType::F32);
@@ -252,7 +256,8 @@ TEST_CASE("fixture: the digest catches any change to the file", "[io][fixture][d
   }
   CHECK(flipped > 20);
   // Metadata edited without a new digest.
-  for (const auto& [key, value] : std::map<std::string, std::string>{{"gamma", "1/2"}, {"scale", "1"}, {"masked", "false"}, {"normalize", "false"}, {"seed", "7"}}) {
+  for (const auto& [key, value] :
+       std::map<std::string, std::string>{{"gamma", "1/2"}, {"scale", "1"}, {"masked", "false"}, {"normalize", "false"}, {"seed", "7"}}) {
     SafetensorsFile e = st;
     e.metadata[key] = value;
     write_safetensors(path, e);
@@ -323,7 +328,8 @@ TEST_CASE("fixture: random fixtures round-trip exactly", "[io][fixture][property
     const int states = *rc::gen::inRange(0, 3);
     for (int s = 0; s < states; ++s) {
       const std::string name = "S" + std::to_string(s);
-      f.state_shapes[name] = *rc::gen::container<std::vector<std::int64_t>>(static_cast<std::size_t>(*rc::gen::inRange(0, 6)), rc::gen::inRange<std::int64_t>(0, 4));
+      f.state_shapes[name] = *rc::gen::container<std::vector<std::int64_t>>(static_cast<std::size_t>(*rc::gen::inRange(0, 6)),
+                                                                            rc::gen::inRange<std::int64_t>(0, 4));
       std::int64_t count = 1;
       for (auto e : f.state_shapes[name]) count *= e;
       f.state[name] = values(count, DType::f64, ~std::uint64_t{0});

@@ -68,9 +68,8 @@ TEST_CASE("known values of the 16-bit types", "[io][float_bits]") {
 }
 
 TEST_CASE("f32 and f64: special and random patterns round-trip bit for bit", "[io][float_bits]") {
-  const std::uint32_t specials[] = {0x00000000, 0x80000000, 0x00000001, 0x807fffff, 0x00800000, 0x3f800000,
-                                    0x7f7fffff, 0xff7fffff, 0x7f800000, 0xff800000, 0x7fc00000, 0x7fa00001,
-                                    0xffffffff, 0x7f800001};
+  const std::uint32_t specials[] = {0x00000000, 0x80000000, 0x00000001, 0x807fffff, 0x00800000, 0x3f800000, 0x7f7fffff,
+                                    0xff7fffff, 0x7f800000, 0xff800000, 0x7fc00000, 0x7fa00001, 0xffffffff, 0x7f800001};
   auto check32 = [](std::uint32_t b) {
     const double x = decode_float(DType::f32, b);
     INFO("f32 pattern 0x" << std::hex << b);
@@ -92,14 +91,14 @@ TEST_CASE("f32 and f64: special and random patterns round-trip bit for bit", "[i
 TEST_CASE("values a dtype cannot hold exactly are refused, as hla::representable says", "[io][float_bits]") {
   const std::pair<DType, double> refused[] = {
       {DType::f32, 0.1},
-      {DType::f32, std::ldexp(1.0, -150)},          // below f32's smallest subnormal
-      {DType::f32, 1e39},                           // overflow
-      {DType::f16, 1 + std::ldexp(1.0, -11)},       // 12 significant bits
-      {DType::f16, std::ldexp(1.0, -25)},           // below f16's smallest subnormal
-      {DType::f16, std::ldexp(3.0, -25)},           // between subnormals
-      {DType::f16, 65520.0},                        // overflow
-      {DType::bf16, 1 + std::ldexp(1.0, -8)},       // 9 significant bits
-      {DType::bf16, std::ldexp(1.0, -134)},         // below bf16's smallest subnormal
+      {DType::f32, std::ldexp(1.0, -150)},     // below f32's smallest subnormal
+      {DType::f32, 1e39},                      // overflow
+      {DType::f16, 1 + std::ldexp(1.0, -11)},  // 12 significant bits
+      {DType::f16, std::ldexp(1.0, -25)},      // below f16's smallest subnormal
+      {DType::f16, std::ldexp(3.0, -25)},      // between subnormals
+      {DType::f16, 65520.0},                   // overflow
+      {DType::bf16, 1 + std::ldexp(1.0, -8)},  // 9 significant bits
+      {DType::bf16, std::ldexp(1.0, -134)},    // below bf16's smallest subnormal
       {DType::bf16, std::ldexp(3.0, -134)},
   };
   for (const auto& refusal : refused) {
@@ -108,8 +107,11 @@ TEST_CASE("values a dtype cannot hold exactly are refused, as hla::representable
     INFO(to_string(t) << " " << x);
     CHECK_FALSE(representable(t, x));
     CHECK_FALSE(encode_float(t, x).has_value());
-    hla::test::require_input_error([&] { (void)float_tensor(t, {2}, {1.0, x}, "tensor 'q'"); },
-                                   {"tensor 'q'", "element 1", "not exactly representable in " + to_string(st_dtype(t))});
+    hla::test::require_input_error(
+        [&] {
+          (void)float_tensor(t, {2}, {1.0, x}, "tensor 'q'");
+        },
+        {"tensor 'q'", "element 1", "not exactly representable in " + to_string(st_dtype(t))});
   }
   CHECK(encode_float(DType::f16, std::ldexp(3.0, -24)) == std::optional<std::uint64_t>(0x0003));
   CHECK(encode_float(DType::bf16, std::ldexp(1.0, -133)) == std::optional<std::uint64_t>(0x0001));

@@ -74,8 +74,8 @@ TEST_CASE("manifest: verification reports changed, missing and extra files", "[i
   write_file_atomically(dir / "b.safetensors", "bbb");
   write_file_atomically(dir / "c.safetensors", "ccc");
   write_manifest(dir.path);
-  write_file_atomically(dir / "a.safetensors", "aab");     // same size, other bytes
-  write_file_atomically(dir / "c.safetensors", "cccc");    // other size
+  write_file_atomically(dir / "a.safetensors", "aab");   // same size, other bytes
+  write_file_atomically(dir / "c.safetensors", "cccc");  // other size
   std::filesystem::remove(dir / "b.safetensors");
   write_file_atomically(dir / "d.safetensors", "ddd");
   const ManifestReport r = verify_manifest(dir.path);

@@ -81,7 +81,8 @@ TEST_CASE("safetensors: identical content gives identical bytes, laid out as spe
   CHECK(trimmed.back() == '}');
   CHECK(header.size() - trimmed.size() < 8);
   // Sorted keys, compact JSON; largest element size first, then by name.
-  CHECK(trimmed.rfind(R"({"__metadata__":{"note":"ünïcode ok","z":""},"a64":{"data_offsets":[0,16],"dtype":"F64","shape":[1,2]},)", 0) == 0);
+  CHECK(trimmed.rfind(R"({"__metadata__":{"note":"ünïcode ok","z":""},"a64":{"data_offsets":[0,16],"dtype":"F64","shape":[1,2]},)", 0) ==
+        0);
   CHECK(trimmed.find(R"("idx":{"data_offsets":[16,40],"dtype":"I64","shape":[3]})") != std::string::npos);
   CHECK(trimmed.find(R"("f32":{"data_offsets":[40,44],"dtype":"F32","shape":[]})") != std::string::npos);
   CHECK(trimmed.find(R"("empty":{"data_offsets":[40,40],"dtype":"F32","shape":[0,3]})") != std::string::npos);
@@ -131,10 +132,8 @@ TEST_CASE("reader: header that is not JSON, not an object, or not UTF-8", "[io][
 }
 
 TEST_CASE("reader: unknown dtype", "[io][safetensors][hardening]") {
-  refuse(raw_safetensors(R"({"a":{"dtype":"F99","shape":[1],"data_offsets":[0,4]}})", "abcd"),
-         {"tensor 'a'", "unknown dtype 'F99'"});
-  refuse(raw_safetensors(R"({"a":{"dtype":4,"shape":[1],"data_offsets":[0,4]}})", "abcd"),
-         {"tensor 'a'", "dtype must be a string"});
+  refuse(raw_safetensors(R"({"a":{"dtype":"F99","shape":[1],"data_offsets":[0,4]}})", "abcd"), {"tensor 'a'", "unknown dtype 'F99'"});
+  refuse(raw_safetensors(R"({"a":{"dtype":4,"shape":[1],"data_offsets":[0,4]}})", "abcd"), {"tensor 'a'", "dtype must be a string"});
 }
 
 TEST_CASE("reader: shapes that are not arrays of non-negative integers", "[io][safetensors][hardening]") {
@@ -142,8 +141,7 @@ TEST_CASE("reader: shapes that are not arrays of non-negative integers", "[io][s
          {"tensor 'a'", "shape [-1] must hold non-negative integers"});
   refuse(raw_safetensors(R"({"a":{"dtype":"F32","shape":[1.0],"data_offsets":[0,4]}})", "abcd"),
          {"tensor 'a'", "must hold non-negative integers"});
-  refuse(raw_safetensors(R"({"a":{"dtype":"F32","shape":4,"data_offsets":[0,4]}})", "abcd"),
-         {"tensor 'a'", "shape must be an array"});
+  refuse(raw_safetensors(R"({"a":{"dtype":"F32","shape":4,"data_offsets":[0,4]}})", "abcd"), {"tensor 'a'", "shape must be an array"});
 }
 
 TEST_CASE("reader: shape × dtype size differs from the byte length", "[io][safetensors][hardening]") {
@@ -160,8 +158,7 @@ TEST_CASE("reader: malformed data_offsets", "[io][safetensors][hardening]") {
          {"tensor 'a'", "data_offsets must be [begin, end]"});
   refuse(raw_safetensors(R"({"a":{"dtype":"F32","shape":[1],"data_offsets":[-4,0]}})", "abcd"),
          {"tensor 'a'", "data_offsets must be [begin, end]"});
-  refuse(raw_safetensors(R"({"a":{"dtype":"F32","shape":[0],"data_offsets":[4,0]}})", "abcd"),
-         {"tensor 'a'", "end before they begin"});
+  refuse(raw_safetensors(R"({"a":{"dtype":"F32","shape":[0],"data_offsets":[4,0]}})", "abcd"), {"tensor 'a'", "end before they begin"});
 }
 
 TEST_CASE("reader: offsets outside the data buffer", "[io][safetensors][hardening]") {
@@ -171,44 +168,43 @@ TEST_CASE("reader: offsets outside the data buffer", "[io][safetensors][hardenin
 
 TEST_CASE("reader: overlapping tensors", "[io][safetensors][hardening]") {
   refuse(raw_safetensors(R"({"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]},)"
-                         R"("b":{"dtype":"F32","shape":[2],"data_offsets":[4,12]}})", std::string(12, 'x')),
+                         R"("b":{"dtype":"F32","shape":[2],"data_offsets":[4,12]}})",
+                         std::string(12, 'x')),
          {"tensor 'b'", "overlaps tensor 'a'"});
   refuse(raw_safetensors(R"({"a":{"dtype":"F32","shape":[1],"data_offsets":[0,4]},)"
-                         R"("b":{"dtype":"F32","shape":[1],"data_offsets":[0,4]}})", std::string(4, 'x')),
+                         R"("b":{"dtype":"F32","shape":[1],"data_offsets":[0,4]}})",
+                         std::string(4, 'x')),
          {"tensor 'b'", "overlaps tensor 'a'"});
 }
 
 TEST_CASE("reader: gaps between tensors or before the first", "[io][safetensors][hardening]") {
   refuse(raw_safetensors(R"({"a":{"dtype":"F32","shape":[1],"data_offsets":[0,4]},)"
-                         R"("b":{"dtype":"F32","shape":[1],"data_offsets":[8,12]}})", std::string(12, 'x')),
+                         R"("b":{"dtype":"F32","shape":[1],"data_offsets":[8,12]}})",
+                         std::string(12, 'x')),
          {"gap in the data buffer: bytes 4..8 before tensor 'b'"});
   refuse(raw_safetensors(R"({"a":{"dtype":"F32","shape":[1],"data_offsets":[4,8]}})", std::string(8, 'x')),
          {"gap in the data buffer: bytes 0..4 before tensor 'a'"});
 }
 
 TEST_CASE("reader: trailing bytes after the last tensor", "[io][safetensors][hardening]") {
-  refuse(raw_safetensors("{" + kA4 + "}", std::string(5, 'x')),
-         {"trailing bytes: the data buffer holds 5 bytes but the tensors cover 4"});
+  refuse(raw_safetensors("{" + kA4 + "}", std::string(5, 'x')), {"trailing bytes: the data buffer holds 5 bytes but the tensors cover 4"});
   refuse(serialize_safetensors(sample()) + "junk", {"trailing bytes"});
 }
 
 TEST_CASE("reader: duplicate names", "[io][safetensors][hardening]") {
   refuse(raw_safetensors("{" + kA4 + "," + kA4 + "}", std::string(4, 'x')), {"the key 'a' twice"});
-  refuse(raw_safetensors(R"({"a":{"dtype":"F32","dtype":"F32","shape":[1],"data_offsets":[0,4]}})", "abcd"),
-         {"the key 'dtype' twice"});
+  refuse(raw_safetensors(R"({"a":{"dtype":"F32","dtype":"F32","shape":[1],"data_offsets":[0,4]}})", "abcd"), {"the key 'dtype' twice"});
   refuse(raw_safetensors(R"({"__metadata__":{"k":"1","k":"2"}})", ""), {"the key 'k' twice"});
 }
 
 TEST_CASE("reader: metadata that is not an object of strings", "[io][safetensors][hardening]") {
-  refuse(raw_safetensors(R"({"__metadata__":{"ok":"x","n":1}})", ""),
-         {"__metadata__ value of 'n' must be a string, got number 1"});
+  refuse(raw_safetensors(R"({"__metadata__":{"ok":"x","n":1}})", ""), {"__metadata__ value of 'n' must be a string, got number 1"});
   refuse(raw_safetensors(R"({"__metadata__":{"x":null}})", ""), {"__metadata__ value of 'x' must be a string"});
   refuse(raw_safetensors(R"({"__metadata__":["a"]})", ""), {"__metadata__ must be an object of strings"});
 }
 
 TEST_CASE("reader: tensor entries with missing, unknown or mistyped keys", "[io][safetensors][hardening]") {
   refuse(raw_safetensors(R"({"a":{"dtype":"F32","data_offsets":[0,4]}})", "abcd"), {"tensor 'a'", "missing key 'shape'"});
-  refuse(raw_safetensors(R"({"a":{"dtype":"F32","shape":[1],"data_offsets":[0,4],"x":1}})", "abcd"),
-         {"tensor 'a'", "unknown key 'x'"});
+  refuse(raw_safetensors(R"({"a":{"dtype":"F32","shape":[1],"data_offsets":[0,4],"x":1}})", "abcd"), {"tensor 'a'", "unknown key 'x'"});
   refuse(raw_safetensors(R"({"a":[1]})", ""), {"tensor 'a'", "entry must be an object"});
 }

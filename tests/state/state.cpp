@@ -108,13 +108,11 @@ BatchProblem batch_with_state(Options o, Index B, Index H, Index n, Index d, Ind
 }
 
 rc::Gen<BatchProblem> batch_gen(Variant v) {
-  return rc::gen::apply(
-      [](Options o, Index B, Index H, Index n, Index d, Index dv, uint64_t seed, bool packed) {
-        return batch_with_state(o, B, H, n, d, dv, seed, packed);
-      },
-      options_gen({.variant = v, .random_scale = true}), rc::gen::inRange<Index>(1, 3), rc::gen::inRange<Index>(1, 3),
-      rc::gen::inRange<Index>(0, 13), rc::gen::inRange<Index>(1, 5), rc::gen::inRange<Index>(1, 4), rc::gen::arbitrary<uint64_t>(),
-      rc::gen::arbitrary<bool>());
+  return rc::gen::apply([](Options o, Index B, Index H, Index n, Index d, Index dv, uint64_t seed,
+                           bool packed) { return batch_with_state(o, B, H, n, d, dv, seed, packed); },
+                        options_gen({.variant = v, .random_scale = true}), rc::gen::inRange<Index>(1, 3), rc::gen::inRange<Index>(1, 3),
+                        rc::gen::inRange<Index>(0, 13), rc::gen::inRange<Index>(1, 5), rc::gen::inRange<Index>(1, 4),
+                        rc::gen::arbitrary<uint64_t>(), rc::gen::arbitrary<bool>());
 }
 
 // The exact outputs of every (batch, head, sequence) of p, through the rational streaming form from the state.
@@ -122,7 +120,8 @@ struct Exact {
   std::vector<Rational> out, den;
 };
 Exact exact_of(const BatchProblem& p) {
-  Exact e{std::vector<Rational>(static_cast<size_t>(p.batch * p.heads * p.n * p.dv)), std::vector<Rational>(static_cast<size_t>(p.batch * p.heads * p.n))};
+  Exact e{std::vector<Rational>(static_cast<size_t>(p.batch * p.heads * p.n * p.dv)),
+          std::vector<Rational>(static_cast<size_t>(p.batch * p.heads * p.n))};
   p.for_each_sequence([&](Index b, Index h, Index t0, Index t1) {
     const auto o = evaluate_from(p.head<Rational>(b, h, t0, t1), p.head_state<Rational>(p.sequence_of(b, t0), h));
     for (Index t = t0; t < t1; ++t) {
@@ -135,28 +134,31 @@ Exact exact_of(const BatchProblem& p) {
 
 void reference_props(Variant v) {
   const std::string name = to_string(v);
-  prop(name + ": the reference from a state (exact tier, and the double-double engine) stores the correctly rounded exact value wherever certified", [v] {
-    const BatchProblem p = *batch_gen(v);
-    Exact e;
-    try {
-      e = exact_of(p);
-    } catch (const std::domain_error&) {
-      RC_DISCARD("den + eps = 0 exactly");
-    }
-    for (const Index exact_max_n : {Index{48}, Index{0}}) {
-      engine::ReferenceOptions ro;
-      ro.exact_max_n = exact_max_n;
-      ro.threads = 1;
-      const engine::Reference r = engine::compute_reference(p, ro);
-      for (size_t i = 0; i < e.out.size(); ++i)
-        if (!(r.flags[i] & engine::kUncertified) && r.out[i] != to_double(e.out[i]))
-          RC_FAIL("out[" + std::to_string(i) + "] = " + std::to_string(r.out[i]) + ", exact " + to_string(e.out[i]) +
-                  " (exact_max_n " + std::to_string(exact_max_n) + ")");
-      for (size_t i = 0; i < e.den.size(); ++i)
-        if (!(r.den_flags[i] & engine::kUncertified) && r.den[i] != to_double(e.den[i]))
-          RC_FAIL("den[" + std::to_string(i) + "] = " + std::to_string(r.den[i]) + ", exact " + to_string(e.den[i]));
-    }
-  });
+  prop(name +
+           ": the reference from a state (exact tier, and the double-double engine) stores the correctly rounded exact value wherever "
+           "certified",
+       [v] {
+         const BatchProblem p = *batch_gen(v);
+         Exact e;
+         try {
+           e = exact_of(p);
+         } catch (const std::domain_error&) {
+           RC_DISCARD("den + eps = 0 exactly");
+         }
+         for (const Index exact_max_n : {Index{48}, Index{0}}) {
+           engine::ReferenceOptions ro;
+           ro.exact_max_n = exact_max_n;
+           ro.threads = 1;
+           const engine::Reference r = engine::compute_reference(p, ro);
+           for (size_t i = 0; i < e.out.size(); ++i)
+             if (!(r.flags[i] & engine::kUncertified) && r.out[i] != to_double(e.out[i]))
+               RC_FAIL("out[" + std::to_string(i) + "] = " + std::to_string(r.out[i]) + ", exact " + to_string(e.out[i]) +
+                       " (exact_max_n " + std::to_string(exact_max_n) + ")");
+           for (size_t i = 0; i < e.den.size(); ++i)
+             if (!(r.den_flags[i] & engine::kUncertified) && r.den[i] != to_double(e.den[i]))
+               RC_FAIL("den[" + std::to_string(i) + "] = " + std::to_string(r.den[i]) + ", exact " + to_string(e.den[i]));
+         }
+       });
 }
 
 // out of p as a float32 kernel computes it (the streaming recurrence in
@@ -219,40 +221,43 @@ std::vector<Rational> exact_dstate(const BatchProblem& p, const Upstream& u, Bac
     const BatchProblem::StateView X = p.state_view(seq, h);
     for (size_t m = 0; m < g.dstate.size(); ++m)
       for (Index r = 0; r < g.dstate[m].rows(); ++r)
-        for (Index c = 0; c < g.dstate[m].cols(); ++c) out[X.start[m] + static_cast<size_t>(r * g.dstate[m].cols() + c)] = g.dstate[m](r, c);
+        for (Index c = 0; c < g.dstate[m].cols(); ++c)
+          out[X.start[m] + static_cast<size_t>(r * g.dstate[m].cols() + c)] = g.dstate[m](r, c);
   });
   return out;
 }
 
 void gradient_props(Variant v) {
-  prop(to_string(v) + ": the reference's dstate is ∂L/∂X0 (every reverse form alike), correctly rounded wherever certified, within its magnitude", [v] {
-    const BatchProblem p = *batch_gen(v);
-    const Upstream u = upstream_of(p, *rc::gen::arbitrary<uint64_t>());
-    std::vector<Rational> e;
-    try {
-      e = exact_dstate(p, u, BackwardForm::streaming, 1);
-    } catch (const std::domain_error&) {
-      RC_DISCARD("den + eps = 0 exactly");
-    }
-    const Index w = *rc::gen::inRange<Index>(1, p.n + 2);
-    RC_ASSERT(exact_dstate(p, u, BackwardForm::chunked, w) == e);
-    if (has_backward_form(v, BackwardForm::chunked_matmul)) RC_ASSERT(exact_dstate(p, u, BackwardForm::chunked_matmul, w) == e);
-    for (const Index exact_max_n : {Index{48}, Index{0}}) {  // exact rationals, and binary128
-      engine::ReferenceOptions ro;
-      ro.exact_max_n = exact_max_n;
-      ro.threads = 1;
-      const engine::GradientReference g = engine::compute_gradient_reference(p, engine::compute_reference(p, ro), u.dout, u.dden);
-      RC_ASSERT(g.dstate.size() == e.size());
-      for (size_t i = 0; i < e.size(); ++i) {
-        const double x = to_double(e[i]);
-        if (!(g.dstate_flags[i] & engine::kUncertified) && g.dstate[i] != x)
-          RC_FAIL("dstate[" + std::to_string(i) + "] = " + std::to_string(g.dstate[i]) + ", exact " + to_string(e[i]) +
-                  " (exact_max_n " + std::to_string(exact_max_n) + ")");
-        RC_ASSERT(std::fabs(x) <= g.mag_dstate[i] * (1 + 0x1p-60));
-      }
-      RC_CLASSIFY(exact_max_n == 0 && g.uncertified == 0, "binary128, all certified");
-    }
-  });
+  prop(to_string(v) +
+           ": the reference's dstate is ∂L/∂X0 (every reverse form alike), correctly rounded wherever certified, within its magnitude",
+       [v] {
+         const BatchProblem p = *batch_gen(v);
+         const Upstream u = upstream_of(p, *rc::gen::arbitrary<uint64_t>());
+         std::vector<Rational> e;
+         try {
+           e = exact_dstate(p, u, BackwardForm::streaming, 1);
+         } catch (const std::domain_error&) {
+           RC_DISCARD("den + eps = 0 exactly");
+         }
+         const Index w = *rc::gen::inRange<Index>(1, p.n + 2);
+         RC_ASSERT(exact_dstate(p, u, BackwardForm::chunked, w) == e);
+         if (has_backward_form(v, BackwardForm::chunked_matmul)) RC_ASSERT(exact_dstate(p, u, BackwardForm::chunked_matmul, w) == e);
+         for (const Index exact_max_n : {Index{48}, Index{0}}) {  // exact rationals, and binary128
+           engine::ReferenceOptions ro;
+           ro.exact_max_n = exact_max_n;
+           ro.threads = 1;
+           const engine::GradientReference g = engine::compute_gradient_reference(p, engine::compute_reference(p, ro), u.dout, u.dden);
+           RC_ASSERT(g.dstate.size() == e.size());
+           for (size_t i = 0; i < e.size(); ++i) {
+             const double x = to_double(e[i]);
+             if (!(g.dstate_flags[i] & engine::kUncertified) && g.dstate[i] != x)
+               RC_FAIL("dstate[" + std::to_string(i) + "] = " + std::to_string(g.dstate[i]) + ", exact " + to_string(e[i]) +
+                       " (exact_max_n " + std::to_string(exact_max_n) + ")");
+             RC_ASSERT(std::fabs(x) <= g.mag_dstate[i] * (1 + 0x1p-60));
+           }
+           RC_CLASSIFY(exact_max_n == 0 && g.uncertified == 0, "binary128, all certified");
+         }
+       });
 }
 
 }  // namespace
@@ -262,7 +267,8 @@ TEST_CASE("state gradient: hla2", "[state][gradients]") { gradient_props(Variant
 TEST_CASE("state gradient: ahla", "[state][gradients]") { gradient_props(Variant::ahla); }
 TEST_CASE("state gradient: hla3", "[state][gradients]") { gradient_props(Variant::hla3); }
 
-TEST_CASE("state gradient: the checker passes a correct dstate and fails a dropped, wrong or missing one, naming it", "[state][gradients]") {
+TEST_CASE("state gradient: the checker passes a correct dstate and fails a dropped, wrong or missing one, naming it",
+          "[state][gradients]") {
   for (const Variant v : kStateVariants) {
     const Options o = normalized(v);
     const BatchProblem p = batch_with_state(o, 2, 2, 20, 4, 3, 7, false);
@@ -295,7 +301,8 @@ TEST_CASE("state gradient: the checker passes a correct dstate and fails a dropp
       std::fill(zeros.dstate.begin(), zeros.dstate.end(), 0.0);
       const auto r = check::check(p, ref, zeros, opt);
       bool hinted = false;
-      for (const auto& h : r.hints) hinted = hinted || h.rfind("confined to the gradients dstate.", 0) == 0 || h.rfind("confined to one gradient: dstate.", 0) == 0;
+      for (const auto& h : r.hints)
+        hinted = hinted || h.rfind("confined to the gradients dstate.", 0) == 0 || h.rfind("confined to one gradient: dstate.", 0) == 0;
       INFO(r.text());
       CHECK(hinted);
     }
@@ -362,7 +369,8 @@ TEST_CASE("state gradient: the checker passes a correct dstate and fails a dropp
   }
 }
 
-TEST_CASE("state gradient: ref_dstate/mag_dstate and candidate dstate.<part> round-trip, and bad ones are refused", "[state][gradients][io]") {
+TEST_CASE("state gradient: ref_dstate/mag_dstate and candidate dstate.<part> round-trip, and bad ones are refused",
+          "[state][gradients][io]") {
   Options o;
   o.variant = Variant::hla2;
   o.gamma = Rational(1, 2);
