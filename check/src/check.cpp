@@ -14,6 +14,7 @@
 #include "hla/check/fixture.hpp"
 #include "hla/check/gradient.hpp"
 #include "hla/evaluate.hpp"
+#include "catalog.hpp"
 #include "internal.hpp"
 #include "score_map.hpp"
 
@@ -485,6 +486,7 @@ void explain_failure(const BatchProblem& p, const Reference& ref, const Candidat
       CheckOptions o = opt;
       o.form_class = cls;
       o.dump_on_failure.clear();
+      o.diagnose = false;
       BaselineMemo none;
       // The memo holds our orders' scores under the state-difference magnitudes only.
       const bool sd = cls == FormClass::state_difference;
@@ -510,6 +512,7 @@ void explain_failure(const BatchProblem& p, const Reference& ref, const Candidat
     r.dumped = opt.dump_on_failure + ".safetensors";
   }
   r.hints = diagnose(p, r);
+  if (opt.diagnose) r.diagnosis = differential_diagnosis(p, ref, cand, r);
 }
 
 }  // namespace
@@ -563,6 +566,9 @@ std::string Report::text() const {
   for (const auto& why : reasons) os << "  reason: " << why << "\n";
   if (!hints.empty()) os << "  hints (from where the error lies; the verdict does not depend on them):\n";
   for (const auto& h : hints) os << "    hint: " << h << "\n";
+  for (const Diagnosis& d : diagnosis)
+    os << "  diagnosis: matches " << d.id << " on " << fmt(100 * d.fraction) << "% of " << d.part << ": " << d.what << "; fix: " << d.fix
+       << "\n";
   os << "  precision " << to_string(precision) << " (u = " << fmt(u) << "); scores are |candidate - reference| / (u * magnitude)\n"
      << "  form class " << to_string(form_class)
      << (form_class == FormClass::state_difference ? " (unmasked-order magnitude)" : " (masked magnitude)")
@@ -637,6 +643,13 @@ std::string Report::text() const {
   return os.str();
 }
 
+static nlohmann::json diagnosis_json(const std::vector<Diagnosis>& ds) {
+  nlohmann::json j = nlohmann::json::array();
+  for (const Diagnosis& d : ds)
+    j.push_back({{"id", d.id}, {"what", d.what}, {"fix", d.fix}, {"part", d.part}, {"fraction", d.fraction}});
+  return j;
+}
+
 nlohmann::json Report::json() const {
   auto num = [](double x) -> nlohmann::json { return std::isfinite(x) ? nlohmann::json(x) : nlohmann::json(std::isnan(x) ? "nan" : (x > 0 ? "inf" : "-inf")); };
   nlohmann::json w = nlohmann::json::array();
@@ -668,6 +681,7 @@ nlohmann::json Report::json() const {
           {"pass", pass},
           {"verdict", verdict()},
           {"hints", hints},
+          {"diagnosis", diagnosis_json(diagnosis)},
           {"inconclusive", inconclusive},
           {"reasons", reasons},
           {"precision", to_string(precision)},

@@ -296,6 +296,14 @@ std::string Report::html(const std::string& title) const {
     for (const auto& why : reasons) o << "<li>" << esc(why) << "</li>";
     o << "</ul>\n";
   }
+  if (!diagnosis.empty()) {
+    o << "<section id=\"diagnosis\"><h2>Diagnosis</h2><p>Known mistakes it matches within the pass rule's bounds (the verdict does not "
+         "depend on them).</p><ul>";
+    for (const Diagnosis& d : diagnosis)
+      o << "<li class=\"hint\" data-id=\"" << esc(d.id) << "\"><b>" << esc(d.id) << "</b> on " << g4(100 * d.fraction) << "% of "
+        << esc(d.part) << ": " << esc(d.what) << ". Fix: " << esc(d.fix) << "</li>";
+    o << "</ul></section>\n";
+  }
   o << "<section id=\"hints\"><h2>Diagnosis hints</h2><p>From where the error lies; the verdict does not depend on them.</p><ul>";
   for (const auto& h : hints) o << "<li class=\"hint\">" << esc(h) << "</li>";
   if (hints.empty()) o << "<li>none</li>";

@@ -85,7 +85,7 @@ Verdict failing(const std::string& kind, const std::string& message, const engin
   Verdict v;
   v.kind = kind, v.message = message, v.outputs = out, v.has_outputs = true;
   v.rules = failed_rules(rep), v.unapplied = unapplied_rules(rep), v.other_class_passes = rep.passing_class.has_value();
-  v.tensor = failing_tensor(rep);
+  v.tensor = failing_tensor(rep), v.cause = cause_of(rep);
   return v;
 }
 
@@ -459,10 +459,10 @@ std::string Summary::text() const {
     os << "  the findings folder failed (" << findings_error << "); "
        << (fallback_dir.empty() ? std::string("no fallback folder could be made") : "findings were written to " + fallback_dir + " instead")
        << "\n";
-  if (!groups.empty()) os << "  " << groups.size() << " group(s) of findings (same kind, rules, tensor and needs):\n";
+  if (!groups.empty()) os << "  " << groups.size() << " group(s) of findings (same kind and cause):\n";
   for (const auto& g : groups) {
     os << "  [" << g.kind << "] " << g.count << " finding(s)" << (g.rules.empty() ? "" : ", rules " + g.rules)
-       << (g.tensor.empty() ? "" : ", tensor " + g.tensor) << ", needs " << g.needs << ": " << g.dir << "/ (" << g.examples.size()
+       << (g.tensor.empty() ? "" : ", tensor " + g.tensor) << (g.cause.empty() ? "" : ", " + g.cause) << ": " << g.dir << "/ (" << g.examples.size()
        << " example(s))\n";
     for (size_t e : g.examples) {
       const Finding& f = findings.at(e);
@@ -478,8 +478,6 @@ std::string Summary::text() const {
   return os.str();
 }
 
-std::string Group::signature() const { return kind + "|" + rules + "|" + tensor + "|" + needs; }
-
 nlohmann::json Summary::json() const {
   nlohmann::json j{{"cases", cases}, {"inconclusive", inconclusive}, {"seconds", seconds},
                    {"phases", {{"reference", phases.reference}, {"candidate", phases.candidate}, {"check", phases.check}}},
@@ -490,10 +488,10 @@ nlohmann::json Summary::json() const {
                              {"seconds", f.seconds}, {"original", f.original}, {"shrunk", f.shrunk}, {"shrink_steps", f.shrink_steps},
                              {"fixture", f.fixture}, {"candidate", f.candidate}, {"precision", f.precision},
                              {"form_class", f.form_class}, {"needs", f.needs}, {"write_error", f.write_error}, {"rules", f.rules},
-                             {"tensor", f.tensor}, {"group", f.group}, {"example", f.example}});
+                             {"tensor", f.tensor}, {"cause", f.cause}, {"group", f.group}, {"example", f.example}});
   j["groups"] = nlohmann::json::array();
   for (const auto& g : groups)
-    j["groups"].push_back({{"kind", g.kind}, {"rules", g.rules}, {"tensor", g.tensor}, {"needs", g.needs}, {"dir", g.dir},
+    j["groups"].push_back({{"kind", g.kind}, {"rules", g.rules}, {"tensor", g.tensor}, {"needs", g.needs}, {"cause", g.cause}, {"dir", g.dir},
                            {"count", g.count}, {"examples", g.examples}});
   j["findings_error"] = findings_error;
   j["fallback_dir"] = fallback_dir;
@@ -565,6 +563,7 @@ class Campaign {
     f.cases_run = s_.cases;
     f.seconds = elapsed();
     f.original = c.describe();
+    f.cause = v.cause;  // of the case found: more of the bug shows there than in the shrunk one
     FuzzCase cur = c;
     f.shrink_steps = shrink(cur, v);
     f.message = v.message;
@@ -573,8 +572,8 @@ class Campaign {
     f.rules = v.rules, f.tensor = v.tensor;
     f.precision = engine::to_string(a_.supports().precision_for(cur.p.dtype));
     f.form_class = engine::to_string(a_.supports().form_class);
-    Group& g = group_of(f);
-    if (g.examples.size() < o_.examples_per_group) {
+    Group& g = s_.groups[group_finding(s_.groups, f)];
+    if (takes_example(g, s_.findings, f, o_.examples_per_group)) {
       // With gradients: the upstream with its non-finite entries as 0 (a fixture's upstream is finite).
       engine::Reference ref = engine::compute_reference(cur.p);
       if (cur.grad) ref = with_gradients(cur, std::move(ref), false);
@@ -588,16 +587,6 @@ class Campaign {
     ++s_.by_kind[f.kind];
     if (o_.on_finding) o_.on_finding(f);
     s_.findings.push_back(std::move(f));
-  }
-
-  // f's group (a new one when its signature is new), f.group set.
-  Group& group_of(Finding& f) {
-    Group key{f.kind, f.rules, f.tensor, f.needs, "", 0, {}};
-    for (size_t g = 0; g < s_.groups.size(); ++g)
-      if (s_.groups[g].signature() == key.signature()) return s_.groups[f.group = g];
-    key.dir = f.kind + "-" + std::to_string(s_.groups.size());
-    f.group = s_.groups.size();
-    return s_.groups.emplace_back(std::move(key));
   }
 
   // DIR/summary.json (the findings and their groups; `hla fuzz-merge` reads it), when there are findings.

@@ -35,7 +35,7 @@ Finding finding_of(const json& f) {
   x.kind = f.at("kind"), x.message = f.at("message"), x.case_index = f.at("case_index"), x.cases_run = f.at("cases_run");
   x.seconds = f.at("seconds"), x.original = f.at("original"), x.shrunk = f.at("shrunk"), x.shrink_steps = f.at("shrink_steps");
   x.precision = f.at("precision"), x.form_class = f.at("form_class"), x.needs = f.at("needs");
-  x.rules = f.value("rules", ""), x.tensor = f.value("tensor", "");
+  x.rules = f.value("rules", ""), x.tensor = f.value("tensor", ""), x.cause = f.value("cause", "");
   return x;
 }
 
@@ -118,16 +118,8 @@ Summary merge_findings(const std::vector<std::string>& dirs, const std::string& 
     const json& src = *src_ptr;
     Finding f = finding_of(src);
     if (!seen.insert({f.kind, f.shrunk, f.message}).second) continue;  // the same finding from another campaign
-    Group key{f.kind, f.rules, f.tensor, f.needs, "", 0, {}};
-    size_t g = 0;
-    while (g < s.groups.size() && s.groups[g].signature() != key.signature()) ++g;
-    if (g == s.groups.size()) {
-      key.dir = f.kind + "-" + std::to_string(g);
-      s.groups.push_back(std::move(key));
-    }
-    Group& group = s.groups[g];
-    f.group = g;
-    if (group.examples.size() < examples_per_group && copy_example(f, dirs[d], src, group, out)) {
+    Group& group = s.groups[group_finding(s.groups, f)];
+    if (takes_example(group, s.findings, f, examples_per_group) && copy_example(f, dirs[d], src, group, out)) {
       f.example = true;
       group.examples.push_back(s.findings.size());
     }

@@ -141,7 +141,9 @@ class Report:
     magnitude, score); reasons: why it failed; hints: where the error lies
     (a failing report's diagnosis: growing with t, periodic at a chunk
     width, at sequence starts, in some heads, in one part; the verdict does
-    not depend on them); html(path): the report as one HTML page."""
+    not depend on them); diagnosis: the known mistakes a failing report
+    matches (dicts with id, what, fix, part, fraction; best first);
+    html(path): the report as one HTML page."""
 
     def __init__(self, text, json_text, native=None):
         self.text = text
@@ -155,6 +157,7 @@ class Report:
     worst = property(lambda self: [dict(e) for e in self._json["worst"]])
     max_score = property(lambda self: self._json["max_score"])
     hints = property(lambda self: list(self._json["hints"]))
+    diagnosis = property(lambda self: [dict(d) for d in self._json.get("diagnosis", [])])
 
     def html(self, path):
         """Writes the report as one self-contained HTML page (inline SVG, nothing

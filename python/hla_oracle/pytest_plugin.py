@@ -123,7 +123,8 @@ class GoldenCase:
     def assert_passes(self, out, den=None, **kw):
         r = self.check(out, den, **kw)
         if not r.passed:
-            raise AssertionError(f"{self.fixture.name}: {r.verdict}\n{r.text}")
+            named = "".join(f"\n  matches {d['id']}: {d['what']}; fix: {d['fix']}" for d in r.diagnosis)
+            raise AssertionError(f"{self.fixture.name}: {r.verdict}{named}\n{r.text}")
         return r
 
     def __repr__(self):

@@ -15,7 +15,8 @@ Exec members are declared to the fuzzer from their zoo.json entry: `args`
 (default f64), `form_class` (default masked) and `timeout` (seconds per problem, default 5:
 python's start-up on a loaded machine). A buggy member's `shrunk_has` (optional) lists strings its
 shrunk finding ("minimal case; needs") must contain: what its bug needs to show (packed sequences, bf16, ...);
-"a|b": either. C ABI members run with a 10 s timeout if correct, else
+"a|b": either. A buggy member's finding must be diagnosed as its `diagnosis` (a catalog row, check/src/catalog.cpp)
+and a member without one as nothing. C ABI members run with a 10 s timeout if correct, else
 2 s or their entry's `timeout`. Exit 1 on any miss.
 Deterministic for given seeds.
 """
@@ -58,6 +59,12 @@ def campaign(hla, member, paths, root, work, seed, budget, stop_after, worker="p
     if proc.returncode not in (0, 1):
         raise RuntimeError(f"{' '.join(cmd)} exited {proc.returncode}: {proc.stderr}")
     return json.loads(proc.stdout)
+
+
+def diagnosed(f):
+    """The catalog row a finding's cause names (its width dropped: "E5/16" is E5), or None."""
+    cause = f.get("cause", "") if f else ""
+    return cause[len("matches "):].split("/")[0] if cause.startswith("matches ") else None
 
 
 def reproduces_gradient_failure(hla, f):
@@ -123,8 +130,13 @@ def main():
             if ok and missing:
                 print(f"     the shrunk finding lacks {missing}: caught, but not by what its bug needs")
                 ok = False
+            named = diagnosed(f)
+            if ok and named != m.get("diagnosis"):
+                print(f"     diagnosed as {named or 'nothing'}, zoo.json says {m.get('diagnosis') or 'nothing'} (its cause: {f['cause']})")
+                ok = False
             print(f"{'ok ' if ok else 'MISS'} {m['name']} seed {seed}: " +
-                  (f"[{f['kind']}] after {f['cases_run']} cases, {f['seconds']:.2f} s; shrunk to {f['shrunk']}" if f else
+                  (f"[{f['kind']}] after {f['cases_run']} cases, {f['seconds']:.2f} s, named {named or '-'}; shrunk to {f['shrunk']}"
+                   if f else
                    f"no finding in {r['cases']} cases") + (f" (expected {m['expected_finding']})" if not ok else ""), flush=True)
             if ok:
                 cases.append(f["cases_run"])

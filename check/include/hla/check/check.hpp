@@ -39,6 +39,8 @@ struct CheckOptions {
   // When set and the check fails: writes <stem>.safetensors (the case as a
   // fixture) and <stem>.candidate.safetensors, for `hla check` to reproduce.
   std::string dump_on_failure{};
+  // On a FAIL, name the known mistakes the candidate matches (Report::diagnosis).
+  bool diagnose = true;
   // Called with the stage ("verifying", "baseline") and its progress, for progress bars.
   std::function<void(const char* stage, double done, double total)> progress = {};
 };
@@ -145,6 +147,19 @@ struct ScoreMap {
   Index blocks() const { return positions == 0 ? 0 : (positions + block - 1) / block; }
 };
 
+// A known mistake a failing candidate matches (the catalog, check/src/catalog.cpp;
+// docs/pass-rule.md#differential-diagnosis): its error against the mistake's
+// values is within the pass rule's per-element bound on `fraction` of the
+// scored elements of `part`, and on most elements its error against the
+// reference exceeds.
+struct Diagnosis {
+  std::string id;    // the catalog row, e.g. "E1", "scale_missing", "chunk_state_dropped/16"
+  std::string what;  // what the kernel computes
+  std::string fix;   // the fix, in one line
+  std::string part;  // the parts compared: "out", "out,den", "dq,dk,dv"
+  double fraction = 0;  // of the scored elements of those parts that match
+};
+
 struct Report : Tally {
   Report() { ratio_limit = kRatioLimit; }
   bool pass = false;
@@ -180,6 +195,9 @@ struct Report : Tally {
   // the token, periodic at a chunk width, at sequence starts, in some heads, in
   // one part): hints only, the verdict does not depend on them; none on a pass.
   std::vector<std::string> hints;
+  // Differential diagnosis of a failing report: the catalog's mistakes it
+  // matches, best first (none on a pass, and none found is no evidence).
+  std::vector<Diagnosis> diagnosis;
 
   std::string verdict() const { return pass ? "PASS" : inconclusive ? "INCONCLUSIVE" : "FAIL"; }
   std::string text() const;

@@ -31,9 +31,9 @@ struct CampaignOptions {
   size_t stop_after = 0;     // stop after this many findings (0: never)
   size_t shrink_attempts = 300;
   std::string findings_dir = "hla-findings";
-  // Findings with one signature (kind, failed rules, failing tensor, what the
-  // shrunk case needs) form a group: one folder DIR/<kind>-<g>/ with the
-  // files of its first examples_per_group findings; the rest are counted.
+  // Findings with one signature (kind and cause: grouping.cpp) form a group:
+  // one folder DIR/<kind>-<g>/ with the files of examples_per_group of its
+  // findings, of its variety where it has some; the rest are counted.
   size_t examples_per_group = 3;
   // Heads up to this long are judged against exact rationals, longer ones
   // against the certified double-double engine (the same f64 values wherever
@@ -66,19 +66,28 @@ struct Finding {
   std::string needs;     // features of the shrunk case the shrinker could not remove (e.g. "decay, normalize")
   std::string write_error;  // why the files could not be written even to the fallback folder (then fixture is "")
   std::string rules, tensor;  // numeric kinds: the rules failed ("bound,ratio") and the failing tensor (out, den, dq, …)
+  std::string cause;          // numeric kinds: the found case's diagnosis ("matches E1") or error profile (cause_of)
   size_t group = 0;           // its group in Summary::groups
   bool example = false;       // its files were written (one of its group's first examples_per_group)
   std::string headline() const;  // "finding [kind] at case i: message" (the message made printable)
 };
 
-// Findings with the same signature: most likely one root cause.
+// Findings with the same signature: one cause.
 struct Group {
-  std::string kind, rules, tensor, needs;
+  std::string kind, rules, tensor, needs;  // of its first finding
   std::string dir;        // the group's folder in the findings folder: <kind>-<g>
   size_t count = 0;       // its findings
   std::vector<size_t> examples;  // the findings (Summary::findings indices) whose files were written
-  std::string signature() const;  // "kind|rules|tensor|needs"
+  std::string cause{};            // Finding::cause
+  std::string signature() const;  // "kind|cause"
 };
+
+// grouping.cpp: a failing check's cause; f's group in groups (a new one when
+// its signature is new), f.group set; whether f's files are written as one
+// of g's at most `limit` examples (a variety g's examples lack first).
+std::string cause_of(const check::Report& r);
+size_t group_finding(std::vector<Group>& groups, Finding& f);
+bool takes_example(const Group& g, const std::vector<Finding>& findings, const Finding& f, size_t limit);
 
 struct Summary {
   size_t cases = 0;
@@ -119,6 +128,7 @@ struct Verdict {
   bool inconclusive = false;  // kind empty: the check could not judge (not a pass, not a finding)
   std::string unapplied;      // rules that cannot fail on this case ("grad_ratio": rule 3 does not apply to its gradients)
   std::string tensor;         // numeric kinds: the failing tensor (out, den, dq, dk, dv)
+  std::string cause;          // numeric kinds: cause_of the check
 };
 // reference_budget > 0: seconds the reference may take (InputError beyond;
 // --replay of a user's fixture), 0: unbounded (generated cases are small).

@@ -1,0 +1,338 @@
+// The catalog of known mistakes (docs/pass-rule.md#differential-diagnosis):
+// one row each, its wrong form evaluated in double on a failing check's
+// inputs. Where a mistake is a change of the inputs or options (scale
+// missing: scale 1; q and k swapped: the inputs swapped; the mask missing:
+// unmasked), the row changes them and runs our own streaming form, so that no
+// algebra is written twice; catalog_forms.cpp holds the few truly new forms.
+// Adding a row: one entry below plus its evaluation.
+#include "catalog.hpp"
+
+#include "catalog_forms.hpp"
+#include "hla/bounds.hpp"
+#include "hla/engine/gradient_reference.hpp"
+
+#include <algorithm>
+#include <cmath>
+
+namespace hla::check {
+namespace catalog_rows {
+
+using engine::ours;
+using engine::ours_paper;
+using Forms = std::vector<WrongForm>;
+
+CandidateOutputs f64(const BatchProblem& q) { return ours(q, Precision::f64, Form::streaming, 64, DType::f64); }
+Forms one(CandidateOutputs c) { return {{"", std::move(c)}}; }
+// p changed by `change`, by our streaming form.
+template <class F> Forms changed(BatchProblem p, F&& change) {
+  change(p);
+  return one(f64(p));
+}
+bool hla2_masked(const BatchProblem& p) { return p.opt.variant == Variant::hla2 && p.opt.masked; }
+bool decayed(const BatchProblem& p) { return p.opt.gamma != 1; }
+bool plain(const BatchProblem& p) { return !p.has_state(); }
+
+// The chunk widths a width search tries: 4, 8, …, 256, below the longest sequence.
+std::vector<Index> widths(const BatchProblem& p) {
+  std::vector<Index> w;
+  for (Index x = 4; x <= 256 && x < longest_sequence(p); x *= 2) w.push_back(x);
+  return w;
+}
+template <class F> Forms per_width(const BatchProblem& p, F&& eval) {
+  Forms out;
+  for (Index w : widths(p)) out.push_back({"/" + std::to_string(w), eval(w)});
+  return out;
+}
+
+// Outputs num / N(den) from the reference's num and den (the normalization mistakes).
+template <class N> Forms renormalized(const BatchProblem& p, const Reference& ref, N&& norm) {
+  CandidateOutputs c{ref.num, ref.den, DType::f64, DType::f64};
+  for (size_t i = 0; i < c.out.size(); ++i) c.out[i] = ref.num[i] / norm(ref.den[i / static_cast<size_t>(p.dv)]);
+  return one(std::move(c));
+}
+double eps_of(const BatchProblem& p) { return to_double(p.opt.eps); }
+
+// Each sequence's rows moved one token later (the first gets zeros): x_{j−1} for x_j.
+void shift_rows(const BatchProblem& p, std::vector<double>& x, Index lead, Index cols) {
+  const std::vector<double> y = x;
+  for (Index l = 0; l < lead; ++l)
+    for (const auto& [t0, t1] : p.sequences())
+      for (Index t = t0; t < t1; ++t)
+        for (Index c = 0; c < cols; ++c)
+          x[static_cast<size_t>((l * p.n + t) * cols + c)] = t == t0 ? 0.0 : y[static_cast<size_t>((l * p.n + t - 1) * cols + c)];
+}
+
+// A [B, heads, n, cols] buffer read as if laid out [B, n, heads, cols]: what
+// a kernel that takes the other layout computes on (and writes back).
+std::vector<double> as_bthd(const std::vector<double>& x, Index batch, Index heads, Index n, Index cols, bool inverse) {
+  std::vector<double> y(x.size());
+  for (Index b = 0; b < batch; ++b)
+    for (Index h = 0; h < heads; ++h)
+      for (Index t = 0; t < n; ++t)
+        for (Index c = 0; c < cols; ++c) {
+          const size_t ours_at = static_cast<size_t>(((b * heads + h) * n + t) * cols + c);
+          const size_t theirs = static_cast<size_t>(((b * n + t) * heads + h) * cols + c);
+          (inverse ? y[theirs] : y[ours_at]) = x[inverse ? ours_at : theirs];
+        }
+  return y;
+}
+
+// Query head h given K/V head h % kv_heads: a problem with a K/V head per query head.
+BatchProblem gqa_modulo(BatchProblem p) {
+  const Index H = p.heads, K = p.kv_heads;
+  auto spread = [&](const std::vector<double>& x, Index cols) {
+    std::vector<double> y(static_cast<size_t>(p.batch * H * p.n * cols));
+    for (Index b = 0; b < p.batch; ++b)
+      for (Index h = 0; h < H; ++h)
+        std::copy_n(x.begin() + ((b * K + h % K) * p.n) * cols, p.n * cols, y.begin() + ((b * H + h) * p.n) * cols);
+    return y;
+  };
+  p.k = spread(p.k, p.d), p.v = spread(p.v, p.dv), p.kv_heads = H;
+  return p;
+}
+
+// Every sequence cut into independent pieces of w tokens (the state not carried across chunks).
+CandidateOutputs chunks_alone(const BatchProblem& p, Index w) {
+  CandidateOutputs all{std::vector<double>(p.batch * p.heads * p.n * p.dv), std::vector<double>(p.batch * p.heads * p.n), DType::f64,
+                       DType::f64};
+  for (Index b = 0; b < p.batch; ++b) {
+    BatchProblem e = p;
+    e.batch = 1;
+    auto entry = [&](const std::vector<double>& x, Index heads, Index cols) {
+      const auto at = x.begin() + b * heads * p.n * cols;
+      return std::vector<double>(at, at + heads * p.n * cols);
+    };
+    e.q = entry(p.q, p.heads, p.d), e.k = entry(p.k, p.kv_heads, p.d), e.v = entry(p.v, p.kv_heads, p.dv);
+    e.offsets.clear();
+    for (const auto& [t0, t1] : p.sequences())
+      for (Index t = t0; t < t1; t += w) e.offsets.push_back(t);
+    e.offsets.push_back(p.n);
+    const CandidateOutputs c = f64(e);
+    std::copy(c.out.begin(), c.out.end(), all.out.begin() + b * p.heads * p.n * p.dv);
+    std::copy(c.den.begin(), c.den.end(), all.den.begin() + b * p.heads * p.n);
+  }
+  return all;
+}
+
+// The reference with each sequence's ragged last chunk (beyond a multiple of w) left at 0.
+CandidateOutputs ragged_dropped(const BatchProblem& p, const Reference& ref, Index w) {
+  CandidateOutputs c{ref.out, ref.den, DType::f64, DType::f64};
+  for (Index bh = 0; bh < p.batch * p.heads; ++bh)
+    for (const auto& [t0, t1] : p.sequences())
+      for (Index t = t0 + (t1 - t0) / w * w; t < t1; ++t) {
+        c.den[static_cast<size_t>(bh * p.n + t)] = 0;
+        std::fill_n(c.out.begin() + (bh * p.n + t) * p.dv, p.dv, 0.0);
+      }
+  return c;
+}
+
+// Gradients of p (changed) from the reference's upstream, by our streaming backward.
+CandidateOutputs grads(const BatchProblem& p, const std::vector<double>& dout, const std::vector<double>& dden) {
+  CandidateOutputs c;
+  engine::ours_gradients(p, dout, dden, BackwardForm::streaming, 64, DType::f64, c);
+  return c;
+}
+bool has_grad(const BatchProblem& p, const Reference& r) { return r.grad && !r.grad->dout.empty() && plain(p); }
+
+const std::vector<Mistake> kCatalog = {
+    // The paper as printed (SPEC §6).
+    {"E1", false, "hla2's G decayed as the paper prints it: G_t = γG_{t−1} + k_tk_tᵀC_{t−1} (SPEC §6 E1)",
+     "G_t = γ²G_{t−1} + γ·k_t(k_tᵀC_{t−1}) (SPEC §3)",
+     [](const BatchProblem& p, const Reference&) { return hla2_masked(p) && decayed(p) && plain(p); },
+     [](const BatchProblem& p, const Reference&) { return one(ours_paper(p, Precision::f64, PaperForm::E1_hla2_streaming)); }},
+    {"E2", false, "hla2 summaries combined by the paper's G = ρ_B G_A + G_B + S_B(ρ_B C_A) (SPEC §6 E2)", "ρ_B² on G_A (SPEC §4)",
+     [](const BatchProblem& p, const Reference&) { return hla2_masked(p) && decayed(p) && plain(p); },
+     [](const BatchProblem& p, const Reference&) { return one(ours_paper(p, Precision::f64, PaperForm::E2_hla2_scan)); }},
+    {"E3", false, "ahla's R decayed in the concatenation, ρ_B R_A + R_B (SPEC §6 E3)", "R undecayed, cross term ρ_B R_B P_A (SPEC §4)",
+     [](const BatchProblem& p, const Reference&) { return p.opt.variant == Variant::ahla && decayed(p) && plain(p); },
+     [](const BatchProblem& p, const Reference&) { return one(ours_paper(p, Precision::f64, PaperForm::E3_ahla_scan)); }},
+    {"E4", false, "hla3 by the paper's S^K S^Q P − G⁽¹⁾ − G⁽²⁾ − G⁽³⁾: the tied-maximum sum, hla3_paper (SPEC §6 E4)",
+     "the masked third-order recurrence of SPEC §3",
+     [](const BatchProblem& p, const Reference&) { return p.opt.variant == Variant::hla3 && p.opt.masked && !decayed(p) && plain(p); },
+     [](const BatchProblem& p, const Reference&) { return changed(p, [](BatchProblem& x) { x.opt.variant = Variant::hla3_paper; }); }},
+    {"E5", false, "hla2's chunk form of the paper's Fig. 1C, without the carry × chunk term ρ_t(q_tᵀS_A)C_{B,≤t} (SPEC §6 E5)",
+     "add ρ_t(q_tᵀS_A)C_{B,≤t} (SPEC §5)", [](const BatchProblem& p, const Reference&) { return hla2_masked(p) && plain(p); },
+     [](const BatchProblem& p, const Reference&) {
+       return per_width(p, [&](Index w) { return ours_paper(p, Precision::f64, PaperForm::E5_hla2_chunked, w); });
+     }},
+    {"E6", false, "ahla's routed carry with R_{B,<t} for R_{B,≤t} (SPEC §6 E6)", "include i = t in R_{B,≤t} (SPEC §5)",
+     [](const BatchProblem& p, const Reference&) { return p.opt.variant == Variant::ahla && plain(p); },
+     [](const BatchProblem& p, const Reference&) {
+       return per_width(p, [&](Index w) { return ours_paper(p, Precision::f64, PaperForm::E6_ahla_chunked, w); });
+     }},
+    // Decay.
+    {"decay_power_plus_one", false, "every decay one step too many: γ^(t−j+1), or the decay applied after adding the token",
+     "decay the state before adding token t: S_t = γS_{t−1} + k_tk_tᵀ",
+     [](const BatchProblem& p, const Reference&) { return decayed(p); },
+     [](const BatchProblem& p, const Reference&) { return changed(p, [](BatchProblem& x) { x.opt.scale *= x.opt.gamma; }); }},
+    {"decay_power_minus_one", false, "every decay one step too few: γ^(t−j−1)", "the weight of token j at t is γ^(t−j)",
+     [](const BatchProblem& p, const Reference&) { return decayed(p); },
+     [](const BatchProblem& p, const Reference&) { return changed(p, [](BatchProblem& x) { x.opt.scale /= x.opt.gamma; }); }},
+    {"decay_from_start", false, "decay counted from the wrong end: γ^(j−t0) (the key's distance from the sequence start) for γ^(t−j)",
+     "weigh token j at t by γ^(t−j)",
+     [](const BatchProblem& p, const Reference&) { return p.opt.variant == Variant::la1 && decayed(p) && plain(p); },
+     [](const BatchProblem& p, const Reference&) {
+       return changed(p, [](BatchProblem& x) {
+         const double g = to_double(x.opt.gamma);
+         for (Index row = 0; row < x.batch * x.kv_heads; ++row)
+           for (const auto& [t0, t1] : x.sequences())
+             for (Index t = t0; t < t1; ++t)
+               for (Index c = 0; c < x.d; ++c) x.k[static_cast<size_t>((row * x.n + t) * x.d + c)] *= std::pow(g, static_cast<double>(t - t0));
+         x.opt.gamma = 1;
+       });
+     }},
+    {"F_decay_gamma", false, "hla2's corrected state decayed by γ, not γ²: F_t = γF_{t−1} + (S_tq_t)v_tᵀ", "F_t = γ²F_{t−1} + (S_tq_t)v_tᵀ",
+     [](const BatchProblem& p, const Reference&) { return hla2_masked(p) && decayed(p) && plain(p); },
+     [](const BatchProblem& p, const Reference&) { return one(hla2_wrong_decay(p, Hla2Decay::F_by_gamma)); }},
+    {"G_decay_gamma", false, "hla2's paper state G decayed by γ, not γ²: G_t = γG_{t−1} + γk_t(k_tᵀC_{t−1})",
+     "G_t = γ²G_{t−1} + γk_t(k_tᵀC_{t−1})",
+     [](const BatchProblem& p, const Reference&) { return hla2_masked(p) && decayed(p) && plain(p); },
+     [](const BatchProblem& p, const Reference&) { return one(hla2_wrong_decay(p, Hla2Decay::G_by_gamma)); }},
+    {"ridge_decay_plus_one", false, "hla2's ridge term decayed by γ^(t−j+1)", "λ·Σ γ^(t−j)(q_t·q_j)v_j",
+     [](const BatchProblem& p, const Reference&) { return p.opt.lambda != 0 && decayed(p); },
+     [](const BatchProblem& p, const Reference&) { return changed(p, [](BatchProblem& x) { x.opt.lambda *= x.opt.gamma; }); }},
+    // scale.
+    {"scale_missing", false, "q never multiplied by scale", "multiply q by scale first",
+     [](const BatchProblem& p, const Reference&) { return p.opt.scale != 1; },
+     [](const BatchProblem& p, const Reference&) { return changed(p, [](BatchProblem& x) { x.opt.scale = 1; }); }},
+    {"scale_twice", false, "q multiplied by scale twice", "multiply q by scale once",
+     [](const BatchProblem& p, const Reference&) { return p.opt.scale != 1; },
+     [](const BatchProblem& p, const Reference&) { return changed(p, [](BatchProblem& x) { x.opt.scale *= x.opt.scale; }); }},
+    {"scale_on_k", false, "k multiplied by scale instead of q", "multiply q, not k, by scale",
+     [](const BatchProblem& p, const Reference&) { return p.opt.scale != 1; },
+     [](const BatchProblem& p, const Reference&) {
+       return changed(p, [](BatchProblem& x) {
+         for (double& e : x.k) e *= to_double(x.opt.scale);
+         x.opt.scale = 1;
+       });
+     }},
+    // The causal mask.
+    {"mask_missing", false, "the causal mask missing (the unmasked operator)", "mask: only i ≤ j ≤ t (SPEC §2)",
+     [](const BatchProblem& p, const Reference&) { return p.opt.masked && info(p.opt.variant).has_unmasked; },
+     [](const BatchProblem& p, const Reference&) { return changed(p, [](BatchProblem& x) { x.opt.masked = false; }); }},
+    {"mask_exclusive", false, "la1's causal mask exclusive: token t does not see itself (the output read before the update)",
+     "include the diagonal j = t: update the state, then read it",
+     [](const BatchProblem& p, const Reference&) { return p.opt.variant == Variant::la1 && plain(p); },
+     [](const BatchProblem& p, const Reference&) {
+       return changed(p, [](BatchProblem& x) {
+         shift_rows(x, x.k, x.batch * x.kv_heads, x.d);
+         shift_rows(x, x.v, x.batch * x.kv_heads, x.dv);
+       });
+     }},
+    // Normalization.
+    {"den_max_eps", false, "normalized by max(den, ε): wrong wherever den < 0", "sign(den)·max(|den|, ε) (clamp) or den + ε (add)",
+     [](const BatchProblem& p, const Reference&) { return p.opt.normalize; },
+     [](const BatchProblem& p, const Reference& r) { return renormalized(p, r, [e = eps_of(p)](double d) { return std::max(d, e); }); }},
+    {"eps_missing", false, "normalized by den alone, ε missing", "divide by den ⊕ ε", [](const BatchProblem& p, const Reference&) { return p.opt.normalize; },
+     [](const BatchProblem& p, const Reference& r) { return renormalized(p, r, [](double d) { return d; }); }},
+    {"eps_twice", false, "ε added twice", "add ε once", [](const BatchProblem& p, const Reference&) { return p.opt.normalize; },
+     [](const BatchProblem& p, const Reference& r) {
+       return renormalized(p, r, [&](double d) { return normalizer(d, 2 * eps_of(p), p.opt.eps_mode); });
+     }},
+    {"eps_mode_swapped", false, "clamp where add is declared, or add where clamp is", "normalize as the declared eps_mode",
+     [](const BatchProblem& p, const Reference&) { return p.opt.normalize; },
+     [](const BatchProblem& p, const Reference& r) {
+       const EpsMode other = p.opt.eps_mode == EpsMode::add ? EpsMode::clamp : EpsMode::add;
+       return renormalized(p, r, [&](double d) { return normalizer(d, eps_of(p), other); });
+     }},
+    // Inputs read wrongly.
+    {"v_shifted", false, "values one token late: v_{j−1} for v_j", "pair k_j with v_j",
+     [](const BatchProblem& p, const Reference&) { return plain(p); },
+     [](const BatchProblem& p, const Reference&) { return changed(p, [](BatchProblem& x) { shift_rows(x, x.v, x.batch * x.kv_heads, x.dv); }); }},
+    {"qk_swapped", false, "q and k swapped", "pass q as q and k as k",
+     [](const BatchProblem& p, const Reference&) { return p.heads == p.kv_heads && plain(p); },
+     [](const BatchProblem& p, const Reference&) { return changed(p, [](BatchProblem& x) { std::swap(x.q, x.k); }); }},
+    {"layout_bthd", false, "[B, H, T, D] tensors read (and out written) as [B, T, H, D]", "read the layout the caller passes",
+     [](const BatchProblem& p, const Reference&) { return p.heads > 1 && p.n > 1 && plain(p) && p.offsets.empty(); },
+     [](const BatchProblem& p, const Reference&) {
+       BatchProblem x = p;
+       x.q = as_bthd(p.q, p.batch, p.heads, p.n, p.d, false), x.k = as_bthd(p.k, p.batch, p.kv_heads, p.n, p.d, false);
+       x.v = as_bthd(p.v, p.batch, p.kv_heads, p.n, p.dv, false);
+       CandidateOutputs c = f64(x);
+       c.out = as_bthd(c.out, p.batch, p.heads, p.n, p.dv, true), c.den = as_bthd(c.den, p.batch, p.heads, p.n, 1, true);
+       return one(std::move(c));
+     }},
+    {"k_transposed", false, "K read as if laid out [B, Hkv, d, n]", "read K as [B, Hkv, n, d]",
+     [](const BatchProblem& p, const Reference&) { return p.n > 1 && plain(p); },
+     [](const BatchProblem& p, const Reference&) {
+       return changed(p, [](BatchProblem& x) {
+         const std::vector<double> k = x.k;
+         for (size_t head = 0; head < k.size(); head += static_cast<size_t>(x.n * x.d))
+           for (Index t = 0; t < x.n; ++t)
+             for (Index c = 0; c < x.d; ++c) x.k[head + static_cast<size_t>(t * x.d + c)] = k[head + static_cast<size_t>(c * x.n + t)];
+       });
+     }},
+    {"gqa_modulo", false, "query head h reads K/V head h % Hkv", "K/V head h / (H / Hkv)",
+     [](const BatchProblem& p, const Reference&) { return p.kv_heads > 1 && p.heads > p.kv_heads && plain(p); },
+     [](const BatchProblem& p, const Reference&) { return one(f64(gqa_modulo(p))); }},
+    // State.
+    {"chunk_state_dropped", false, "the state not carried across chunks of W tokens (each chunk starts from zero)",
+     "hand each chunk the state of the one before", [](const BatchProblem& p, const Reference&) { return plain(p); },
+     [](const BatchProblem& p, const Reference&) { return per_width(p, [&](Index w) { return chunks_alone(p, w); }); }},
+    {"ragged_chunk_dropped", false, "a ragged last chunk never computed (outputs 0 beyond the last multiple of W)",
+     "launch ceil(n / W) chunks", [](const BatchProblem&, const Reference&) { return true; },
+     [](const BatchProblem& p, const Reference& r) { return per_width(p, [&](Index w) { return ragged_dropped(p, r, w); }); }},
+    {"initial_state_ignored", false, "the initial state ignored (every sequence from zero)", "start from the given state",
+     [](const BatchProblem& p, const Reference&) { return p.has_state(); },
+     [](const BatchProblem& p, const Reference&) { return changed(p, [](BatchProblem& x) { x.state.clear(); }); }},
+    {"varlen_no_reset", false, "packed sequences share one state: no reset at the cu_seqlens offsets", "reset the state at every offset",
+     [](const BatchProblem& p, const Reference&) { return p.offsets.size() > 2 && plain(p); },
+     [](const BatchProblem& p, const Reference&) { return changed(p, [](BatchProblem& x) { x.offsets.clear(); }); }},
+    // Gradients.
+    {"dq_dk_swapped", true, "dq and dk swapped", "write ∂L/∂q to dq and ∂L/∂k to dk",
+     [](const BatchProblem& p, const Reference& r) { return has_grad(p, r) && p.heads == p.kv_heads; },
+     [](const BatchProblem&, const Reference& r) {
+       CandidateOutputs c;
+       c.dq = r.grad->dk, c.dk = r.grad->dq, c.dv = r.grad->dv;
+       return one(std::move(c));
+     }},
+    {"dden_dropped", true, "the upstream of den (dden) ignored", "add dden's term to dq and dk",
+     [](const BatchProblem& p, const Reference& r) {
+       return has_grad(p, r) && std::any_of(r.grad->dden.begin(), r.grad->dden.end(), [](double x) { return x != 0; });
+     },
+     [](const BatchProblem& p, const Reference& r) { return one(grads(p, r.grad->dout, {})); }},
+    {"upstream_transposed", true, "the upstream do read as [B, H, dv, n]", "read do as [B, H, n, dv]",
+     [](const BatchProblem& p, const Reference& r) { return has_grad(p, r) && p.n > 1 && p.dv > 1; },
+     [](const BatchProblem& p, const Reference& r) {
+       std::vector<double> d = r.grad->dout;
+       for (size_t head = 0; head < d.size(); head += static_cast<size_t>(p.n * p.dv))
+         for (Index t = 0; t < p.n; ++t)
+           for (Index c = 0; c < p.dv; ++c) d[head + static_cast<size_t>(t * p.dv + c)] = r.grad->dout[head + static_cast<size_t>(c * p.n + t)];
+       return one(grads(p, d, r.grad->dden));
+     }},
+    {"gqa_unsummed", true, "dk, dv of a K/V head from the last query head of its group only", "sum dk, dv over the group's query heads",
+     [](const BatchProblem& p, const Reference& r) { return has_grad(p, r) && p.heads > p.kv_heads; },
+     [](const BatchProblem& p, const Reference& r) {
+       BatchProblem x = p;
+       x.k.clear(), x.v.clear();
+       for (Index b = 0; b < p.batch; ++b)
+         for (Index h = 0; h < p.heads; ++h) {
+           x.k.insert(x.k.end(), p.k.begin() + static_cast<long>(p.k_index(b, h, 0, 0)), p.k.begin() + static_cast<long>(p.k_index(b, h, 0, 0) + p.n * p.d));
+           x.v.insert(x.v.end(), p.v.begin() + static_cast<long>(p.v_index(b, h, 0, 0)), p.v.begin() + static_cast<long>(p.v_index(b, h, 0, 0) + p.n * p.dv));
+         }
+       x.kv_heads = p.heads;
+       CandidateOutputs all = grads(x, r.grad->dout, r.grad->dden), c;
+       c.dq = all.dq;
+       const Index g = p.heads / p.kv_heads;
+       for (Index b = 0; b < p.batch; ++b)
+         for (Index kv = 0; kv < p.kv_heads; ++kv) {
+           const Index h = b * p.heads + kv * g + g - 1;
+           c.dk.insert(c.dk.end(), all.dk.begin() + h * p.n * p.d, all.dk.begin() + (h + 1) * p.n * p.d);
+           c.dv.insert(c.dv.end(), all.dv.begin() + h * p.n * p.dv, all.dv.begin() + (h + 1) * p.n * p.dv);
+         }
+       return one(std::move(c));
+     }},
+    {"varlen_backward_no_reset", true, "the backward's adjoints not reset at the cu_seqlens offsets", "reset them at every offset",
+     [](const BatchProblem& p, const Reference& r) { return has_grad(p, r) && p.offsets.size() > 2; },
+     [](const BatchProblem& p, const Reference& r) {
+       BatchProblem x = p;
+       x.offsets.clear();
+       return one(grads(x, r.grad->dout, r.grad->dden));
+     }},
+};
+
+}  // namespace catalog_rows
+
+const std::vector<Mistake>& mistake_catalog() { return catalog_rows::kCatalog; }
+
+}  // namespace hla::check

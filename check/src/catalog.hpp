@@ -1,0 +1,37 @@
+// The catalog of known mistakes (differential diagnosis, catalog.cpp): one
+// row per mistake, each evaluating the wrong form on a failing report's
+// inputs in double; catalog_match.cpp says which of them the candidate matches.
+#pragma once
+
+#include "internal.hpp"
+
+#include <string>
+#include <vector>
+
+namespace hla::check {
+
+// One evaluation of a wrong form: outputs (out, den) or gradients (dq, dk,
+// dv) in double; `suffix` names a searched parameter ("/16": chunk width 16).
+struct WrongForm {
+  std::string suffix;
+  CandidateOutputs values;
+};
+
+struct Mistake {
+  const char* id;
+  bool gradients;  // compared on dq, dk, dv (else on out and den)
+  const char* what;
+  const char* fix;
+  // Whether the mistake changes anything on p (an option it needs, a GQA
+  // problem, decay, ...); then its forms on p.
+  bool (*applies)(const BatchProblem& p, const Reference& ref);
+  std::vector<WrongForm> (*evaluate)(const BatchProblem& p, const Reference& ref);
+};
+
+const std::vector<Mistake>& mistake_catalog();
+
+// The catalog's mistakes that cand matches (catalog_match.cpp), best first.
+std::vector<Diagnosis> differential_diagnosis(const BatchProblem& p, const Reference& ref, const CandidateOutputs& cand,
+                                              const Report& r);
+
+}  // namespace hla::check

@@ -1,0 +1,169 @@
+// Differential diagnosis (catalog.hpp): a failing candidate matches a wrong
+// form of the catalog when its error against that form is within the pass
+// rule's per-element bound (SPEC §7: rule 2's K + 1, and rule 3's line, the
+// smaller) on nearly every scored element, including nearly every element
+// whose error against the reference exceeds it. Values of the wrong form are
+// in double, a rounding far below any candidate's: its own error is nothing
+// next to the bound. The error against a wrong form is measured against the
+// larger of the class's and the unmasked-order magnitude (a wrong form may
+// sum more than the masked terms), the error against the reference as the check does.
+#include "catalog.hpp"
+
+#include "hla/bounds.hpp"
+#include "hla/parallel.hpp"
+
+#include <algorithm>
+#include <cmath>
+
+namespace hla::check {
+namespace catalog_match {
+
+// A diagnosis needs this much: of the scored elements, and of the wrong ones.
+constexpr double kMatchFraction = 0.9;
+
+struct Count {
+  size_t scored = 0, match = 0, wrong = 0, wrong_match = 0;
+  double closeness = 0;  // Σ over the wrong elements of min(1, error / bound) against the form (ranks ties)
+  void add(double err_ref, double err_form, double unit_ref, double unit_form, double bound) {
+    ++scored;
+    const bool wrong_here = !(err_ref <= bound * unit_ref), matches = err_form <= bound * unit_form;
+    match += matches;
+    if (!wrong_here) return;
+    ++wrong, wrong_match += matches;
+    closeness += std::min(1.0, err_form / (bound * unit_form));
+  }
+  void add(const Count& o) {
+    scored += o.scored, match += o.match, wrong += o.wrong, wrong_match += o.wrong_match, closeness += o.closeness;
+  }
+};
+
+// |c − x| beyond the rounding of the stored value; a non-finite c matches only the same value.
+double error(double c, double x, const DTypeLimits& lim) {
+  if (!std::isfinite(c) || !std::isfinite(x)) return (c == x || (std::isnan(c) && std::isnan(x))) ? 0.0 : HUGE_VAL;
+  return std::max(0.0, std::fabs(c - x) - lim.rounding_error(x));
+}
+
+// Rule 2 and rule 3's bound of one output element, in units of u·magnitude.
+double element_bound(const Report& r, double ref, double magnitude) {
+  const double floor = magnitude > 0 ? kFloorRoundings * std::fabs(ref) / magnitude : 0;
+  return std::max(1.0, std::min(r.bound, r.ratio_limit * std::max({r.baseline_max_score, floor, kMinYardstick})));
+}
+
+// The outputs (out, and den where the candidate gives it) against the form's.
+Count compare_outputs(const BatchProblem& p, const Reference& ref, const CandidateOutputs& cand, const CandidateOutputs& w,
+                      const Report& r) {
+  const bool sd = r.form_class == FormClass::state_difference;
+  const std::vector<double>& mn = sd ? ref.mag_num_sd : ref.mag_num;
+  const std::vector<double>& md = sd ? ref.mag_den_sd : ref.mag_den;
+  auto wider = [](const std::vector<double>& a, const std::vector<double>& b, size_t i) { return std::max(a[i], b.empty() ? 0.0 : b[i]); };
+  const double eps = to_double(p.opt.eps), u = r.u;
+  Count n;
+  for (size_t i = 0; i < cand.out.size(); ++i) {
+    const size_t di = i / static_cast<size_t>(p.dv);
+    double m = mn[i], mw = wider(mn, ref.mag_num_sd, i);
+    if (p.opt.normalize) {  // the residual's tolerance (SPEC §7) as one on the output
+      const double D = std::fabs(normalizer(ref.den[di], eps, p.opt.eps_mode)), c = std::fabs(cand.out[i]);
+      if (!(D > 0)) continue;
+      m = (m + c * (md[di] + eps)) / D, mw = (mw + c * (wider(md, ref.mag_den_sd, di) + eps)) / D;
+    }
+    if (!std::isfinite(ref.out[i]) || !(m > 0) || !std::isfinite(m)) continue;
+    const DTypeLimits& lim = limits(cand.out_dtype);
+    n.add(error(cand.out[i], ref.out[i], lim), error(cand.out[i], w.out[i], lim), u * m, u * mw, element_bound(r, ref.out[i], m));
+  }
+  if (!cand.den.empty() && !w.den.empty())
+    for (size_t i = 0; i < cand.den.size(); ++i) {
+      const double m = md[i];
+      if (!std::isfinite(ref.den[i]) || !(m > 0)) continue;
+      const DTypeLimits& lim = limits(cand.den_dtype);
+      n.add(error(cand.den[i], ref.den[i], lim), error(cand.den[i], w.den[i], lim), u * m, u * wider(md, ref.mag_den_sd, i),
+            element_bound(r, ref.den[i], m));
+    }
+  return n;
+}
+
+// The failing gradients (dq, dk, dv) against the form's.
+Count compare_gradients(const Reference& ref, const CandidateOutputs& cand, const CandidateOutputs& w, const Report& r) {
+  const GradientReference& g = *ref.grad;
+  Count n;
+  for (const GradientRow& row : r.gradients) {
+    const auto [c, x, wx, mag] =
+        row.name == "dq"   ? std::tuple{&cand.dq, &g.dq, &w.dq, &g.mag_dq}
+        : row.name == "dk" ? std::tuple{&cand.dk, &g.dk, &w.dk, &g.mag_dk}
+        : row.name == "dv" ? std::tuple{&cand.dv, &g.dv, &w.dv, &g.mag_dv}
+                           : std::tuple{static_cast<const std::vector<double>*>(nullptr), nullptr, nullptr, nullptr};
+    if (!c || !row.checked || c->size() != x->size() || wx->size() != x->size()) continue;
+    const double bound = std::max(1.0, std::min(r.gradient_bound, row.baseline_applied ? row.ratio_limit * std::max(row.baseline_max_score, kMinYardstick)
+                                                                                         : r.gradient_bound));
+    const DTypeLimits& lim = limits(row.name == "dq" ? cand.dq_dtype : row.name == "dk" ? cand.dk_dtype : cand.dv_dtype);
+    for (size_t i = 0; i < c->size(); ++i) {
+      const double m = (*mag)[i];
+      if (!std::isfinite((*x)[i]) || !(m > 0) || !std::isfinite(m)) continue;
+      n.add(error((*c)[i], (*x)[i], lim), error((*c)[i], (*wx)[i], lim), r.u * m, r.u * m, bound);
+    }
+  }
+  return n;
+}
+
+std::string failing_parts(const Report& r, bool gradients) {
+  std::string s;
+  for (const ScoreMap& m : r.maps) {
+    const bool grad = m.name == "dq" || m.name == "dk" || m.name == "dv";
+    if (grad == gradients && (grad || m.name == "out" || m.name == "den")) s += (s.empty() ? "" : ",") + m.name;
+  }
+  return s;
+}
+
+struct Scored {
+  Diagnosis d;
+  double closeness = 0;  // mean over the wrong elements (lower: closer)
+};
+
+}  // namespace catalog_match
+
+std::vector<Diagnosis> differential_diagnosis(const BatchProblem& p, const Reference& ref, const CandidateOutputs& cand,
+                                              const Report& r) {
+  using namespace catalog_match;
+  if (!p.all_finite()) return {};
+  bool outputs_fail = false, gradients_fail = false;
+  for (const ScoreMap& m : r.maps) {
+    const bool grad = m.name == "dq" || m.name == "dk" || m.name == "dv";
+    (grad ? gradients_fail : outputs_fail) = (grad ? gradients_fail : outputs_fail) || m.fails;
+  }
+  outputs_fail = outputs_fail || r.nonfinite > 0 || r.over_bound > 0 || !(r.baseline_ratio <= r.ratio_limit);
+  const std::vector<Mistake>& cat = mistake_catalog();
+  std::vector<std::optional<Scored>> best(cat.size());
+  // Rows in parallel: each evaluates its forms alone, so the result does not depend on the threads.
+  parallel_for(cat.size(), worker_threads(), [&](size_t i) {
+    const Mistake& m = cat[i];
+    if (m.gradients ? !gradients_fail || !ref.grad : !outputs_fail) return;
+    if (!m.applies(p, ref)) return;
+    std::vector<WrongForm> forms;
+    try {
+      forms = m.evaluate(p, ref);
+    } catch (const std::exception&) {
+      return;  // a form our engine does not take on p (e.g. an option the wrong variant lacks)
+    }
+    for (const WrongForm& f : forms) {
+      if (m.gradients ? false : f.values.out.size() != cand.out.size()) continue;
+      const Count n = m.gradients ? compare_gradients(ref, cand, f.values, r) : compare_outputs(p, ref, cand, f.values, r);
+      if (n.wrong == 0 || n.scored == 0) continue;
+      const double fraction = static_cast<double>(n.match) / static_cast<double>(n.scored);
+      if (fraction < kMatchFraction || static_cast<double>(n.wrong_match) < kMatchFraction * static_cast<double>(n.wrong)) continue;
+      Scored s{{std::string(m.id) + f.suffix, m.what, m.fix, failing_parts(r, m.gradients), fraction},
+               n.closeness / static_cast<double>(n.wrong)};
+      if (!best[i] || s.d.fraction > best[i]->d.fraction || (s.d.fraction == best[i]->d.fraction && s.closeness < best[i]->closeness))
+        best[i] = s;
+    }
+  });
+  std::vector<Scored> found;
+  for (auto& b : best)
+    if (b) found.push_back(*b);
+  std::stable_sort(found.begin(), found.end(), [](const Scored& a, const Scored& b) {
+    return a.d.fraction != b.d.fraction ? a.d.fraction > b.d.fraction : a.closeness < b.closeness;
+  });
+  std::vector<Diagnosis> out;
+  for (auto& s : found) out.push_back(std::move(s.d));
+  return out;
+}
+
+}  // namespace hla::check

@@ -1,0 +1,107 @@
+// Differential diagnosis (issue 40): the catalog of known mistakes names what
+// a failing candidate computes. Candidates built independently of the catalog
+// (the paper's forms as the reference library evaluates them, outputs
+// renormalized by hand) are named by their row; our honest orders, failing
+// only because they are judged in a precision finer than they compute, are
+// named nothing. The zoo campaign (tests/zoo/zoo_campaigns.py) names the
+// zoo's members.
+#include "hla/check/check.hpp"
+#include "hla/error.hpp"
+
+#include "../../properties/harness.hpp"
+
+#include <catch2/catch.hpp>
+
+#include <random>
+#include <string>
+
+using namespace hla;
+using namespace hla::check;
+using namespace hla::engine;
+
+namespace {
+
+BatchProblem cat_problem(Variant v, DType dtype, Index heads, Index kv_heads, Index n, Index d, uint64_t seed = 5) {
+  std::mt19937_64 rng(seed);
+  std::normal_distribution<double> N;
+  BatchProblem p;
+  p.opt.variant = v;
+  p.opt.gamma = Rational(15, 16);
+  p.dtype = dtype;
+  p.heads = heads, p.kv_heads = kv_heads, p.n = n, p.d = d, p.dv = d;
+  p.resize_buffers();
+  for (auto* x : {&p.q, &p.k, &p.v})
+    for (double& e : *x) e = round_to(dtype, N(rng) / std::sqrt(static_cast<double>(d)));
+  p.validate();
+  return p;
+}
+
+std::string cat_named(const Report& r) { return r.diagnosis.empty() ? "nothing" : r.diagnosis.front().id; }
+
+}  // namespace
+
+TEST_CASE("diagnosis: hla eval --paper E1 on a [1, 4, 512, 64] bf16 fixture is named E1", "[check][diagnosis]") {
+  const BatchProblem p = cat_problem(Variant::hla2, DType::bf16, 4, 4, 512, 64);
+  const Reference ref = compute_reference(p);
+  // What `hla eval --paper E1` writes by default: precision f32, out f32.
+  const Report r = check::check(p, ref, ours_paper(p, Precision::f32, PaperForm::E1_hla2_streaming, 64, DType::f32));
+  INFO(r.text());
+  REQUIRE(!r.pass);
+  CHECK(cat_named(r) == "E1");
+  CHECK(r.diagnosis.front().fraction >= 0.9);
+  CHECK(r.json()["diagnosis"][0]["id"] == "E1");
+  CHECK(r.text().find("diagnosis: matches E1") != std::string::npos);
+  CHECK(r.html().find("data-id=\"E1\"") != std::string::npos);
+}
+
+TEST_CASE("diagnosis: the paper's E5 and E6 chunk forms are named with their width", "[check][diagnosis]") {
+  for (Variant v : {Variant::hla2, Variant::ahla}) {
+    const BatchProblem p = cat_problem(v, DType::f32, 2, 2, 96, 8);
+    const PaperForm f = v == Variant::hla2 ? PaperForm::E5_hla2_chunked : PaperForm::E6_ahla_chunked;
+    const Report r = check::check(p, ours_paper(p, Precision::f32, f, 32, DType::f32));
+    INFO(r.text());
+    CHECK(cat_named(r) == (v == Variant::hla2 ? "E5/32" : "E6/32"));
+  }
+}
+
+TEST_CASE("diagnosis: a max(den, eps) normalizer is named den_max_eps", "[check][diagnosis]") {
+  BatchProblem p = cat_problem(Variant::la1, DType::f32, 2, 2, 64, 8);
+  p.opt.normalize = true, p.opt.eps = Rational(1, 100);
+  const Reference ref = compute_reference(p);
+  CandidateOutputs c = ours(p, Precision::f32, Form::streaming, 16, DType::f32);
+  const double eps = 0.01;
+  for (size_t i = 0; i < c.out.size(); ++i) {  // by hand: num / max(den, ε), in float
+    const double den = c.den[i / static_cast<size_t>(p.dv)], D = den + eps;
+    c.out[i] = static_cast<float>(c.out[i] * static_cast<float>(D) / static_cast<float>(std::max(den, eps)));
+  }
+  const Report r = check::check(p, ref, c);
+  INFO(r.text());
+  REQUIRE(!r.pass);
+  CHECK(cat_named(r) == "den_max_eps");
+}
+
+TEST_CASE("diagnosis: honest orders failing only by a declared precision are named nothing", "[check][diagnosis]") {
+  for (Variant v : {Variant::la1, Variant::hla2, Variant::ahla, Variant::hla3}) {
+    BatchProblem p = cat_problem(v, DType::f32, 2, 1, 64, 8);
+    p.opt.scale = Rational(1, 2), p.opt.normalize = v == Variant::hla2;
+    const Reference ref = compute_reference(p);
+    for (Form f : {Form::streaming, Form::chunked_matmul}) {
+      CheckOptions o;
+      o.precision = Precision::f64;  // they compute in bf16: far beyond an f64 kernel's error
+      const Report r = check::check(p, ref, ours(p, Precision::bf16, f, 16, DType::f64), o);
+      INFO(to_string(v) << " " << to_string(f) << "\n" << r.text());
+      REQUIRE(!r.pass);
+      CHECK(cat_named(r) == "nothing");
+    }
+  }
+}
+
+TEST_CASE("diagnosis: none on a pass, and none when turned off", "[check][diagnosis]") {
+  const BatchProblem p = cat_problem(Variant::hla2, DType::f32, 2, 2, 48, 8);
+  const Reference ref = compute_reference(p);
+  CHECK(check::check(p, ref, ours(p, Precision::f32, Form::streaming, 16, DType::f32)).diagnosis.empty());
+  CheckOptions o;
+  o.diagnose = false;
+  const Report r = check::check(p, ref, ours_paper(p, Precision::f32, PaperForm::E1_hla2_streaming, 16, DType::f32), o);
+  CHECK((!r.pass && r.diagnosis.empty()));
+}
