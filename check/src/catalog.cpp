@@ -23,10 +23,19 @@ using Forms = std::vector<WrongForm>;
 
 CandidateOutputs f64(const BatchProblem& q) { return ours(q, Precision::f64, Form::streaming, 64, DType::f64); }
 Forms one(CandidateOutputs c) { return {{"", std::move(c)}}; }
-// p changed by `change`, by our streaming form.
-template <class F> Forms changed(BatchProblem p, F&& change) {
+// p changed by `change`, by our streaming form; its magnitudes: the same
+// on the absolute values of the changed inputs, unnormalized.
+// `after`: what the kernel does to the outputs (a layout it writes them in).
+template <class F, class G = void (*)(CandidateOutputs&)>
+Forms changed(BatchProblem p, F&& change, G after = [](CandidateOutputs&) {}) {
   change(p);
-  return one(f64(p));
+  BatchProblem a = p;
+  for (auto* x : {&a.q, &a.k, &a.v, &a.state})
+    for (double& e : *x) e = std::fabs(e);
+  a.opt.normalize = false, a.opt.scale = abs(a.opt.scale);
+  Forms f{{"", f64(p), f64(a)}};
+  after(f[0].values), after(f[0].magnitude);
+  return f;
 }
 bool hla2_masked(const BatchProblem& p) { return p.opt.variant == Variant::hla2 && p.opt.masked; }
 bool decayed(const BatchProblem& p) { return p.opt.gamma != 1; }
@@ -245,12 +254,15 @@ const std::vector<Mistake> kCatalog = {
     {"layout_bthd", false, "[B, H, T, D] tensors read (and out written) as [B, T, H, D]", "read the layout the caller passes",
      [](const BatchProblem& p, const Reference&) { return p.heads > 1 && p.n > 1 && plain(p) && p.offsets.empty(); },
      [](const BatchProblem& p, const Reference&) {
-       BatchProblem x = p;
-       x.q = as_bthd(p.q, p.batch, p.heads, p.n, p.d, false), x.k = as_bthd(p.k, p.batch, p.kv_heads, p.n, p.d, false);
-       x.v = as_bthd(p.v, p.batch, p.kv_heads, p.n, p.dv, false);
-       CandidateOutputs c = f64(x);
-       c.out = as_bthd(c.out, p.batch, p.heads, p.n, p.dv, true), c.den = as_bthd(c.den, p.batch, p.heads, p.n, 1, true);
-       return one(std::move(c));
+       return changed(
+           p,
+           [](BatchProblem& x) {
+             x.q = as_bthd(x.q, x.batch, x.heads, x.n, x.d, false), x.k = as_bthd(x.k, x.batch, x.kv_heads, x.n, x.d, false);
+             x.v = as_bthd(x.v, x.batch, x.kv_heads, x.n, x.dv, false);
+           },
+           [&](CandidateOutputs& c) {
+             c.out = as_bthd(c.out, p.batch, p.heads, p.n, p.dv, true), c.den = as_bthd(c.den, p.batch, p.heads, p.n, 1, true);
+           });
      }},
     {"k_transposed", false, "K read as if laid out [B, Hkv, d, n]", "read K as [B, Hkv, n, d]",
      [](const BatchProblem& p, const Reference&) { return p.n > 1 && plain(p); },
@@ -264,7 +276,7 @@ const std::vector<Mistake> kCatalog = {
      }},
     {"gqa_modulo", false, "query head h reads K/V head h % Hkv", "K/V head h / (H / Hkv)",
      [](const BatchProblem& p, const Reference&) { return p.kv_heads > 1 && p.heads > p.kv_heads && plain(p); },
-     [](const BatchProblem& p, const Reference&) { return one(f64(gqa_modulo(p))); }},
+     [](const BatchProblem& p, const Reference&) { return changed(p, [](BatchProblem& x) { x = gqa_modulo(x); }); }},
     // State.
     {"chunk_state_dropped", false, "the state not carried across chunks of W tokens (each chunk starts from zero)",
      "hand each chunk the state of the one before", [](const BatchProblem& p, const Reference&) { return plain(p); },

@@ -12,9 +12,13 @@ namespace hla::check {
 
 // One evaluation of a wrong form: outputs (out, den) or gradients (dq, dk,
 // dv) in double; `suffix` names a searched parameter ("/16": chunk width 16).
+// `magnitude`: where the form is ours on changed inputs, its SPEC §7
+// magnitudes (num in out, den in den: the same change on |q|, |k|, |v|),
+// which its rounding scales with; else empty.
 struct WrongForm {
   std::string suffix;
   CandidateOutputs values;
+  CandidateOutputs magnitude{};
 };
 
 struct Mistake {

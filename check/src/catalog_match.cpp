@@ -14,6 +14,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <optional>
 
 namespace hla::check {
 namespace catalog_match {
@@ -50,21 +51,25 @@ double element_bound(const Report& r, double ref, double magnitude) {
 }
 
 // The outputs (out, and den where the candidate gives it) against the form's.
-Count compare_outputs(const BatchProblem& p, const Reference& ref, const CandidateOutputs& cand, const CandidateOutputs& w,
+Count compare_outputs(const BatchProblem& p, const Reference& ref, const CandidateOutputs& cand, const WrongForm& form,
                       const Report& r) {
-  const bool sd = r.form_class == FormClass::state_difference;
+  const CandidateOutputs& w = form.values;
+  const bool sd = r.form_class == FormClass::state_difference, own = !form.magnitude.out.empty();
   const std::vector<double>& mn = sd ? ref.mag_num_sd : ref.mag_num;
   const std::vector<double>& md = sd ? ref.mag_den_sd : ref.mag_den;
-  auto wider = [](const std::vector<double>& a, const std::vector<double>& b, size_t i) { return std::max(a[i], b.empty() ? 0.0 : b[i]); };
+  auto wider = [](const std::vector<double>& a, const std::vector<double>& b, const std::vector<double>& c, size_t i) {
+    return std::max({a[i], b.empty() ? 0.0 : b[i], c.empty() ? 0.0 : std::fabs(c[i])});
+  };
   const double eps = to_double(p.opt.eps), u = r.u;
   Count n;
   for (size_t i = 0; i < cand.out.size(); ++i) {
     const size_t di = i / static_cast<size_t>(p.dv);
-    double m = mn[i], mw = wider(mn, ref.mag_num_sd, i);
+    double m = mn[i], mw = wider(mn, ref.mag_num_sd, form.magnitude.out, i);
     if (p.opt.normalize) {  // the residual's tolerance (SPEC §7) as one on the output
       const double D = std::fabs(normalizer(ref.den[di], eps, p.opt.eps_mode)), c = std::fabs(cand.out[i]);
-      if (!(D > 0)) continue;
-      m = (m + c * (md[di] + eps)) / D, mw = (mw + c * (wider(md, ref.mag_den_sd, di) + eps)) / D;
+      const double Dw = own ? std::fabs(normalizer(w.den[di], eps, p.opt.eps_mode)) : D;
+      if (!(D > 0) || !(Dw > 0)) continue;
+      m = (m + c * (md[di] + eps)) / D, mw = (mw + c * (wider(md, ref.mag_den_sd, form.magnitude.den, di) + eps)) / Dw;
     }
     if (!std::isfinite(ref.out[i]) || !(m > 0) || !std::isfinite(m)) continue;
     const DTypeLimits& lim = limits(cand.out_dtype);
@@ -75,7 +80,7 @@ Count compare_outputs(const BatchProblem& p, const Reference& ref, const Candida
       const double m = md[i];
       if (!std::isfinite(ref.den[i]) || !(m > 0)) continue;
       const DTypeLimits& lim = limits(cand.den_dtype);
-      n.add(error(cand.den[i], ref.den[i], lim), error(cand.den[i], w.den[i], lim), u * m, u * wider(md, ref.mag_den_sd, i),
+      n.add(error(cand.den[i], ref.den[i], lim), error(cand.den[i], w.den[i], lim), u * m, u * wider(md, ref.mag_den_sd, form.magnitude.den, i),
             element_bound(r, ref.den[i], m));
     }
   return n;
@@ -123,7 +128,15 @@ struct Scored {
 std::vector<Diagnosis> differential_diagnosis(const BatchProblem& p, const Reference& ref, const CandidateOutputs& cand,
                                               const Report& r) {
   using namespace catalog_match;
-  if (!p.all_finite()) return {};
+  // NaN/Inf inputs reach only elements that are not scored; the forms are evaluated with them as 0.
+  std::optional<BatchProblem> zeroed;
+  if (!p.all_finite()) {
+    zeroed = p;
+    for (auto* x : {&zeroed->q, &zeroed->k, &zeroed->v, &zeroed->state})
+      for (double& e : *x)
+        if (!std::isfinite(e)) e = 0;
+  }
+  const BatchProblem& fp = zeroed ? *zeroed : p;
   bool outputs_fail = false, gradients_fail = false;
   for (const ScoreMap& m : r.maps) {
     const bool grad = m.name == "dq" || m.name == "dk" || m.name == "dv";
@@ -136,16 +149,16 @@ std::vector<Diagnosis> differential_diagnosis(const BatchProblem& p, const Refer
   parallel_for(cat.size(), worker_threads(), [&](size_t i) {
     const Mistake& m = cat[i];
     if (m.gradients ? !gradients_fail || !ref.grad : !outputs_fail) return;
-    if (!m.applies(p, ref)) return;
+    if (!m.applies(fp, ref)) return;
     std::vector<WrongForm> forms;
     try {
-      forms = m.evaluate(p, ref);
+      forms = m.evaluate(fp, ref);
     } catch (const std::exception&) {
       return;  // a form our engine does not take on p (e.g. an option the wrong variant lacks)
     }
     for (const WrongForm& f : forms) {
       if (m.gradients ? false : f.values.out.size() != cand.out.size()) continue;
-      const Count n = m.gradients ? compare_gradients(ref, cand, f.values, r) : compare_outputs(p, ref, cand, f.values, r);
+      const Count n = m.gradients ? compare_gradients(ref, cand, f.values, r) : compare_outputs(p, ref, cand, f, r);
       if (n.wrong == 0 || n.scored == 0) continue;
       const double fraction = static_cast<double>(n.match) / static_cast<double>(n.scored);
       if (fraction < kMatchFraction || static_cast<double>(n.wrong_match) < kMatchFraction * static_cast<double>(n.wrong)) continue;

@@ -118,7 +118,7 @@ def main():
             if not ok:
                 misses.append(m["name"])
             continue
-        cases, secs = [], []
+        cases, secs, names = [], [], []
         for seed in range(1, seeds + 1):
             r = campaign(hla, m, paths, root, work, seed, BUGGY_BUDGET, 1, a.worker)
             f = r["findings"][0] if r["findings"] else None
@@ -131,6 +131,7 @@ def main():
                 print(f"     the shrunk finding lacks {missing}: caught, but not by what its bug needs")
                 ok = False
             named = diagnosed(f)
+            names.append(named or "-")
             if ok and named != m.get("diagnosis"):
                 print(f"     diagnosed as {named or 'nothing'}, zoo.json says {m.get('diagnosis') or 'nothing'} (its cause: {f['cause']})")
                 ok = False
@@ -143,12 +144,12 @@ def main():
                 secs.append(f["seconds"])
             else:
                 misses.append(f"{m['name']} (seed {seed})")
-        rows.append((m["name"], m["adapter"], m["expected_finding"], len(cases), seeds,
+        rows.append((m["name"], m["adapter"], m["expected_finding"], "/".join(sorted(set(names))), len(cases), seeds,
                      statistics.median(cases) if cases else None, statistics.median(secs) if secs else None))
     if a.table:
-        print("\n| member | adapter | finding | caught | median cases | median seconds |\n|---|---|---|---|---|---|")
-        for name, ad, kind, k, n, mc, ms in rows:
-            print(f"| {name} | {ad} | {kind} | {k}/{n} | {mc if mc is not None else '-'} | "
+        print("\n| member | adapter | finding | named | caught | median cases | median seconds |\n|---|---|---|---|---|---|---|")
+        for name, ad, kind, named, k, n, mc, ms in rows:
+            print(f"| {name} | {ad} | {kind} | {named} | {k}/{n} | {mc if mc is not None else '-'} | "
                   f"{f'{ms:.2f}' if ms is not None else '-'} |")
     if misses:
         print("missed:", ", ".join(misses))
