@@ -27,7 +27,8 @@ Forms one(CandidateOutputs c) { return {{"", std::move(c)}}; }
 // on the absolute values of the changed inputs, unnormalized.
 // `after`: what the kernel does to the outputs (a layout it writes them in).
 template <class F, class G = void (*)(CandidateOutputs&)>
-Forms changed(BatchProblem p, F&& change, G after = [](CandidateOutputs&) {}) {
+Forms changed(
+    BatchProblem p, F&& change, G after = [](CandidateOutputs&) {}) {
   change(p);
   BatchProblem a = p;
   for (auto* x : {&a.q, &a.k, &a.v, &a.state})
@@ -136,7 +137,11 @@ CandidateOutputs ragged_dropped(const BatchProblem& p, const Reference& ref, Ind
 }
 
 // Gradients of p (changed) from the reference's upstream, by our streaming backward.
-CandidateOutputs grads(const BatchProblem& p, const std::vector<double>& dout, const std::vector<double>& dden) {
+// A NaN/Inf upstream (a NaN-causality probe) reaches only unscored elements: evaluated as 0.
+CandidateOutputs grads(const BatchProblem& p, std::vector<double> dout, std::vector<double> dden) {
+  for (auto* x : {&dout, &dden})
+    for (double& e : *x)
+      if (!std::isfinite(e)) e = 0;
   CandidateOutputs c;
   engine::ours_gradients(p, dout, dden, BackwardForm::streaming, 64, DType::f64, c);
   return c;
@@ -171,8 +176,7 @@ const std::vector<Mistake> kCatalog = {
      }},
     // Decay.
     {"decay_power_plus_one", false, "every decay one step too many: γ^(t−j+1), or the decay applied after adding the token",
-     "decay the state before adding token t: S_t = γS_{t−1} + k_tk_tᵀ",
-     [](const BatchProblem& p, const Reference&) { return decayed(p); },
+     "decay the state before adding token t: S_t = γS_{t−1} + k_tk_tᵀ", [](const BatchProblem& p, const Reference&) { return decayed(p); },
      [](const BatchProblem& p, const Reference&) { return changed(p, [](BatchProblem& x) { x.opt.scale *= x.opt.gamma; }); }},
     {"decay_power_minus_one", false, "every decay one step too few: γ^(t−j−1)", "the weight of token j at t is γ^(t−j)",
      [](const BatchProblem& p, const Reference&) { return decayed(p); },
@@ -186,7 +190,8 @@ const std::vector<Mistake> kCatalog = {
          for (Index row = 0; row < x.batch * x.kv_heads; ++row)
            for (const auto& [t0, t1] : x.sequences())
              for (Index t = t0; t < t1; ++t)
-               for (Index c = 0; c < x.d; ++c) x.k[static_cast<size_t>((row * x.n + t) * x.d + c)] *= std::pow(g, static_cast<double>(t - t0));
+               for (Index c = 0; c < x.d; ++c)
+                 x.k[static_cast<size_t>((row * x.n + t) * x.d + c)] *= std::pow(g, static_cast<double>(t - t0));
          x.opt.gamma = 1;
        });
      }},
@@ -232,7 +237,8 @@ const std::vector<Mistake> kCatalog = {
     {"den_max_eps", false, "normalized by max(den, ε): wrong wherever den < 0", "sign(den)·max(|den|, ε) (clamp) or den + ε (add)",
      [](const BatchProblem& p, const Reference&) { return p.opt.normalize; },
      [](const BatchProblem& p, const Reference& r) { return renormalized(p, r, [e = eps_of(p)](double d) { return std::max(d, e); }); }},
-    {"eps_missing", false, "normalized by den alone, ε missing", "divide by den ⊕ ε", [](const BatchProblem& p, const Reference&) { return p.opt.normalize; },
+    {"eps_missing", false, "normalized by den alone, ε missing", "divide by den ⊕ ε",
+     [](const BatchProblem& p, const Reference&) { return p.opt.normalize; },
      [](const BatchProblem& p, const Reference& r) { return renormalized(p, r, [](double d) { return d; }); }},
     {"eps_twice", false, "ε added twice", "add ε once", [](const BatchProblem& p, const Reference&) { return p.opt.normalize; },
      [](const BatchProblem& p, const Reference& r) {
@@ -247,7 +253,9 @@ const std::vector<Mistake> kCatalog = {
     // Inputs read wrongly.
     {"v_shifted", false, "values one token late: v_{j−1} for v_j", "pair k_j with v_j",
      [](const BatchProblem& p, const Reference&) { return plain(p); },
-     [](const BatchProblem& p, const Reference&) { return changed(p, [](BatchProblem& x) { shift_rows(x, x.v, x.batch * x.kv_heads, x.dv); }); }},
+     [](const BatchProblem& p, const Reference&) {
+       return changed(p, [](BatchProblem& x) { shift_rows(x, x.v, x.batch * x.kv_heads, x.dv); });
+     }},
     {"qk_swapped", false, "q and k swapped", "pass q as q and k as k",
      [](const BatchProblem& p, const Reference&) { return p.heads == p.kv_heads && plain(p); },
      [](const BatchProblem& p, const Reference&) { return changed(p, [](BatchProblem& x) { std::swap(x.q, x.k); }); }},
@@ -309,7 +317,8 @@ const std::vector<Mistake> kCatalog = {
        std::vector<double> d = r.grad->dout;
        for (size_t head = 0; head < d.size(); head += static_cast<size_t>(p.n * p.dv))
          for (Index t = 0; t < p.n; ++t)
-           for (Index c = 0; c < p.dv; ++c) d[head + static_cast<size_t>(t * p.dv + c)] = r.grad->dout[head + static_cast<size_t>(c * p.n + t)];
+           for (Index c = 0; c < p.dv; ++c)
+             d[head + static_cast<size_t>(t * p.dv + c)] = r.grad->dout[head + static_cast<size_t>(c * p.n + t)];
        return one(grads(p, d, r.grad->dden));
      }},
     {"gqa_unsummed", true, "dk, dv of a K/V head from the last query head of its group only", "sum dk, dv over the group's query heads",
@@ -319,8 +328,10 @@ const std::vector<Mistake> kCatalog = {
        x.k.clear(), x.v.clear();
        for (Index b = 0; b < p.batch; ++b)
          for (Index h = 0; h < p.heads; ++h) {
-           x.k.insert(x.k.end(), p.k.begin() + static_cast<long>(p.k_index(b, h, 0, 0)), p.k.begin() + static_cast<long>(p.k_index(b, h, 0, 0) + p.n * p.d));
-           x.v.insert(x.v.end(), p.v.begin() + static_cast<long>(p.v_index(b, h, 0, 0)), p.v.begin() + static_cast<long>(p.v_index(b, h, 0, 0) + p.n * p.dv));
+           x.k.insert(x.k.end(), p.k.begin() + static_cast<long>(p.k_index(b, h, 0, 0)),
+                      p.k.begin() + static_cast<long>(p.k_index(b, h, 0, 0) + p.n * p.d));
+           x.v.insert(x.v.end(), p.v.begin() + static_cast<long>(p.v_index(b, h, 0, 0)),
+                      p.v.begin() + static_cast<long>(p.v_index(b, h, 0, 0) + p.n * p.dv));
          }
        x.kv_heads = p.heads;
        CandidateOutputs all = grads(x, r.grad->dout, r.grad->dden), c;

@@ -35,7 +35,6 @@ struct Mistake {
 const std::vector<Mistake>& mistake_catalog();
 
 // The catalog's mistakes that cand matches (catalog_match.cpp), best first.
-std::vector<Diagnosis> differential_diagnosis(const BatchProblem& p, const Reference& ref, const CandidateOutputs& cand,
-                                              const Report& r);
+std::vector<Diagnosis> differential_diagnosis(const BatchProblem& p, const Reference& ref, const CandidateOutputs& cand, const Report& r);
 
 }  // namespace hla::check

@@ -14,8 +14,8 @@ void head(const BatchProblem& p, Hla2Decay which, Index b, Index h, Index t0, In
   const Index d = p.d, w = p.dv + 1;  // values carry a column of ones: den
   const double g = to_double(p.opt.gamma), lam = to_double(p.opt.lambda), s = to_double(p.opt.scale);
   const double eps = to_double(p.opt.eps);
-  std::vector<double> S(static_cast<size_t>(d * d)), C(static_cast<size_t>(d * w)), X(C.size()), q(static_cast<size_t>(d)),
-      k(q.size()), v(static_cast<size_t>(w)), Sq(q.size()), kC(static_cast<size_t>(w));
+  std::vector<double> S(static_cast<size_t>(d * d)), C(static_cast<size_t>(d * w)), X(C.size()), q(static_cast<size_t>(d)), k(q.size()),
+      v(static_cast<size_t>(w)), Sq(q.size()), kC(static_cast<size_t>(w));
   auto at = [](std::vector<double>& m, Index cols, Index r, Index col) -> double& { return m[static_cast<size_t>(r * cols + col)]; };
   for (Index t = t0; t < t1; ++t) {
     for (Index i = 0; i < d; ++i) q[i] = s * p.q[p.q_index(b, h, t, i)], k[i] = p.k[p.k_index(b, h, t, i)];

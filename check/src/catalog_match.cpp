@@ -10,6 +10,7 @@
 #include "catalog.hpp"
 
 #include "hla/bounds.hpp"
+#include "hla/check/gradient.hpp"
 #include "hla/parallel.hpp"
 
 #include <algorithm>
@@ -51,8 +52,7 @@ double element_bound(const Report& r, double ref, double magnitude) {
 }
 
 // The outputs (out, and den where the candidate gives it) against the form's.
-Count compare_outputs(const BatchProblem& p, const Reference& ref, const CandidateOutputs& cand, const WrongForm& form,
-                      const Report& r) {
+Count compare_outputs(const BatchProblem& p, const Reference& ref, const CandidateOutputs& cand, const WrongForm& form, const Report& r) {
   const CandidateOutputs& w = form.values;
   const bool sd = r.form_class == FormClass::state_difference, own = !form.magnitude.out.empty();
   const std::vector<double>& mn = sd ? ref.mag_num_sd : ref.mag_num;
@@ -80,30 +80,42 @@ Count compare_outputs(const BatchProblem& p, const Reference& ref, const Candida
       const double m = md[i];
       if (!std::isfinite(ref.den[i]) || !(m > 0)) continue;
       const DTypeLimits& lim = limits(cand.den_dtype);
-      n.add(error(cand.den[i], ref.den[i], lim), error(cand.den[i], w.den[i], lim), u * m, u * wider(md, ref.mag_den_sd, form.magnitude.den, i),
-            element_bound(r, ref.den[i], m));
+      n.add(error(cand.den[i], ref.den[i], lim), error(cand.den[i], w.den[i], lim), u * m,
+            u * wider(md, ref.mag_den_sd, form.magnitude.den, i), element_bound(r, ref.den[i], m));
     }
   return n;
 }
 
-// The failing gradients (dq, dk, dv) against the form's.
-Count compare_gradients(const Reference& ref, const CandidateOutputs& cand, const CandidateOutputs& w, const Report& r) {
-  const GradientReference& g = *ref.grad;
+// One gradient tensor: the candidate's, the reference's, the form's values, magnitudes and flags.
+struct GradientTensor {
+  const std::vector<double>*cand, *ref, *form, *mag;
+  const std::vector<uint8_t>* flags;
+  DType dtype;
+};
+std::optional<GradientTensor> tensor(const std::string& name, const CandidateOutputs& c, const GradientReference& g,
+                                     const GradientYardstick& y, const CandidateOutputs& w) {
+  if (name == "dq") return GradientTensor{&c.dq, &g.dq, &w.dq, &y.q, &g.dq_flags, c.dq_dtype};
+  if (name == "dk") return GradientTensor{&c.dk, &g.dk, &w.dk, &y.k, &g.dk_flags, c.dk_dtype};
+  if (name == "dv") return GradientTensor{&c.dv, &g.dv, &w.dv, &y.v, &g.dv_flags, c.dv_dtype};
+  return std::nullopt;
+}
+
+// The failing gradients (dq, dk, dv) against the form's, each element against
+// the magnitude the check scores it with (M*: +inf where ill-conditioned, not scored).
+Count compare_gradients(const Reference& ref, const GradientYardstick& y, const CandidateOutputs& cand, const CandidateOutputs& w,
+                        const Report& r) {
   Count n;
   for (const GradientRow& row : r.gradients) {
-    const auto [c, x, wx, mag] =
-        row.name == "dq"   ? std::tuple{&cand.dq, &g.dq, &w.dq, &g.mag_dq}
-        : row.name == "dk" ? std::tuple{&cand.dk, &g.dk, &w.dk, &g.mag_dk}
-        : row.name == "dv" ? std::tuple{&cand.dv, &g.dv, &w.dv, &g.mag_dv}
-                           : std::tuple{static_cast<const std::vector<double>*>(nullptr), nullptr, nullptr, nullptr};
-    if (!c || !row.checked || c->size() != x->size() || wx->size() != x->size()) continue;
-    const double bound = std::max(1.0, std::min(r.gradient_bound, row.baseline_applied ? row.ratio_limit * std::max(row.baseline_max_score, kMinYardstick)
-                                                                                         : r.gradient_bound));
-    const DTypeLimits& lim = limits(row.name == "dq" ? cand.dq_dtype : row.name == "dk" ? cand.dk_dtype : cand.dv_dtype);
-    for (size_t i = 0; i < c->size(); ++i) {
-      const double m = (*mag)[i];
-      if (!std::isfinite((*x)[i]) || !(m > 0) || !std::isfinite(m)) continue;
-      n.add(error((*c)[i], (*x)[i], lim), error((*c)[i], (*wx)[i], lim), r.u * m, r.u * m, bound);
+    const std::optional<GradientTensor> t = tensor(row.name, cand, *ref.grad, y, w);
+    if (!t || !row.checked || t->cand->size() != t->ref->size() || t->form->size() != t->ref->size()) continue;
+    const double rule3 = row.baseline_applied ? row.ratio_limit * std::max(row.baseline_max_score, kMinYardstick) : r.gradient_bound;
+    const double bound = std::max(1.0, std::min(r.gradient_bound, rule3));
+    const bool flagged = t->flags->size() == t->ref->size();
+    if (t->mag->size() != t->ref->size()) continue;
+    for (size_t i = 0; i < t->ref->size(); ++i) {
+      const double m = (*t->mag)[i], x = (*t->ref)[i], c = (*t->cand)[i];
+      if ((flagged && ((*t->flags)[i] & engine::kIllConditioned)) || !std::isfinite(x) || !(m > 0) || !std::isfinite(m)) continue;
+      n.add(error(c, x, limits(t->dtype)), error(c, (*t->form)[i], limits(t->dtype)), r.u * m, r.u * m, bound);
     }
   }
   return n;
@@ -125,8 +137,7 @@ struct Scored {
 
 }  // namespace catalog_match
 
-std::vector<Diagnosis> differential_diagnosis(const BatchProblem& p, const Reference& ref, const CandidateOutputs& cand,
-                                              const Report& r) {
+std::vector<Diagnosis> differential_diagnosis(const BatchProblem& p, const Reference& ref, const CandidateOutputs& cand, const Report& r) {
   using namespace catalog_match;
   // NaN/Inf inputs reach only elements that are not scored; the forms are evaluated with them as 0.
   std::optional<BatchProblem> zeroed;
@@ -143,12 +154,14 @@ std::vector<Diagnosis> differential_diagnosis(const BatchProblem& p, const Refer
     (grad ? gradients_fail : outputs_fail) = (grad ? gradients_fail : outputs_fail) || m.fails;
   }
   outputs_fail = outputs_fail || r.nonfinite > 0 || r.over_bound > 0 || !(r.baseline_ratio <= r.ratio_limit);
+  std::optional<GradientYardstick> yard;
+  if (gradients_fail && ref.grad) yard = gradient_yardstick(p, ref, *ref.grad, r.form_class, r.u);
   const std::vector<Mistake>& cat = mistake_catalog();
   std::vector<std::optional<Scored>> best(cat.size());
   // Rows in parallel: each evaluates its forms alone, so the result does not depend on the threads.
   parallel_for(cat.size(), worker_threads(), [&](size_t i) {
     const Mistake& m = cat[i];
-    if (m.gradients ? !gradients_fail || !ref.grad : !outputs_fail) return;
+    if (m.gradients ? !yard : !outputs_fail) return;
     if (!m.applies(fp, ref)) return;
     std::vector<WrongForm> forms;
     try {
@@ -158,7 +171,7 @@ std::vector<Diagnosis> differential_diagnosis(const BatchProblem& p, const Refer
     }
     for (const WrongForm& f : forms) {
       if (m.gradients ? false : f.values.out.size() != cand.out.size()) continue;
-      const Count n = m.gradients ? compare_gradients(ref, cand, f.values, r) : compare_outputs(p, ref, cand, f, r);
+      const Count n = m.gradients ? compare_gradients(ref, *yard, cand, f.values, r) : compare_outputs(p, ref, cand, f, r);
       if (n.wrong == 0 || n.scored == 0) continue;
       const double fraction = static_cast<double>(n.match) / static_cast<double>(n.scored);
       if (fraction < kMatchFraction || static_cast<double>(n.wrong_match) < kMatchFraction * static_cast<double>(n.wrong)) continue;

@@ -645,8 +645,7 @@ std::string Report::text() const {
 
 static nlohmann::json diagnosis_json(const std::vector<Diagnosis>& ds) {
   nlohmann::json j = nlohmann::json::array();
-  for (const Diagnosis& d : ds)
-    j.push_back({{"id", d.id}, {"what", d.what}, {"fix", d.fix}, {"part", d.part}, {"fraction", d.fraction}});
+  for (const Diagnosis& d : ds) j.push_back({{"id", d.id}, {"what", d.what}, {"fix", d.fix}, {"part", d.part}, {"fraction", d.fraction}});
   return j;
 }
 

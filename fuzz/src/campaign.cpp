@@ -462,8 +462,8 @@ std::string Summary::text() const {
   if (!groups.empty()) os << "  " << groups.size() << " group(s) of findings (same kind and cause):\n";
   for (const auto& g : groups) {
     os << "  [" << g.kind << "] " << g.count << " finding(s)" << (g.rules.empty() ? "" : ", rules " + g.rules)
-       << (g.tensor.empty() ? "" : ", tensor " + g.tensor) << (g.cause.empty() ? "" : ", " + g.cause) << ": " << g.dir << "/ (" << g.examples.size()
-       << " example(s))\n";
+       << (g.tensor.empty() ? "" : ", tensor " + g.tensor) << (g.cause.empty() ? "" : ", " + g.cause) << ": " << g.dir << "/ ("
+       << g.examples.size() << " example(s))\n";
     for (size_t e : g.examples) {
       const Finding& f = findings.at(e);
       os << "    case " << f.case_index << " (after " << f.cases_run << " cases, " << f.seconds << " s), shrunk in " << f.shrink_steps
@@ -488,11 +488,12 @@ nlohmann::json Summary::json() const {
                              {"seconds", f.seconds}, {"original", f.original}, {"shrunk", f.shrunk}, {"shrink_steps", f.shrink_steps},
                              {"fixture", f.fixture}, {"candidate", f.candidate}, {"precision", f.precision},
                              {"form_class", f.form_class}, {"needs", f.needs}, {"write_error", f.write_error}, {"rules", f.rules},
-                             {"tensor", f.tensor}, {"cause", f.cause}, {"group", f.group}, {"example", f.example}});
+                             {"tensor", f.tensor}, {"group", f.group}, {"example", f.example}});
   j["groups"] = nlohmann::json::array();
   for (const auto& g : groups)
-    j["groups"].push_back({{"kind", g.kind}, {"rules", g.rules}, {"tensor", g.tensor}, {"needs", g.needs}, {"cause", g.cause}, {"dir", g.dir},
+    j["groups"].push_back({{"kind", g.kind}, {"rules", g.rules}, {"tensor", g.tensor}, {"needs", g.needs}, {"dir", g.dir},
                            {"count", g.count}, {"examples", g.examples}});
+  add_causes(*this, j);
   j["findings_error"] = findings_error;
   j["fallback_dir"] = fallback_dir;
   j["signal"] = signal;

@@ -64,4 +64,9 @@ bool takes_example(const Group& g, const std::vector<Finding>& findings, const F
   return !seen || g.examples.size() + 1 < limit;
 }
 
+void add_causes(const Summary& s, nlohmann::json& j) {
+  for (size_t i = 0; i < s.findings.size(); ++i) j["findings"][i]["cause"] = s.findings[i].cause;
+  for (size_t i = 0; i < s.groups.size(); ++i) j["groups"][i]["cause"] = s.groups[i].cause;
+}
+
 }  // namespace hla::fuzz

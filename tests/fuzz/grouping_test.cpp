@@ -39,7 +39,8 @@ TEST_CASE("grouping: one cause through several dtypes and rule sets is one group
   REQUIRE(cause_of(bf16) == "matches E1");
   REQUIRE(cause_of(norm) == "matches E1");
   std::vector<Group> groups;
-  std::vector<Finding> all{finding(f32, "bound,ratio", "decay"), finding(bf16, "ratio", "decay"), finding(norm, "ratio", "decay, normalize")};
+  std::vector<Finding> all{finding(f32, "bound,ratio", "decay"), finding(bf16, "ratio", "decay"),
+                           finding(norm, "ratio", "decay, normalize")};
   for (Finding& f : all) group_finding(groups, f);
   REQUIRE(groups.size() == 1);
   CHECK(groups[0].signature() == "numerics|matches E1");
@@ -74,8 +75,8 @@ TEST_CASE("grouping: examples cover a group's variety", "[fuzz][grouping]") {
     return takes;
   };
   CHECK(add("decay"));
-  CHECK(add("decay"));    // a slot for the same variety, the last one kept
-  CHECK(!add("decay"));   // the last slot waits for another variety
+  CHECK(add("decay"));   // a slot for the same variety, the last one kept
+  CHECK(!add("decay"));  // the last slot waits for another variety
   CHECK(add("decay, bf16 inputs"));
-  CHECK(!add("scale"));   // full
+  CHECK(!add("scale"));  // full
 }

@@ -153,10 +153,10 @@ struct ScoreMap {
 // scored elements of `part`, and on most elements its error against the
 // reference exceeds.
 struct Diagnosis {
-  std::string id;    // the catalog row, e.g. "E1", "scale_missing", "chunk_state_dropped/16"
-  std::string what;  // what the kernel computes
-  std::string fix;   // the fix, in one line
-  std::string part;  // the parts compared: "out", "out,den", "dq,dk,dv"
+  std::string id;       // the catalog row, e.g. "E1", "scale_missing", "chunk_state_dropped/16"
+  std::string what;     // what the kernel computes
+  std::string fix;      // the fix, in one line
+  std::string part;     // the parts compared: "out", "out,den", "dq,dk,dv"
   double fraction = 0;  // of the scored elements of those parts that match
 };
 

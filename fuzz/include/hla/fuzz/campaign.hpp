@@ -78,7 +78,7 @@ struct Group {
   std::string dir;        // the group's folder in the findings folder: <kind>-<g>
   size_t count = 0;       // its findings
   std::vector<size_t> examples;  // the findings (Summary::findings indices) whose files were written
-  std::string cause{};            // Finding::cause
+  std::string cause{};           // Finding::cause
   std::string signature() const;  // "kind|cause"
 };
 
@@ -88,6 +88,8 @@ struct Group {
 std::string cause_of(const check::Report& r);
 size_t group_finding(std::vector<Group>& groups, Finding& f);
 bool takes_example(const Group& g, const std::vector<Finding>& findings, const Finding& f, size_t limit);
+struct Summary;
+void add_causes(const Summary& s, nlohmann::json& j);  // into Summary::json()'s findings and groups
 
 struct Summary {
   size_t cases = 0;
