@@ -5,6 +5,7 @@ float32 for f32/bf16/f16 inputs and float64 for f64, layout [B,H,T,D].
 Planted bugs (keyword `bug`) make the wrong kernels whose reports must fail:
   "strict_mask"  i < j instead of i ≤ j (hla2)   "decay_once" γ^{t−j} instead of γ^{(t−i)+(t−j)}
   "no_state"     ignores options.initial_state (la1 with state)
+  "no_scale"     never multiplies q by options.scale
 """
 import numpy as np
 
@@ -75,7 +76,7 @@ def kernel(q, k, v, options, bug=None):
 def _kernel(q, k, v, options, bug):
     ct = _ct(q)
     q, k, v = (np.asarray(x, dtype=ct) for x in (q, k, v))
-    q = q * ct(options.scale)
+    q = q * ct(options.scale if bug != "no_scale" else 1)
     B, H, n, _ = q.shape
     k, v = _gqa(k, H), _gqa(v, H)
     seqs = [(0, n)] if options.cu_seqlens is None else list(zip(options.cu_seqlens[:-1], options.cu_seqlens[1:]))

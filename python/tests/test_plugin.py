@@ -53,6 +53,12 @@ def test_wrong_kernel_fails_with_the_report(pytester, hla_tool):
     assert p.returncode == 1, p.stdout + p.stderr
 
 
+def test_failure_names_the_mistake(pytester):
+    res = run(pytester, "no_scale")
+    assert res.parseoutcomes().get("failed", 0) > 0
+    assert "matches scale_missing: q never multiplied by scale; fix: multiply q by scale first" in res.stdout.str()
+
+
 def test_report_section_even_with_a_plain_assert(pytester):
     res = run(pytester, "decay_once", "assert hla_fixture.check(out, den).passed")
     assert res.parseoutcomes().get("failed", 0) > 0

@@ -1,6 +1,6 @@
-"""Report.html(path) and Report.hints (issue 32): the page of a failing
-kernel's report, written atomically; hints for a planted bug, none for a
-correct kernel."""
+"""Report.html(path), Report.hints (issue 32) and Report.diagnosis (issue
+40): the page of a failing kernel's report, written atomically; hints and the
+known mistake for a planted bug, none for a correct kernel."""
 import os
 
 import numpy as np
@@ -29,11 +29,22 @@ def test_failing_report_as_a_page(tmp_path):
     assert sorted(os.listdir(tmp_path)) == ["again.html", "r.html"]
 
 
+def test_missing_scale_is_diagnosed(tmp_path):
+    q, k, v = inputs(4, H=2, n=48)
+    out, den = kernel(q, k, v, options(scale=0.5), bug="no_scale")
+    r = hla_oracle.check(out, q, k, v, **OPTS, scale=0.5, precision="f32", den=den)
+    assert not r.passed
+    assert [d["id"] for d in r.diagnosis][:1] == ["scale_missing"], r.diagnosis
+    assert r.diagnosis[0]["fraction"] >= 0.9 and "scale" in r.diagnosis[0]["fix"]
+    assert "diagnosis: matches scale_missing" in r.text
+    assert 'data-id="scale_missing"' in r.html(tmp_path / "r.html").read_text(encoding="utf-8")
+
+
 def test_correct_kernel_has_no_hint(tmp_path):
     q, k, v = inputs(2)
     out, den = kernel(q, k, v, options())
     r = hla_oracle.check(out, q, k, v, **OPTS, precision="f32", den=den)
-    assert r.passed and r.hints == [] and "hint" not in r.text
+    assert r.passed and r.hints == [] and r.diagnosis == [] and "hint" not in r.text
     assert 'data-verdict="PASS"' in r.html(tmp_path / "ok.html").read_text(encoding="utf-8")
 
 
