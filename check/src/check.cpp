@@ -560,15 +560,21 @@ Report check(const BatchProblem& p, const CandidateOutputs& cand, const CheckOpt
   return check(p, compute_reference(p), cand, opt);
 }
 
+// The diagnosis lines of a report's text.
+static std::string diagnosis_text(const std::vector<Diagnosis>& ds) {
+  std::string s;
+  for (const Diagnosis& d : ds)
+    s += "  diagnosis: matches " + d.id + " on " + fmt(100 * d.fraction) + "% of " + d.part + ": " + d.what + "; fix: " + d.fix + "\n";
+  return s;
+}
+
 std::string Report::text() const {
   std::ostringstream os;
   os << verdict() << "\n";
   for (const auto& why : reasons) os << "  reason: " << why << "\n";
   if (!hints.empty()) os << "  hints (from where the error lies; the verdict does not depend on them):\n";
   for (const auto& h : hints) os << "    hint: " << h << "\n";
-  for (const Diagnosis& d : diagnosis)
-    os << "  diagnosis: matches " << d.id << " on " << fmt(100 * d.fraction) << "% of " << d.part << ": " << d.what << "; fix: " << d.fix
-       << "\n";
+  os << diagnosis_text(diagnosis);
   os << "  precision " << to_string(precision) << " (u = " << fmt(u) << "); scores are |candidate - reference| / (u * magnitude)\n"
      << "  form class " << to_string(form_class)
      << (form_class == FormClass::state_difference ? " (unmasked-order magnitude)" : " (masked magnitude)")

@@ -66,8 +66,8 @@ class FuzzResult:
     """The campaign's summary: cases, seconds, phases (seconds in the reference,
     the candidate and the check, over all cases), findings (dicts: kind,
     message, shrunk, needs, fixture, candidate, precision, form_class, rules,
-    tensor, group, example: whether its files were written, …), groups (dicts:
-    kind, rules, tensor, needs, dir, count, examples: indices into findings;
+    tensor, cause, group, example: whether its files were written, …), groups
+    (dicts: kind, cause, rules, tensor, needs, dir, count, examples: indices into findings;
     findings of one signature, up to examples_per_group of them written),
     by_kind, probes, inconclusive, ok (no findings), text (as `hla fuzz` prints
     it, with how to reproduce each finding), findings_error and fallback_dir
@@ -283,9 +283,10 @@ def fuzz(fn, support=None, *, max_cases=1000, seed=1, time=0, findings="hla-find
     rational reference (default None: hla_oracle.EXACT_MAX_N, as `hla fuzz`); 0: the
     certified double-double engine for every case.
     shard=(i, N): the i-th of N disjoint case streams.
-    examples_per_group: findings with one signature (kind, rules, tensor,
-    needs) form a group, a folder findings/<kind>-<g>/ with the files of its
-    first examples_per_group findings; the rest are counted.
+    examples_per_group: findings with one signature (kind and cause: the
+    diagnosis, else the error profile) form a group, a folder
+    findings/<kind>-<g>/ with the files of examples_per_group of them (the
+    last slot kept for a new variety); the rest are counted.
     backward: your gradients, judged like `hla check` judges dq, dk, dv (SPEC
     §9) on half of the cases (a quarter of those with a NaN/Inf in the
     upstream, whose reach is the gradient NaN-causality probe):

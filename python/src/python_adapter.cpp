@@ -166,11 +166,11 @@ nb::dict summary_dict(const fuzz::Summary& s) {
   nb::list findings;
   for (const auto& f : s.findings) {
     nb::dict x;
-    x["kind"] = f.kind, x["message"] = f.message, x["case_index"] = f.case_index, x["cases_run"] = f.cases_run,
-    x["seconds"] = f.seconds, x["original"] = f.original, x["shrunk"] = f.shrunk, x["shrink_steps"] = f.shrink_steps,
-    x["fixture"] = f.fixture, x["candidate"] = f.candidate, x["precision"] = f.precision, x["form_class"] = f.form_class,
-    x["needs"] = f.needs, x["write_error"] = f.write_error, x["rules"] = f.rules, x["tensor"] = f.tensor, x["group"] = f.group,
-    x["example"] = f.example;
+    x["kind"] = f.kind, x["message"] = f.message, x["case_index"] = f.case_index, x["cases_run"] = f.cases_run, x["seconds"] = f.seconds,
+    x["original"] = f.original, x["shrunk"] = f.shrunk, x["shrink_steps"] = f.shrink_steps, x["fixture"] = f.fixture,
+    x["candidate"] = f.candidate, x["precision"] = f.precision, x["form_class"] = f.form_class, x["needs"] = f.needs,
+    x["write_error"] = f.write_error, x["rules"] = f.rules, x["tensor"] = f.tensor, x["group"] = f.group, x["example"] = f.example,
+    x["cause"] = f.cause;
     findings.append(x);
   }
   d["findings"] = findings;
@@ -178,7 +178,7 @@ nb::dict summary_dict(const fuzz::Summary& s) {
   for (const auto& g : s.groups) {
     nb::dict x;
     x["kind"] = g.kind, x["rules"] = g.rules, x["tensor"] = g.tensor, x["needs"] = g.needs, x["dir"] = g.dir, x["count"] = g.count,
-    x["examples"] = g.examples;
+    x["examples"] = g.examples, x["cause"] = g.cause;
     groups.append(x);
   }
   d["groups"] = groups;
