@@ -34,7 +34,7 @@ def run(form, q, k, v, o):
     """fn(q, k, v, options) for hla_oracle.fuzz and the golden fixtures: (out, den, final state)."""
     return FORMS[form](q, k, v, gamma=o.gamma, scale=o.scale, initial_state=getattr(o, "initial_state", None),
                        output_final_state=getattr(o, "want_state", False), cu_seqlens=o.cu_seqlens, normalize=o.normalize,
-                       eps=o.eps, eps_mode=o.eps_mode, return_den=True)
+                       eps=o.eps, return_den=True)
 
 
 class FixtureOptions:
@@ -42,7 +42,7 @@ class FixtureOptions:
     def __init__(self, fx):
         kw = fx.kwargs
         self.gamma, self.scale, self.eps = float(kw["gamma"]), float(kw["scale"]), float(kw["eps"])
-        self.normalize, self.eps_mode = kw["normalize"], kw["eps_mode"]
+        self.normalize = kw["normalize"]
         self.cu_seqlens = None if fx.cu_seqlens is None else torch.from_numpy(fx.cu_seqlens)
 
 
@@ -75,12 +75,12 @@ def test_state_handed_to_the_reference(form):
     g = torch.Generator().manual_seed(3)
     B, T, H, Hkv, d, dv, m = 2, 320, 4, 2, 32, 32, 128
     q, k, v = (torch.randn(B, T, h, w, generator=g).to(torch.bfloat16) for h, w in ((H, d), (Hkv, d), (Hkv, dv)))
-    opts = dict(gamma=63 / 64, normalize=True, eps=1e-6, eps_mode="add")
+    opts = dict(gamma=63 / 64, normalize="add", eps=1e-6)
     _, st = FORMS[form](q[:, :m], k[:, :m], v[:, :m], output_final_state=True, **opts)
     state = {"S": st[0], "F": st[1], "f": st[2]}
     rest = [x[:, m:] for x in (q, k, v)]
     out, _ = FORMS[form](*rest, initial_state=st, **opts)
-    ask = dict(variant="hla2", gamma=Fraction(63, 64), normalize=True, eps=1e-6, layout="bthd", precision="f32")
+    ask = dict(variant="hla2", gamma=Fraction(63, 64), normalize="add", eps=1e-6, layout="bthd", precision="f32")
     r = hla_oracle.check(out, *rest, initial_state=state, **ask)
     assert r.passed, r.text
     dropped, _ = FORMS[form](*rest, **opts)

@@ -24,15 +24,15 @@ def _compute_dtype(x):
     return torch.float64 if x.dtype == torch.float64 else torch.float32
 
 
-def _normalize(num, den, normalize, eps, eps_mode):
-    if not normalize:
+def _normalize(num, den, normalize, eps):
+    if normalize == "none":
         return num
-    if eps_mode == "add":
+    if normalize == "add":
         return num / (den + eps).unsqueeze(-1)
-    if eps_mode == "clamp":  # num / (sign(den) max(|den|, eps)), sign(0) = +1
+    if normalize == "clamp":  # num / (sign(den) max(|den|, eps)), sign(0) = +1
         sign = torch.where(den < 0, -1.0, 1.0).to(den.dtype)
         return num / (sign * torch.clamp(den.abs(), min=eps)).unsqueeze(-1)
-    raise ValueError(f"eps_mode must be 'add' or 'clamp', got {eps_mode!r}")
+    raise ValueError(f"normalize must be 'none', 'add' or 'clamp', got {normalize!r}")
 
 
 def _heads(q, k, v):
@@ -105,8 +105,7 @@ def _chunk_seq(q, k, v, gamma, state, chunk_size):
     return torch.cat(nums), torch.cat(dens), (S, F, f)
 
 
-def _run(seq_fn, q, k, v, gamma, scale, initial_state, output_final_state, cu_seqlens, normalize, eps, eps_mode,
-         return_den):
+def _run(seq_fn, q, k, v, gamma, scale, initial_state, output_final_state, cu_seqlens, normalize, eps, return_den):
     if q.dim() != 4:
         raise ValueError(f"q must be [B, T, H, D], got shape {tuple(q.shape)}")
     out_dtype = q.dtype
@@ -136,21 +135,21 @@ def _run(seq_fn, q, k, v, gamma, scale, initial_state, output_final_state, cu_se
         num[b, t0:t1] = n_
         den[b, t0:t1] = d_
         finals.append(st)
-    o = _normalize(num, den, normalize, eps, eps_mode).to(out_dtype)
+    o = _normalize(num, den, normalize, eps).to(out_dtype)
     final = tuple(torch.stack([s[j] for s in finals]) for j in range(3)) if output_final_state else None
     return (o, den, final) if return_den else (o, final)
 
 
 def fused_recurrent_hla2(q, k, v, gamma=1.0, scale=None, initial_state=None, output_final_state=False, cu_seqlens=None,
-                         normalize=False, eps=1e-6, eps_mode="add", return_den=False):
+                         normalize="none", eps=1e-6, return_den=False):
     """hla2 token by token. Returns (o [B,T,H,dv] in q's dtype, final_state or None), or
     (o, den [B,T,H], final_state) with return_den."""
     return _run(_recurrent_seq, q, k, v, gamma, scale, initial_state, output_final_state, cu_seqlens, normalize, eps,
-                eps_mode, return_den)
+                return_den)
 
 
 def chunk_hla2(q, k, v, gamma=1.0, scale=None, initial_state=None, output_final_state=False, cu_seqlens=None,
-               normalize=False, eps=1e-6, eps_mode="add", chunk_size=16, return_den=False):
+               normalize="none", eps=1e-6, chunk_size=16, return_den=False):
     """hla2 by chunks of chunk_size tokens (matrix products). Same arguments and results as fused_recurrent_hla2."""
     return _run(lambda q_, k_, v_, g, st: _chunk_seq(q_, k_, v_, g, st, chunk_size), q, k, v, gamma, scale,
-                initial_state, output_final_state, cu_seqlens, normalize, eps, eps_mode, return_den)
+                initial_state, output_final_state, cu_seqlens, normalize, eps, return_den)

@@ -1,6 +1,7 @@
 // Problem validation, option parsing and scalar conversions (plain cases).
 #include "hla/evaluate.hpp"
 #include "hla/head.hpp"
+#include "hla/options.hpp"
 
 #include <catch2/catch.hpp>
 
@@ -40,7 +41,7 @@ TEST_CASE("invalid options are rejected with a message naming them", "[problem]"
   require_error(p, "eps = 0");
   p = small(Variant::hla2);
   p.opt.lambda = -1;
-  require_error(p, "lambda = -1");
+  require_error(p, "lam = -1 must be >= 0");
   p = small(Variant::la1);
   p.opt.lambda = 1;
   require_error(p, "hla2 only");
@@ -50,6 +51,31 @@ TEST_CASE("invalid options are rejected with a message naming them", "[problem]"
   p = small(Variant::hla3_paper);
   p.opt.gamma = Rational(1, 2);
   require_error(p, "gamma = 1 only");
+}
+
+// The table of options (hla/options.hpp) against Options: one default, lossless text, names and aliases.
+TEST_CASE("each option's row holds Options' default and reads back its own text", "[problem]") {
+  Options o;
+  o.variant = Variant::hla3, o.masked = false, o.gamma = Rational(7, 8), o.normalize = true, o.eps_mode = EpsMode::clamp;
+  o.eps = Rational(1, 3), o.lambda = Rational(1, 4), o.scale = Rational(-2, 5);  // not validated here
+  Options read;
+  for (const OptionInfo& r : kOptions) {
+    INFO(r.name);
+    CHECK(r.text(Options{}) == r.default_text);
+    CHECK(r.text(o) != r.default_text);  // every option differs, so that each row below is tested
+    set_option(read, r, r.text(o));
+    CHECK(r.text(read) == r.text(o));
+    CHECK(find_option(r.name) == &r);
+  }
+  CHECK(read == o);
+  CHECK(find_option("lambda") == &info(Option::lam));  // the old spelling, for one release
+  CHECK(find_option("eps_mode") == nullptr);
+  try {
+    set_option(read, info(Option::normalize), "sometimes");
+    FAIL("normalize=sometimes was accepted");
+  } catch (const InputError& e) {
+    CHECK(std::string(e.what()) == "normalize: 'sometimes' is not none, add or clamp");
+  }
 }
 
 TEST_CASE("invalid shapes are rejected with a message naming them", "[problem]") {

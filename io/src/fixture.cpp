@@ -3,6 +3,9 @@
 #include "hla/io/printable.hpp"
 #include "hla/io/sha256.hpp"
 #include "hla/io/state.hpp"
+#include "hla/options.hpp"
+
+#include <algorithm>
 
 #include <future>
 #include <set>
@@ -10,16 +13,24 @@
 namespace hla::io {
 namespace {
 
+// The options' keys (kOptions: "normalize, eps_mode" is two), then the rest.
 const std::vector<std::string>& metadata_keys() {
-  static const std::vector<std::string> keys{
-      "format", "format_version", "variant", "masked", "normalize", "eps_mode", "gamma", "eps",
-      "lambda", "scale", "batch", "heads", "kv_heads", "n", "d", "dv", "dtype", "seed",
-      "generator_version", "reference_bits", "exact_tier", "suite", "case"};
+  static const std::vector<std::string> keys = [] {
+    std::vector<std::string> k{"format", "format_version"};
+    for (const OptionInfo& r : kOptions)
+      for (size_t at = 0; at <= r.key.size();) {
+        const size_t end = std::min(r.key.find(", ", at), r.key.size());
+        k.emplace_back(r.key.substr(at, end - at));
+        at = end + 2;
+      }
+    for (const char* key : {"batch", "heads", "kv_heads", "n", "d", "dv", "dtype", "seed", "generator_version", "reference_bits",
+                            "exact_tier", "suite", "case"})
+      k.emplace_back(key);
+    return k;
+  }();
   return keys;
 }
 constexpr const char* kDigestKey = "digest";  // format version 3 on
-
-std::string bool_string(bool b) { return b ? "true" : "false"; }
 
 // Metadata reader: every accessor names the key and the text it could not use.
 struct Meta {
@@ -223,14 +234,9 @@ SafetensorsFile fixture_to_safetensors(const Fixture& f) {
   auto& m = st.metadata;
   m["format"] = kFixtureFormat;
   m["format_version"] = kFixtureFormatVersion;
-  m["variant"] = to_string(o.variant);
-  m["masked"] = bool_string(o.masked);
-  m["normalize"] = bool_string(o.normalize);
-  m["eps_mode"] = to_string(o.eps_mode);
-  m["gamma"] = hla::to_string(o.gamma);
-  m["eps"] = hla::to_string(o.eps);
-  m["lambda"] = hla::to_string(o.lambda);
-  m["scale"] = hla::to_string(o.scale);
+  for (const OptionInfo& r : kOptions)
+    if (r.write_meta) r.write_meta(o, m);
+    else m[std::string(r.key)] = r.text(o);
   m["batch"] = std::to_string(p.batch);
   m["heads"] = std::to_string(p.heads);
   m["kv_heads"] = std::to_string(p.kv_heads);
@@ -241,7 +247,7 @@ SafetensorsFile fixture_to_safetensors(const Fixture& f) {
   m["seed"] = std::to_string(f.seed);
   m["generator_version"] = f.generator_version;
   m["reference_bits"] = std::to_string(f.reference_bits);
-  m["exact_tier"] = bool_string(f.exact_tier);
+  m["exact_tier"] = bool_text(f.exact_tier);
   m["suite"] = f.suite;
   m["case"] = f.case_name;
   for (const auto& [key, value] : m)
@@ -311,18 +317,16 @@ struct FixtureReader {
     BatchProblem& p = f.problem;
     Options& o = p.opt;
     try {
-      o.variant = parse_variant(md.at("variant"));
-      o.eps_mode = parse_eps_mode(md.at("eps_mode"));
       p.dtype = parse_dtype(md.at("dtype"));
     } catch (const InputError& e) {
       throw fail(std::string("metadata: ") + e.what());
     }
-    o.masked = meta.boolean("masked");
-    o.normalize = meta.boolean("normalize");
-    o.gamma = meta.rational("gamma");
-    o.eps = meta.rational("eps");
-    o.lambda = meta.rational("lambda");
-    o.scale = meta.rational("scale");
+    for (const OptionInfo& r : kOptions) try {
+        if (r.read_meta) r.read_meta(o, md);
+        else r.set(o, md.at(std::string(r.key)));
+      } catch (const InputError& e) {
+        throw fail("metadata " + std::string(r.key) + ": " + e.what());
+      }
     p.batch = meta.dim("batch");
     p.heads = meta.dim("heads");
     p.kv_heads = meta.dim("kv_heads");

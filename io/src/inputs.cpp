@@ -8,42 +8,34 @@
 #include <charconv>
 #include <cmath>
 #include <cstring>
+#include <iostream>
 #include <tuple>
 
 namespace hla::io {
 
+OptionText::OptionText() {
+  for (const OptionInfo& r : kOptions) (*this)[r.id] = r.default_text;
+}
+
 bool OptionText::set(const std::string& key, const std::string& value) {
-  if (key == "variant") variant = value;
-  else if (key == "masked" || key == "unmasked") {
-    if (value != "true" && value != "false") throw InputError(key + "=" + printable(value) + ": expected true or false");
-    unmasked = (value == "true") == (key == "unmasked");
-  } else if (key == "gamma") gamma = value;
-  else if (key == "normalize") normalize = value;
-  else if (key == "eps") eps = value;
-  else if (key == "lambda") lambda = value;
-  else if (key == "scale") scale = value;
-  else return false;
+  auto old_spelling = [](const std::string& old, std::string_view now) {
+    std::cerr << "hla: warning: " << old << "= is the old spelling of " << now << "= (removed in the next release)\n";
+  };
+  if (key == "unmasked") {  // masked=false's old spelling
+    old_spelling(key, "masked");
+    (*this)[Option::masked] = value == "true" ? "false" : value == "false" ? "true" : value;
+    return true;
+  }
+  const OptionInfo* r = find_option(key);
+  if (!r) return false;
+  if (key != r->name) old_spelling(key, r->name);
+  (*this)[r->id] = value;
   return true;
 }
 
 Options OptionText::options() const {
   Options o;
-  auto number = [](const char* name, const std::string& text) {
-    try {
-      return parse_rational(text);
-    } catch (const InputError& e) {
-      throw InputError(std::string(name) + ": " + e.what());
-    }
-  };
-  o.variant = parse_variant(variant);
-  o.masked = !unmasked;
-  o.gamma = number("gamma", gamma);
-  o.eps = number("eps", eps);
-  o.lambda = number("lambda", lambda);
-  o.scale = number("scale", scale);
-  if (normalize == "none") o.normalize = false;
-  else if (normalize == "add" || normalize == "clamp") o.normalize = true, o.eps_mode = parse_eps_mode(normalize);
-  else throw InputError("normalize: '" + printable(normalize) + "' is not none, add or clamp");
+  for (const OptionInfo& r : kOptions) set_option(o, r, text[static_cast<size_t>(r.id)]);
   o.validate();
   return o;
 }

@@ -1,4 +1,4 @@
-"""Cases per second of one numpy kernel (python/tests/kernels.py: la1 and hla2,
+"""Cases per second of one numpy kernel (tests/python/package/kernels.py: la1 and hla2,
 n <= 64) through the three ways hla-oracle fuzzes a Python function, on the
 same case stream (same support, same seed):
 
@@ -17,7 +17,7 @@ import time
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE.parent / "tests"))
+sys.path.insert(0, str(HERE.parents[1] / "tests" / "python" / "package"))
 import hla_oracle  # noqa: E402
 from kernels import PRECISION, kernel  # noqa: E402
 

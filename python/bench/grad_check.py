@@ -1,6 +1,6 @@
 """Wall time of hla_oracle.check on gradients at a production shape, without files:
 hla2 (γ = 255/256, unnormalized), bf16 inputs in FLA's [B,T,H,D], f32 compute; the
-kernel is python/tests/torch_hla2.py (chunked hla2, torch.autograd backward).
+kernel is tests/python/package/torch_hla2.py (chunked hla2, torch.autograd backward).
 
   PYTHONPATH=build/python .venv/bin/python python/bench/grad_check.py [B H T D]   (default 2 8 4096 128)
 
@@ -13,7 +13,7 @@ from pathlib import Path
 
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "tests" / "python" / "package"))
 import hla_oracle  # noqa: E402
 import torch_hla2  # noqa: E402
 

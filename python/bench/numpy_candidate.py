@@ -1,10 +1,10 @@
-"""The numpy kernel of python/tests/kernels.py as an exec candidate: one fixture
+"""The numpy kernel of tests/python/package/kernels.py as an exec candidate: one fixture
 per process (`numpy_candidate.py IN OUT`) or a server (`--serve`, hla fuzz
 --exec-server), through hla_oracle's fixture I/O. Used by adapters.py."""
 import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "tests" / "python" / "package"))
 import hla_oracle  # noqa: E402
 from kernels import fixture_options, kernel  # noqa: E402
 

@@ -18,11 +18,11 @@ C++ core (hla_oracle._core), for kernels written and tested in Python.
 - the pytest plugin (``hla_oracle.pytest_plugin``, loaded by the pytest11 entry
   point): ``@pytest.mark.hla_golden(...)`` and the ``hla_fixture`` fixture.
 
-Options: ``variant`` ('la1', 'hla2', 'ahla', 'hla3', 'hla3_paper'), ``masked``,
-``gamma``, ``normalize`` (False/True or 'none'/'add'/'clamp'), ``eps_mode``
-('add', 'clamp'), ``eps``, ``lam`` (ridge λ), ``scale``. They are exact: a
-``Fraction``, an int, a string ('0.99' is 99/100, '7/8'), or a float (its exact
-binary value). Arrays: numpy, torch tensors (CUDA ones are copied to the host,
+Options (the table of docs/using.md, from the C++ core's): ``variant``
+('la1', 'hla2', 'ahla', 'hla3', 'hla3_paper'), ``masked``, ``gamma``,
+``normalize`` ('none', 'add', 'clamp'), ``eps``, ``lam`` (ridge λ), ``scale``.
+They are exact: a ``Fraction``, an int, a string ('0.99' is 99/100, '7/8'), or a
+float (its exact binary value). Arrays: numpy, torch tensors (CUDA ones are copied to the host,
 bf16 included), anything with ``__array__`` or ``__dlpack__``; any float dtype,
 bf16 also as uint16 bit patterns with ``dtype='bf16'``. ``layout='bhtd'``
 ([B,H,T,D], the default) or ``'bthd'`` (FLA's [B,T,H,D]); ``cu_seqlens``: packed
@@ -31,7 +31,6 @@ sequences (B = 1).
 import json
 import os
 from dataclasses import dataclass, field
-from fractions import Fraction
 from pathlib import Path
 
 import numpy as np
@@ -55,7 +54,7 @@ else:
     InputError = _core.InputError  # a ValueError: bad arrays, shapes or options (the message names the problem)
     __version__ = _core.__version__  # CMakeLists.txt's project(VERSION)
 from ._arrays import offsets_tensor, tensor, to_numpy
-from ._options import DEFAULT_EPS, NotExpressible, option_text
+from ._options import NotExpressible, from_text, option_text, table, with_option_keywords
 from ._options import kwargs_for as _kwargs_for
 from .exec_server import serve
 
@@ -114,8 +113,8 @@ class Reference:
         return (self.flags & 1) == 0
 
 
-def reference(q, k, v, *, variant="hla2", masked=True, gamma=1, normalize=False, eps_mode="add", eps=DEFAULT_EPS, lam=0,
-              scale=1, layout="bhtd", cu_seqlens=None, initial_state=None, dtype=None, threads=0):
+@with_option_keywords
+def reference(q, k, v, *, layout="bhtd", cu_seqlens=None, initial_state=None, dtype=None, threads=0, **options):
     """The reference of your q, k, v (the same computation as `hla ref`):
     exact rationals for small heads, else the double-double engine with
     certification, binary128 where it cannot certify. Returns a Reference.
@@ -123,7 +122,7 @@ def reference(q, k, v, *, variant="hla2", masked=True, gamma=1, normalize=False,
     first token, per query head (docs/using.md "Initial states": the parts of each
     variant's state, e.g. masked hla2 {'S': [N,H,d,d], 'F': [N,H,d,dv],
     'f': [N,H,d]}, N = sequences); None: every sequence starts from zero."""
-    opts = option_text(variant, masked, gamma, normalize, eps_mode, eps, lam, scale)
+    opts = option_text(options)
     r = _core.reference(_inputs(q, k, v, layout, cu_seqlens, dtype, initial_state), opts, layout, int(threads))
     arrays = {name: _to_layout(r[name], layout) for name in
               ("out", "den", "num", "mag_num", "mag_den", "mag_num_unmasked", "mag_den_unmasked", "flags", "den_flags")}
@@ -192,10 +191,10 @@ def _precision(precision):
     return str(precision)
 
 
-def check(out, q, k, v, *, variant="hla2", masked=True, gamma=1, normalize=False, eps_mode="add", eps=DEFAULT_EPS, lam=0,
-          scale=1, precision=None, form_class="masked", den=None, layout="bhtd", cu_seqlens=None, initial_state=None,
+@with_option_keywords
+def check(out, q, k, v, *, precision=None, form_class="masked", den=None, layout="bhtd", cu_seqlens=None, initial_state=None,
           dtype=None, out_dtype=None, exact_tier=False, worst=10, dump=None, do=None, dden=None, dq=None, dk=None, dv=None,
-          dstate=None, exact_max_n=None):
+          dstate=None, exact_max_n=None, **options):
     """Judges a kernel's `out` (and `den` when it exposes one) on q, k, v with
     the pass rule of `hla check`: computes the reference, scores every element
     in units of u·magnitude and compares with our own honest evaluation
@@ -214,13 +213,13 @@ def check(out, q, k, v, *, variant="hla2", masked=True, gamma=1, normalize=False
     dstate={part: array} (the state's gradient, shaped as initial_state) too, a row per part.
     exact_max_n: heads up to this long (d, dv <= 16) get an exact rational reference (default
     None: hla_oracle.EXACT_MAX_N, as every interface); 0: the certified double-double engine for every head."""
-    opts = option_text(variant, masked, gamma, normalize, eps_mode, eps, lam, scale)
+    opts = option_text(options)
     t = _inputs(q, k, v, layout, cu_seqlens, dtype, initial_state)
     o = tensor(out, "out", out_dtype)
     d = None if den is None else tensor(den, "den")
     text, js, native = _core.check(t, opts, layout, o, d, _precision(precision), str(form_class), bool(exact_tier), int(worst),
                            "" if dump is None else os.fspath(dump), _gradients(do=do, dden=dden, dq=dq, dk=dk, dv=dv, dstate=dstate),
-                           _exact_max_n(exact_max_n))
+                           None if exact_max_n is None else int(exact_max_n))
     return Report(text, js, native)
 
 
@@ -229,11 +228,6 @@ def __getattr__(name):
     if name == "EXACT_MAX_N":
         return _core.EXACT_MAX_N
     raise AttributeError(f"module 'hla_oracle' has no attribute {name!r}")
-
-
-def _exact_max_n(x):
-    """None: the one default threshold of every interface (the C++ core's)."""
-    return int(_core.EXACT_MAX_N if x is None else x)
 
 
 def _gradients(dstate=None, **arrays):
@@ -249,7 +243,7 @@ def _gradients(dstate=None, **arrays):
 class Fixture:
     """A fixture file (digest checked when read): the inputs, options and
     reference of one case. q, k, v: numpy [B,H,T,D] in the input dtype (bf16
-    values as float32, exactly: see .dtype); options: exact text; kwargs: the
+    values as float32, exactly: see .dtype); options: exact text (masked: a bool); kwargs: the
     keyword options of reference()/check(); shape: B, H, Hkv, n, d, dv;
     features: what a kernel must support to run it (as `hla select` names them)."""
 
@@ -264,7 +258,7 @@ class Fixture:
         self.reference_bits = info["reference_bits"]
         self.gradients = info["gradients"]
         self.warnings = list(info["warnings"])
-        self.options = dict(info["options"])
+        self.options = {name: from_text(name, t) if table()[name]["type"] == "bool" else t for name, t in info["options"].items()}
         self.shape = dict(info["shape"])
         self.features = set() if info["features"] == "none" else set(info["features"].split(", "))
         self._arrays = None
@@ -275,10 +269,7 @@ class Fixture:
 
     @property
     def kwargs(self):
-        o = self.options
-        return {"variant": o["variant"], "masked": o["masked"], "gamma": Fraction(o["gamma"]),
-                "normalize": o["normalize"] != "none", "eps_mode": "clamp" if o["normalize"] == "clamp" else "add",
-                "eps": Fraction(o["eps"]), "lam": Fraction(o["lambda"]), "scale": Fraction(o["scale"])}
+        return {name: from_text(name, t) if isinstance(t, str) else t for name, t in self.options.items()}
 
     def kwargs_for(self, fn, rename=None):
         """kwargs restricted to the parameters fn's signature accepts, under its own names (rename: {our name: its

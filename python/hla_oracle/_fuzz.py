@@ -7,6 +7,7 @@ each case's arrays for `fn` and its results back.
 """
 import logging
 import traceback
+import warnings
 from dataclasses import dataclass
 from fractions import Fraction
 
@@ -14,6 +15,7 @@ import numpy as np
 
 from . import _core
 from ._arrays import tensor, to_numpy
+from ._options import from_text, table
 from ._support import support_dict
 
 # The campaign's findings, notes (warnings) and progress (info, every 10 s with
@@ -29,8 +31,9 @@ _NUMPY_INPUT = {"f64": np.float64, "f32": np.float32, "f16": np.float16, "bf16":
 class CaseOptions:
     """The options of one case, handed to fn(q, k, v, options).
 
-    Floats (what a kernel computes with): gamma, eps, lam, scale; exact values
-    as Fractions: gamma_exact, eps_exact, lam_exact, scale_exact. dtype: of q,
+    normalize: 'none', 'add' or 'clamp'. Floats (what a kernel computes
+    with): gamma, eps, lam, scale; exact values as Fractions: gamma_exact,
+    eps_exact, lam_exact, scale_exact. dtype: of q,
     k, v ('bf16' inputs arrive as float32 arrays holding bf16 values with
     framework='numpy', as torch.bfloat16 with framework='torch'); layout;
     cu_seqlens: int64 offsets of packed sequences (B = 1) or None;
@@ -39,8 +42,7 @@ class CaseOptions:
     want_state: return the final state (third element of the result)."""
     variant: str
     masked: bool
-    normalize: bool
-    eps_mode: str
+    normalize: str
     gamma: float
     eps: float
     lam: float
@@ -56,10 +58,16 @@ class CaseOptions:
     want_state: bool
 
     @property
+    def eps_mode(self):
+        """The old spelling: 'add' or 'clamp' (normalize holds it; removed in the next release)."""
+        warnings.warn("CaseOptions.eps_mode is the old spelling: read normalize (removed in the next release)",
+                      DeprecationWarning, stacklevel=2)
+        return "clamp" if self.normalize == "clamp" else "add"
+
+    @property
     def kwargs(self):
         """The keyword options of hla_oracle.reference / check for this case."""
-        return {"variant": self.variant, "masked": self.masked, "normalize": self.normalize, "eps_mode": self.eps_mode,
-                "gamma": self.gamma_exact, "eps": self.eps_exact, "lam": self.lam_exact, "scale": self.scale_exact}
+        return {name: getattr(self, name + "_exact", getattr(self, name)) for name in table()}
 
 
 class FuzzResult:
@@ -208,10 +216,10 @@ class _CaseCalls:
     def options_of(self, info, offsets, initial, want_state):
         if offsets is not None and self.torch is not None:
             offsets = self.torch.from_numpy(offsets)
-        g, e, l, s = (Fraction(info[x]) for x in ("gamma", "eps", "lambda", "scale"))
-        return CaseOptions(variant=info["variant"], masked=info["masked"], normalize=info["normalize"],
-                           eps_mode=info["eps_mode"], gamma=float(g), eps=float(e), lam=float(l), scale=float(s),
-                           gamma_exact=g, eps_exact=e, lam_exact=l, scale_exact=s, dtype=info["dtype"],
+        o = {name: from_text(name, info[name]) for name in table()}
+        exact = {name + "_exact": x for name, x in o.items() if isinstance(x, Fraction)}
+        return CaseOptions(**{name: float(x) if isinstance(x, Fraction) else x for name, x in o.items()}, **exact,
+                           dtype=info["dtype"],
                            layout=self.layout, cu_seqlens=offsets, initial_state=initial, want_state=bool(want_state))
 
     def run_case(self, q, k, v, info, offsets, state_in, want_state):
@@ -297,9 +305,9 @@ def fuzz(fn, support=None, *, max_cases=1000, seed=1, time=0, findings="hla-find
     sup, backward = _fuzz_arguments(fn, support, layout, framework, backward, examples_per_group)
     calls = _CaseCalls(fn, backward, layout, framework)
     shards = (0, 1) if shard is None else tuple(shard)
-    exact_max_n = _core.EXACT_MAX_N if exact_max_n is None else exact_max_n  # the one default of every interface
     d = _core.fuzz(calls.run_case, sup, int(seed), int(max_cases), float(time), str(findings), int(shrink_attempts),
-                   int(stop_after), bool(progress), int(shards[0]), int(shards[1]), int(exact_max_n),
+                   int(stop_after), bool(progress), int(shards[0]), int(shards[1]),
+                   None if exact_max_n is None else int(exact_max_n),
                    None if backward is None else calls.run_backward_case,
                    lambda level, message: log.log(logging.WARNING if level == "warning" else logging.INFO, message),
                    int(examples_per_group))

@@ -1,14 +1,43 @@
-"""Operator options to the exact text the C++ core parses (io::OptionText)."""
+"""The operator options: their names, types and defaults are the C++ table's
+(hla/options.hpp, through _core.options()); this file turns keyword values into
+the exact text the core parses, and the core's text back into Python values."""
+import functools
+import inspect
 import math
+import warnings
 from fractions import Fraction
 from numbers import Integral, Rational, Real
 
-DEFAULT_EPS = Fraction(1, 1000000)
-# The keyword options of reference()/check() and Fixture.kwargs with the value a
-# kernel that does not take one must be computing (variant: chosen by the
-# support a test declares, so no value is implied).
-OPTION_DEFAULTS = {"variant": None, "masked": True, "gamma": 1, "normalize": False, "eps_mode": "add",
-                   "eps": DEFAULT_EPS, "lam": 0, "scale": 1}
+
+@functools.lru_cache(maxsize=None)
+def table():
+    """{name: row} in table order; a row: name, type, default, range, values, cli, key, help, alias."""
+    from . import _core
+    return {r["name"]: dict(r) for r in _core.options()}
+
+
+def from_text(name, text):
+    """An option's exact text as its Python value: a bool, a Fraction or a str."""
+    kind = table()[name]["type"]
+    return text == "true" if kind == "bool" else Fraction(text) if kind == "rational" else text
+
+
+def defaults():
+    """{name: default value}: what a kernel that does not take an option must be computing."""
+    return {name: from_text(name, row["default"]) for name, row in table().items()}
+
+
+def with_option_keywords(fn):
+    """fn(..., **options) shown (inspect.signature, help()) with one keyword per option and its default."""
+    try:
+        rows = defaults()
+    except ImportError:  # no compiled core: the plain signature
+        return fn
+    sig = inspect.signature(fn)
+    params = [p for p in sig.parameters.values() if p.kind is not inspect.Parameter.VAR_KEYWORD]
+    params += [inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=value) for name, value in rows.items()]
+    fn.__signature__ = sig.replace(parameters=params)
+    return fn
 
 
 class NotExpressible(ValueError):
@@ -19,20 +48,19 @@ def kwargs_for(kwargs, fn, rename=None):
     """The options in kwargs that fn's signature accepts, under fn's own names
     (rename: {our name: its name}, e.g. {"lam": "ridge"}); a **kwargs parameter
     accepts all. Raises NotExpressible naming each option whose value differs from
-    OPTION_DEFAULTS but that fn does not take."""
-    import inspect
+    its default but that fn does not take."""
     rename = dict(rename or {})
-    unknown = set(rename) - set(OPTION_DEFAULTS)
+    unknown = set(rename) - set(table())
     if unknown:
-        raise ValueError(f"rename names unknown options {sorted(unknown)}; the options are {list(OPTION_DEFAULTS)}")
+        raise ValueError(f"rename names unknown options {sorted(unknown)}; the options are {list(table())}")
     params = inspect.signature(fn).parameters
     takes_all = any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values())
-    out, missing = {}, []
+    out, missing, default = {}, [], defaults()
     for name, value in kwargs.items():
         its = rename.get(name, name)
         if takes_all or its in params:
             out[its] = value
-        elif name != "variant" and value != OPTION_DEFAULTS[name]:
+        elif name != "variant" and value != default[name]:
             missing.append(f"{name}={value}")
     if missing:
         raise NotExpressible(f"{getattr(fn, '__name__', fn)!s} takes no parameter for {', '.join(missing)} "
@@ -61,19 +89,39 @@ def exact(x, name):
     raise TypeError(f"{name} must be a number, a Fraction or a string like '7/8', got {type(x).__name__}")
 
 
-def option_text(variant="hla2", masked=True, gamma=1, normalize=False, eps_mode="add", eps=DEFAULT_EPS, lam=0, scale=1):
-    """{key: text} for _core (io::OptionText keys)."""
-    if normalize in (False, None, "none"):
-        norm = "none"
-    elif normalize is True:
-        norm = str(eps_mode)
-    elif normalize in ("add", "clamp"):
-        norm = normalize
-    else:
-        raise ValueError(f"normalize must be False/True or 'none', 'add', 'clamp'; got {normalize!r}")
-    if eps_mode not in ("add", "clamp"):
-        raise ValueError(f"eps_mode must be 'add' or 'clamp', got {eps_mode!r}")
-    if not isinstance(masked, bool):
-        raise TypeError(f"masked must be True or False, got {masked!r}")
-    return {"variant": str(variant), "masked": "true" if masked else "false", "gamma": exact(gamma, "gamma"),
-            "normalize": norm, "eps": exact(eps, "eps"), "lambda": exact(lam, "lam"), "scale": exact(scale, "scale")}
+def _deprecated(message):
+    warnings.warn(message + " (removed in the next release)", DeprecationWarning, stacklevel=5)  # the caller of reference() or check()
+
+
+def _old_normalize(opts):
+    """normalize=True/False (with eps_mode=) and eps_mode= alone, the spellings before normalize='none'|'add'|'clamp'."""
+    mode = opts.pop("eps_mode", None)
+    if mode is not None:
+        _deprecated("eps_mode= is the old spelling: pass normalize='add' or 'clamp'")
+        if mode not in ("add", "clamp"):
+            raise ValueError(f"eps_mode must be 'add' or 'clamp', got {mode!r}")
+    norm = opts.get("normalize")
+    if norm is None or isinstance(norm, bool):
+        _deprecated(f"normalize={norm!r} is the old spelling: pass normalize='none', 'add' or 'clamp'")
+        opts["normalize"] = (mode or "add") if norm else "none"
+
+
+def option_text(options):
+    """{name: exact text} for _core from the keyword options of reference() and
+    check() (table(); the old spellings warn: DeprecationWarning)."""
+    opts = dict(options)
+    if "eps_mode" in opts or opts.get("normalize", "") is None or isinstance(opts.get("normalize"), bool):
+        _old_normalize(opts)
+    unknown = sorted(set(opts) - set(table()))
+    if unknown:
+        raise TypeError(f"unknown option(s) {', '.join(unknown)}; the options are {', '.join(table())}")
+    text = {}
+    for name, row in table().items():
+        x = opts.get(name, from_text(name, row["default"]))
+        if row["type"] == "bool":
+            if not isinstance(x, bool):
+                raise TypeError(f"{name} must be True or False, got {x!r}")
+            text[name] = "true" if x else "false"
+        else:
+            text[name] = exact(x, name) if row["type"] == "rational" else str(x)
+    return text

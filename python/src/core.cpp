@@ -14,6 +14,7 @@
 #include "hla/io/fixture.hpp"
 #include "hla/io/inputs.hpp"
 #include "hla/io/state.hpp"
+#include "hla/options.hpp"
 
 #include <nanobind/stl/map.h>
 #include <nanobind/stl/optional.h>
@@ -46,7 +47,7 @@ Options options_of(const std::map<std::string, std::string>& text) {
   io::OptionText t;
   for (const auto& [key, value] : text)
     if (!t.set(key, value))
-      throw InputError("unknown option '" + key + "'; the options are variant, masked, gamma, normalize, eps, lambda (lam), scale");
+      throw InputError("unknown option '" + key + "'; the options are " + option_names());
   return t.options();
 }
 
@@ -234,7 +235,7 @@ ReportTuple check_arrays(const std::map<std::string, TensorArg>& tensors,
                                                  const TensorArg& out, const std::optional<TensorArg>& den,
                                                  const std::string& precision, const std::string& form_class, bool exact_tier,
                                                  size_t worst, const std::string& dump, const std::map<std::string, TensorArg>& grads,
-                                                 Index exact_max_n) {
+                                                 std::optional<Index> exact_max_n) {
   const BatchProblem p = problem_of(tensors, options, layout);
   const io::Layout l = io::parse_layout(layout);
   const engine::CandidateOutputs c = outputs_moved(candidate_of(p, out, den, grads, l));
@@ -245,7 +246,7 @@ ReportTuple check_arrays(const std::map<std::string, TensorArg>& tensors,
   check::Report r;
   {
     nb::gil_scoped_release unlocked;
-    engine::Reference ref = engine::compute_reference(p, exact_max_n);
+    engine::Reference ref = engine::compute_reference(p, exact_max_n.value_or(engine::kExactMaxN));
     if (!up) {
       r = check::check(p, ref, c, opt);
     } else {  // the reference with its gradients for the upstream (SPEC §9)
@@ -305,13 +306,7 @@ nb::dict fixture_info(const Fixture& fx) {
   d["gradients"] = f.gradients;
   d["warnings"] = f.warnings;
   nb::dict opt;
-  opt["variant"] = std::string(to_string(o.variant));
-  opt["masked"] = o.masked;
-  opt["normalize"] = o.normalize ? std::string(o.eps_mode == EpsMode::add ? "add" : "clamp") : std::string("none");
-  opt["gamma"] = hla::to_string(o.gamma);
-  opt["eps"] = hla::to_string(o.eps);
-  opt["lambda"] = hla::to_string(o.lambda);
-  opt["scale"] = hla::to_string(o.scale);
+  for (const OptionInfo& r : kOptions) opt[nb::str(r.name.data(), r.name.size())] = r.text(o);
   d["options"] = opt;
   nb::dict shape;
   shape["B"] = p.batch, shape["H"] = p.heads, shape["Hkv"] = p.kv_heads, shape["n"] = p.n, shape["d"] = p.d, shape["dv"] = p.dv;
@@ -381,7 +376,17 @@ NB_MODULE(_core, m) {
   m.def("reference", &reference, nb::arg("tensors"), nb::arg("options"), nb::arg("layout"), nb::arg("threads") = 0);
   m.def("check", &check_arrays, nb::arg("tensors"), nb::arg("options"), nb::arg("layout"), nb::arg("out"), nb::arg("den").none(),
         nb::arg("precision"), nb::arg("form_class"), nb::arg("exact_tier"), nb::arg("worst"), nb::arg("dump"),
-        nb::arg("grads") = std::map<std::string, TensorArg>{}, nb::arg("exact_max_n") = hla::engine::kExactMaxN);
+        nb::arg("grads") = std::map<std::string, TensorArg>{}, nb::arg("exact_max_n").none() = nb::none());
+  // The table of options (hla/options.hpp), from which hla_oracle's keywords and defaults derive.
+  m.def("options", [] {
+    std::vector<std::map<std::string, std::string>> rows;
+    for (const hla::OptionInfo& r : hla::kOptions) {
+      auto s = [](std::string_view v) { return std::string(v); };
+      rows.push_back({{"name", s(r.name)}, {"type", s(r.type)}, {"default", s(r.default_text)}, {"range", s(r.range)},
+                      {"values", hla::option_values(r)}, {"cli", s(r.cli)}, {"key", s(r.key)}, {"help", s(r.help)}, {"alias", s(r.alias)}});
+    }
+    return rows;
+  });
 
   nb::class_<NativeReport>(m, "NativeReport")
       .def("html", [](const NativeReport& r) { return r.report.html(r.title); })

@@ -25,7 +25,7 @@ namespace hla::python {
 using TensorArg = std::tuple<std::string, std::vector<int64_t>, nb::bytes>;
 io::Tensor tensor_of(const TensorArg& t, const std::string& name);
 
-// Options from their text (io::OptionText keys: variant, masked, gamma, normalize, eps, lambda, scale).
+// Options from their text, by the names of kOptions (hla/options.hpp).
 Options options_of(const std::map<std::string, std::string>& text);
 
 // numpy arrays owning a copy of the values.

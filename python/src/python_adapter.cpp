@@ -20,6 +20,7 @@
 #include "hla/fuzz/campaign.hpp"
 #include "hla/io/fixture.hpp"
 #include "hla/io/inputs.hpp"
+#include "hla/options.hpp"
 
 #include <nanobind/stl/map.h>
 #include <nanobind/stl/optional.h>
@@ -37,14 +38,7 @@ namespace {
 nb::dict case_info(const BatchProblem& p, bool want_state) {
   const Options& o = p.opt;
   nb::dict d;
-  d["variant"] = std::string(to_string(o.variant));
-  d["masked"] = o.masked;
-  d["normalize"] = o.normalize;
-  d["eps_mode"] = std::string(o.eps_mode == EpsMode::add ? "add" : "clamp");
-  d["gamma"] = hla::to_string(o.gamma);
-  d["eps"] = hla::to_string(o.eps);
-  d["lambda"] = hla::to_string(o.lambda);
-  d["scale"] = hla::to_string(o.scale);
+  for (const OptionInfo& r : kOptions) d[nb::str(r.name.data(), r.name.size())] = r.text(o);  // by the table's names
   d["dtype"] = std::string(to_string(p.dtype));
   d["want_state"] = want_state;
   return d;
@@ -246,12 +240,13 @@ void log_reports(fuzz::CampaignOptions& o, const nb::callable& log, bool progres
 
 nb::dict fuzz_callable(nb::callable run_case, const nb::dict& support, uint64_t seed, size_t max_cases, double seconds,
                        const std::string& findings, size_t shrink_attempts, size_t stop_after, bool progress, size_t shard,
-                       size_t shards, Index exact_max_n, std::optional<nb::callable> run_backward_case, std::optional<nb::callable> log,
+                       size_t shards, std::optional<Index> exact_max_n, std::optional<nb::callable> run_backward_case, std::optional<nb::callable> log,
                        size_t examples_per_group) {
   const fuzz::Supports s = supports_of(support);
   fuzz::CampaignOptions o;
   o.seed = seed, o.max_cases = max_cases, o.max_seconds = seconds, o.findings_dir = findings, o.shrink_attempts = shrink_attempts,
-  o.stop_after = stop_after, o.shard = shard, o.shards = shards, o.exact_max_n = exact_max_n;
+  o.stop_after = stop_after, o.shard = shard, o.shards = shards,
+  o.exact_max_n = exact_max_n.value_or(engine::kExactMaxN);
   o.examples_per_group = examples_per_group;
   Stop stop;
   if (log) log_reports(o, *log, progress, stop);
@@ -287,7 +282,7 @@ std::vector<std::string> outside(const nb::dict& support, const std::vector<std:
 void add_fuzz(nb::module_& m) {
   m.def("fuzz", &fuzz_callable, nb::arg("run_case"), nb::arg("support"), nb::arg("seed"), nb::arg("max_cases"), nb::arg("seconds"),
         nb::arg("findings"), nb::arg("shrink_attempts"), nb::arg("stop_after"), nb::arg("progress"), nb::arg("shard") = 0,
-        nb::arg("shards") = 1, nb::arg("exact_max_n") = hla::engine::kExactMaxN, nb::arg("run_backward_case").none() = nb::none(),
+        nb::arg("shards") = 1, nb::arg("exact_max_n").none() = nb::none(), nb::arg("run_backward_case").none() = nb::none(),
         nb::arg("log").none() = nb::none(), nb::arg("examples_per_group") = 3);
   m.def("outside", &outside, nb::arg("support"), nb::arg("paths"));
   m.def("validate_support", [](const nb::dict& d) { supports_of(d); });

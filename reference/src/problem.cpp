@@ -1,6 +1,7 @@
 #include "hla/problem.hpp"
 
 #include "hla/head.hpp"
+#include "hla/options.hpp"
 
 #include <ostream>
 #include <sstream>
@@ -32,18 +33,17 @@ EpsMode parse_eps_mode(std::string_view s) {
   throw InputError("unknown eps_mode '" + std::string(s) + "' (expected add or clamp)");
 }
 
+// Each option's range is its table row's; then what the variant takes.
 void Options::validate() const {
-  const std::string var = to_string(variant);
-  if (gamma <= 0 || gamma > 1)
-    throw InputError("gamma = " + to_string(gamma) + " is outside (0, 1]");
-  if (eps <= 0) throw InputError("eps = " + to_string(eps) + " must be > 0");
-  if (lambda < 0) throw InputError("lambda = " + to_string(lambda) + " must be >= 0");
+  for (const OptionInfo& r : kOptions)
+    if (r.in_range && !r.in_range(*this)) throw InputError(std::string(r.name) + " = " + r.text(*this) + " must be " + std::string(r.range));
+  const std::string var = to_string(variant), lam(info(Option::lam).name), g(info(Option::gamma).name);
   if (lambda != 0 && !has_ridge(variant))
-    throw InputError("lambda (ridge) applies to " + names_with(&VariantInfo::has_ridge) + " only, not " + var);
+    throw InputError(lam + " (ridge) applies to " + names_with(&VariantInfo::has_ridge) + " only, not " + var);
   if (!masked && !has_unmasked(variant))
     throw InputError(var + " has no unmasked form (only " + names_with(&VariantInfo::has_unmasked) + " do)");
   if (needs_unit_gamma(variant) && gamma != 1)
-    throw InputError(var + " is defined for gamma = 1 only, got gamma = " + to_string(gamma));
+    throw InputError(var + " is defined for " + g + " = 1 only, got " + g + " = " + to_string(gamma));
 }
 
 std::string Options::describe() const {
@@ -53,9 +53,10 @@ std::string Options::describe() const {
 }
 
 std::ostream& operator<<(std::ostream& os, const Options& o) {
-  os << to_string(o.variant) << (o.masked ? " masked" : " unmasked") << " gamma=" << to_string(o.gamma)
-     << " lambda=" << to_string(o.lambda) << " scale=" << to_string(o.scale);
-  if (o.normalize) os << " normalize eps=" << to_string(o.eps) << " eps_mode=" << to_string(o.eps_mode);
+  // "hla2 masked gamma=7/8 lam=0 scale=1", then "normalize=add eps=1/1000000" when normalized.
+  os << to_string(o.variant) << (o.masked ? " masked" : " unmasked");
+  for (Option id : {Option::gamma, Option::lam, Option::scale, Option::normalize, Option::eps})
+    if (o.normalize || (id != Option::normalize && id != Option::eps)) os << " " << info(id).name << "=" << info(id).text(o);
   return os;
 }
 

@@ -87,9 +87,9 @@ run("gen", "--case", "variant=hla2,gamma=7/8,normalize=add,dtype=f32,B=2,H=2,Hkv
     "--no-progress", text="wrote")
 run("eval", str(case), "--form", "chunked_matmul", "--precision", "f32", "--out", str(WORK / "case.cand.safetensors"))
 run("check", str(case), str(WORK / "case.cand.safetensors"), "--precision", "f32", text="PASS")
-# Deterministic: the same case, the same bytes.
-run("gen", "--case", "variant=hla2,gamma=7/8,normalize=add,dtype=f32,B=2,H=2,Hkv=1,n=70,d=16,dv=8,seed=5", "--out",
-    str(WORK / "again.safetensors"), "--no-progress")
+# Deterministic: the same case, the same bytes; also with the old spellings (lambda=, unmasked=), which warn.
+run("gen", "--case", "variant=hla2,gamma=7/8,normalize=add,dtype=f32,B=2,H=2,Hkv=1,n=70,d=16,dv=8,seed=5,lambda=0,unmasked=false",
+    "--out", str(WORK / "again.safetensors"), "--no-progress", text="lambda= is the old spelling of lam=")
 check("gen --case is deterministic", case.read_bytes() == (WORK / "again.safetensors").read_bytes())
 
 # 2. the same inputs through hla ref, FLA layout
@@ -98,6 +98,9 @@ write_inputs(WORK / "in_bthd.safetensors", {k: to_bthd(p["tensors"][k], 4) for k
 ref = WORK / "ref.safetensors"
 run("ref", str(WORK / "in_bthd.safetensors"), "--layout", "bthd", "--variant", "hla2", "--gamma", "0.875", "--normalize", "add",
     "--out", str(ref), "--no-progress", text="certified")
+run("ref", str(WORK / "in_bthd.safetensors"), "--layout", "bthd", "--gamma", "0.875", "--normalize", "add", "--lambda", "0",
+    "--out", str(WORK / "ref_old.safetensors"), "--no-progress", text="--lambda is the old spelling of --lam")
+check("hla ref --lambda (the old spelling) == --lam", ref.read_bytes() == (WORK / "ref_old.safetensors").read_bytes())
 r = parts(ref)
 for name in ("q", "k", "v", "ref_out", "ref_den", "ref_num", "mag_num", "mag_den", "mag_num_unmasked", "mag_den_unmasked", "flags", "den_flags"):
     a, b = p["tensors"].get(name), r["tensors"].get(name)
@@ -267,7 +270,7 @@ def grad_inputs(fixture, layout, change=None):
 
 def ref_args(fixture):
     md = parts(fixture)["metadata"]
-    args = ["--variant", md["variant"], "--gamma", md["gamma"], "--lambda", md["lambda"], "--scale", md["scale"], "--eps", md["eps"],
+    args = ["--variant", md["variant"], "--gamma", md["gamma"], "--lam", md["lambda"], "--scale", md["scale"], "--eps", md["eps"],
             "--normalize", md["eps_mode"] if md["normalize"] == "true" else "none"]
     return args + ([] if md["masked"] == "true" else ["--unmasked"])
 

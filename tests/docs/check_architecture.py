@@ -5,6 +5,9 @@
       docs/architecture.md names every top-level folder of ROOT (the first path
       component of every file git tracks, written `name/`) and every subcommand
       that `HLA --help` lists (written `hla name`, or `name` in a table row).
+  check_architecture.py --options ROOT HLA
+      docs/using.md holds the option table exactly as `HLA options` prints it
+      (from reference/include/hla/options.hpp), so that it cannot go stale.
   check_architecture.py --words ROOT [--max N]
       README.md and docs/*.md hold at most N words in all (default 12000,
       counted as `wc -w` counts them), and every relative link and #anchor in
@@ -181,7 +184,26 @@ def check_words(root, limit):
     return status
 
 
+def check_options(root, hla):
+    printed = subprocess.run([hla, "options"], capture_output=True, text=True, check=True, timeout=60).stdout.splitlines()
+    lines = (root / "docs" / "using.md").read_text(encoding="utf-8").splitlines()
+    if printed[0] not in lines:
+        print(f"FAIL: docs/using.md has no option table (a line {printed[0]!r}); paste `hla options` there")
+        return 1
+    at = lines.index(printed[0])
+    end = next((i for i in range(at, len(lines)) if not lines[i].startswith("|")), len(lines))
+    if lines[at:end] != printed:
+        print("FAIL: docs/using.md's option table differs from `hla options`; paste its output there:\n" + "\n".join(printed))
+        return 1
+    print(f"docs/using.md's option table is `hla options` ({len(printed) - 2} options)")
+    return 0
+
+
 def main(argv):
+    if argv and argv[0] == "--options":
+        if len(argv) != 3:
+            fail_usage("--options takes ROOT HLA")
+        return check_options(Path(argv[1]).resolve(), argv[2])
     if argv and argv[0] == "--words":
         rest = argv[1:]
         limit = 12000

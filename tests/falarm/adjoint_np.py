@@ -234,13 +234,13 @@ FORMS = {"la1": (_la1_fwd, _la1_bwd), "hla2": (_hla2_fwd, _hla2_bwd), "ahla": (_
 def _normalizer(den, o, ct):
     """D = den ⊕ ε and dD/dden (SPEC §1, §9)."""
     eps = ct(o.eps)
-    if o.eps_mode == "add":
+    if o.normalize == "add":
         return den + eps, np.ones_like(den)
-    if o.eps_mode == "clamp":  # sign(den)·max(|den|, ε), sign(0) = +1; D' = 1 where |den| ≥ ε, else 0
+    if o.normalize == "clamp":  # sign(den)·max(|den|, ε), sign(0) = +1; D' = 1 where |den| ≥ ε, else 0
         sign = np.where(den < 0, ct(-1), ct(1))
         held = np.abs(den) < eps
         return sign * np.where(held, eps, np.abs(den)), np.where(held, ct(0), ct(1))
-    raise ValueError(f"eps_mode {o.eps_mode!r}")
+    raise ValueError(f"normalize {o.normalize!r}")
 
 
 def _run(q, k, v, o):
@@ -265,7 +265,7 @@ def forward(q, k, v, options):
         den = np.zeros((B, H, T), ct)
         for b, t0, t1 in _sequences(options, B, T):
             num[b, :, t0:t1], den[b, :, t0:t1], _ = fwd(q[b, :, t0:t1], k[b, :, t0:t1], v[b, :, t0:t1], options, ct)
-        if not options.normalize:
+        if options.normalize == "none":
             return num, den
         D, _ = _normalizer(den, options, ct)
         return num / D[..., None], den
@@ -284,7 +284,7 @@ def backward(q, k, v, do, dden, options, bug=None):
             qs, ks, vs = q[b, :, t0:t1], k[b, :, t0:t1], v[b, :, t0:t1]
             num, den, tape = fwd(qs, ks, vs, options, ct)
             dos, ddens = do[b, :, t0:t1], dden[b, :, t0:t1]
-            if options.normalize:
+            if options.normalize != "none":
                 # o = num/D: ∂L/∂num = do/D, ∂L/∂den = dden − ⟨do, o⟩/D · dD/dden
                 D, dD = _normalizer(den, options, ct)
                 out = num / D[..., None]

@@ -35,7 +35,7 @@ from hla_oracle._fuzz import CaseOptions  # noqa: E402
 
 def options_of(fx, dtype, cu):
     kw = fx.kwargs
-    return CaseOptions(variant=kw["variant"], masked=kw["masked"], normalize=kw["normalize"], eps_mode=kw["eps_mode"],
+    return CaseOptions(variant=kw["variant"], masked=kw["masked"], normalize=kw["normalize"],
                        gamma=float(kw["gamma"]), eps=float(kw["eps"]), lam=float(kw["lam"]), scale=float(kw["scale"]),
                        gamma_exact=kw["gamma"], eps_exact=kw["eps"], lam_exact=kw["lam"], scale_exact=kw["scale"],
                        dtype=dtype, layout="bhtd", cu_seqlens=cu, initial_state=None, want_state=False)

@@ -69,7 +69,7 @@ def describe(q, k, v, o, layout):
     B = q.shape[0]
     H, T = (q.shape[1], q.shape[2]) if layout == "bhtd" else (q.shape[2], q.shape[1])
     Hkv = k.shape[1] if layout == "bhtd" else k.shape[2]
-    norm = f"{o.eps_mode} eps={o.eps_exact}" if o.normalize else "raw"
+    norm = f"{o.normalize} eps={o.eps_exact}" if o.normalize != "none" else "raw"
     seqs = "" if o.cu_seqlens is None else f" cu_seqlens={[int(x) for x in o.cu_seqlens]}"
     return (f"{o.variant}{'' if o.masked else ' unmasked'} {norm} gamma={o.gamma_exact} lam={o.lam_exact} "
             f"scale={o.scale_exact} {o.dtype} B={B} H={H} Hkv={Hkv} n={T} d={q.shape[-1]} dv={v.shape[-1]}{seqs}")
@@ -90,7 +90,7 @@ def margins(kern, sup, rec):
         rechecked += 1
         failed += r.verdict == "FAIL"
         inconclusive += r.inconclusive
-        key = f"{'norm' if o.normalize else 'raw'}/{'f64' if o.dtype == 'f64' else 'f32-compute'}"
+        key = f"{'norm' if o.normalize != 'none' else 'raw'}/{'f64' if o.dtype == 'f64' else 'f32-compute'}"
         for g in js["gradients"]:
             if not g["checked"] or not g["scored"]:
                 continue

@@ -37,7 +37,7 @@ def _example(form):
 
     def run(q, k, v, o):  # as examples/test_torch_hla.py runs it (no state: gradient cases have none)
         return f(q, k, v, gamma=o.gamma, scale=o.scale, cu_seqlens=o.cu_seqlens, normalize=o.normalize, eps=o.eps,
-                 eps_mode=o.eps_mode, return_den=True)[:2]
+                 return_den=True)[:2]
     run.__qualname__ = f"torch_hla.{f.__name__}"
     return run
 

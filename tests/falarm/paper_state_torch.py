@@ -58,20 +58,20 @@ def _sequence(q, k, v, gamma, lam, masked, bug=None):
     return torch.stack(num, 1), torch.stack(den, 1)
 
 
-def _normalize(num, den, normalize, eps, eps_mode):
-    if not normalize:
+def _normalize(num, den, normalize, eps):
+    if normalize == "none":
         return num
-    if eps_mode == "add":
+    if normalize == "add":
         return num / (den + eps).unsqueeze(-1)
-    if eps_mode == "clamp":  # num / (sign(den)·max(|den|, ε)), sign(0) = +1
+    if normalize == "clamp":  # num / (sign(den)·max(|den|, ε)), sign(0) = +1
         sign = torch.where(den < 0, -1.0, 1.0).to(den.dtype)
         return num / (sign * torch.clamp(den.abs(), min=eps)).unsqueeze(-1)
-    raise ValueError(f"eps_mode {eps_mode!r}")
+    raise ValueError(f"normalize {normalize!r}")
 
 
 def hla2_paper_state(q, k, v, options, bug=None):
     """fn(q, k, v, options) for hla_oracle.fuzz (framework='torch', layout 'bhtd'): (out, den) in the compute
-    precision. options: gamma, lam, scale, masked, normalize, eps, eps_mode, cu_seqlens."""
+    precision. options: gamma, lam, scale, masked, normalize, eps, cu_seqlens."""
     if options.variant != "hla2":
         raise ValueError(f"the paper state is hla2's, not {options.variant}")
     if options.initial_state is not None:
@@ -94,4 +94,4 @@ def hla2_paper_state(q, k, v, options, bug=None):
     # Assemble without in-place writes: per batch entry, the sequences concatenated along T.
     num = torch.stack([torch.cat([x for bb, x in nums if bb == b], 1) for b in range(B)])
     den = torch.stack([torch.cat([x for bb, x in dens if bb == b], 1) for b in range(B)])
-    return _normalize(num, den, options.normalize, options.eps, options.eps_mode), den
+    return _normalize(num, den, options.normalize, options.eps), den

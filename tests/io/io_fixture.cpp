@@ -109,7 +109,7 @@ TEST_CASE("fixture: the writer refuses invalid fixtures", "[io][fixture]") {
   require_input_error([&] { write_fixture(path, f); }, {"state.S holds 8 values, expected 3"});
   f = tiny_fixture();
   f.problem.opt.gamma = 2;
-  require_input_error([&] { write_fixture(path, f); }, {"gamma = 2 is outside (0, 1]"});
+  require_input_error([&] { write_fixture(path, f); }, {"gamma = 2 must be in (0, 1]"});
   CHECK(dir.listing().empty());
 }
 
@@ -132,15 +132,15 @@ TEST_CASE("fixture: missing, unknown and malformed metadata", "[io][fixture][har
   refuse(with("gamma", std::string(10000, '9')), {"metadata gamma", "(10000 characters)", "longer than 400 characters"});
   refuse(with("gamma", "1e-400"), {"metadata gamma", "more than 1100 bits"});
   refuse(with("gamma", "three quarters"), {"metadata gamma", "'three quarters' is not a number"});
-  refuse(with("gamma", "2"), {"gamma = 2 is outside (0, 1]"});
-  refuse(with("masked", "yes"), {"metadata masked = 'yes' is not true or false"});
+  refuse(with("gamma", "2"), {"gamma = 2 must be in (0, 1]"});
+  refuse(with("masked", "yes"), {"metadata masked: 'yes' is not true or false"});
   refuse(with("n", "-3"), {"metadata n = '-3' is not a non-negative decimal integer"});
   refuse(with("n", "03"), {"metadata n = '03'"});
   refuse(with("seed", "18446744073709551616"), {"metadata seed", "not a 64-bit integer"});
   refuse(with("dtype", "f8"), {"unknown dtype 'f8'"});
   refuse(with("variant", "hla9"), {"unknown variant 'hla9'"});
   refuse(with("eps_mode", "max"), {"unknown eps_mode 'max'"});
-  refuse(with("variant", "ahla"), {"lambda (ridge) applies to hla2 only"});
+  refuse(with("variant", "ahla"), {"lam (ridge) applies to hla2 only"});
 }
 
 TEST_CASE("fixture: tensors inconsistent with the metadata", "[io][fixture][hardening]") {

@@ -18,7 +18,7 @@ import sys
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-KERNELS = HERE.parents[1] / "python" / "tests"  # kernels.py: numpy kernels with planted bugs
+KERNELS = HERE / "package"  # kernels.py: numpy kernels with planted bugs
 
 TEST = '''
 import sys

@@ -27,10 +27,9 @@ sys.path.insert(0, {repo!r})
 import torch
 import examples.torch_hla as fla
 
-def my_kernel(q, k, v, variant, masked, gamma, normalize, eps_mode, eps, lam, scale):
+def my_kernel(q, k, v, variant, masked, gamma, normalize, eps, lam, scale):
     assert variant == "hla2" and masked and lam == 0
-    out = fla.chunk_hla2(q, k, v, gamma=float(gamma), scale=float(scale), normalize=normalize, eps=float(eps),
-                         eps_mode=eps_mode)[0]
+    out = fla.chunk_hla2(q, k, v, gamma=float(gamma), scale=float(scale), normalize=normalize, eps=float(eps))[0]
     return {shift}
 '''
 

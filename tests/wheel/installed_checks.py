@@ -5,7 +5,7 @@ No compiler is reachable; the extension and the `hla` tool load GMP, MPFR and
 libquadmath from the wheel's hla_oracle.libs (ldd), not from /usr/lib; `hla
 --version`, `hla demo`, `hla gen` + `hla check` round trips; hla_oracle.check on
 a numpy kernel; a pytest session with the plugin's mark, one correct and one
-wrong kernel. The kernels are python/tests/kernels.py (numpy, written from
+wrong kernel. The kernels are tests/python/package/kernels.py (numpy, written from
 SPEC §2 for the tests, with planted bugs). Exit 0 when every check passed."""
 import os
 import subprocess
@@ -16,7 +16,7 @@ from pathlib import Path
 from types import SimpleNamespace
 
 repo, venv = Path(sys.argv[1]), Path(sys.argv[2]).resolve()
-sys.path.insert(0, str(repo / "python" / "tests"))  # kernels.py, not the package's sources
+sys.path.insert(0, str(repo / "tests" / "python" / "package"))  # kernels.py, not the package's sources
 import numpy as np  # noqa: E402
 
 import hla_oracle  # noqa: E402
@@ -112,7 +112,7 @@ support = dict(variants=["hla2", "la1"], dtypes=["f32", "f64"], features=["decay
                precision={"f32": "f32", "f64": "f64"})
 Path("test_kernels.py").write_text(f'''
 import sys
-sys.path.insert(0, {str(repo / "python" / "tests")!r})
+sys.path.insert(0, {str(repo / "tests" / "python" / "package")!r})
 import pytest
 from kernels import fixture_options, kernel
 

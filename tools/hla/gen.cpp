@@ -67,6 +67,7 @@ void write_case_fixture(const fs::path& file, const gen::Case& c, const std::str
 // A described case: key=value pairs separated by commas (docs/using.md "Your own inputs").
 gen::Case parse_case(const std::string& spec) {
   ProblemOptionArgs opt;
+  const std::string keys = option_names() + ", dtype, dist, B, H, Hkv, n, d, dv, seed, state, grad, dden";
   std::string dtype = "f32", dist = "gaussian";
   Index B = 1, H = 1, Hkv = 0, n = 64, d = 64, dv = 0, state = 0;
   uint64_t seed = 1;
@@ -85,8 +86,7 @@ gen::Case parse_case(const std::string& spec) {
     at = end + 1;
     const size_t eq = item.find('=');
     if (item.empty() || eq == std::string::npos || eq == 0)
-      throw InputError("--case: '" + printable(item) + "' is not key=value (keys: variant, masked, unmasked, gamma, normalize, eps, "
-                       "lambda, scale, dtype, dist, B, H, Hkv, n, d, dv, seed, state, grad, dden)");
+      throw InputError("--case: '" + printable(item) + "' is not key=value (keys: " + keys + ")");
     const std::string key = item.substr(0, eq), val = item.substr(eq + 1);
     const Index dim_max = Index{1} << 31;
     if (opt.set(key, val)) continue;
@@ -103,8 +103,7 @@ gen::Case parse_case(const std::string& spec) {
     else if (key == "grad") grad = val;
     else if (key == "dden") dden = val;
     else
-      throw InputError("--case: unknown key '" + printable(key) + "' (keys: variant, masked, unmasked, gamma, normalize, eps, lambda, "
-                       "scale, dtype, dist, B, H, Hkv, n, d, dv, seed, state, grad, dden)");
+      throw InputError("--case: unknown key '" + printable(key) + "' (keys: " + keys + ")");
   }
   gen::Case c;
   BatchProblem& p = c.problem;
@@ -305,8 +304,8 @@ void add_gen(CLI::App& app, Action& action) {
       ->check(non_empty);
   c->add_flag("--list", a->list, "list the suite's cases and exit");
   c->add_option("--case", a->one_case,
-                "one custom fixture instead of a suite: key=value,... with keys variant, masked, unmasked, gamma, normalize "
-                "(none|add|clamp), eps, lambda, scale, dtype, dist, B, H, Hkv, n, d, dv, seed, state (an initial state: the state after that many earlier tokens), grad (true: with upstream "
+                "one custom fixture instead of a suite: key=value,... with keys " + option_names() +
+                    " (as hla ref's options, docs/using.md), dtype, dist, B, H, Hkv, n, d, dv, seed, state (an initial state: the state after that many earlier tokens), grad (true: with upstream "
                 "gradients and the reference dq, dk, dv, and with state the initial state's dstate), dden (with grad: true|false, default: normalize); --out is then the file")
       ->check(non_empty);
   add_progress_flags(c, a->quiet, a->progress);

@@ -4,6 +4,7 @@
 // (INCONCLUSIVE). A user's mistake is never exit 3: bad option
 // values, unusable paths and file-system errors are input errors.
 #include "commands.hpp"
+#include "problem_options.hpp"
 
 #include "hla/io/atomic_file.hpp"
 #include "hla/io/printable.hpp"
@@ -158,6 +159,7 @@ int main(int argc, char** argv) {
   hla::cli::add_fuzz_merge(app, action);
   hla::cli::add_select(app, action);
   hla::cli::add_ref(app, action);
+  hla::cli::add_options(app, action);
   // CLI11 answers an unknown first word with "A subcommand is required": name it.
   const auto subcommands = app.get_subcommands([](CLI::App*) { return true; });
   if (argc > 1 && argv[1][0] != '-' &&

@@ -2,17 +2,45 @@
 
 #include "commands.hpp"
 
+#include <cstdio>
+#include <iostream>
+
 namespace hla::cli {
 
 void ProblemOptionArgs::add_to(CLI::App* c) {
-  c->add_option("--variant", variant, variant_names(true) + " (default hla2)")->check(non_empty);
-  c->add_flag("--unmasked", unmasked, "the unmasked operator (hla2, hla3)");
-  c->add_option("--gamma", gamma, "decay in (0, 1], exact: 99/100 or 0.99 (default 1)")->check(non_empty);
-  c->add_option("--normalize", normalize, "none (default), add: num/(den + eps), clamp: num/(sign(den) max(|den|, eps))")
-      ->check(non_empty);
-  c->add_option("--eps", eps, "eps of the normalization (default 1e-6)")->check(non_empty);
-  c->add_option("--lambda", lambda, "ridge lambda >= 0 (hla2; default 0)")->check(non_empty);
-  c->add_option("--scale", scale, "q is multiplied by this (default 1)")->check(non_empty);
+  for (const OptionInfo& r : kOptions) {
+    std::string& text = (*this)[r.id];
+    const std::string flag(r.cli), name(r.name), help = std::string(r.help) + "; " + option_values(r) + " (default " + std::string(r.default_text) + ")";
+    if (r.type == "bool") {
+      const std::string flipped = bool_text(!parse_bool(std::string(r.default_text)));
+      c->add_flag_callback(flag, [&text, flipped] { text = flipped; }, name + " = " + flipped + " (" + std::string(r.help) + ")");
+      continue;
+    }
+    c->add_option(flag, text, help)->check(non_empty);
+    if (r.alias.empty()) continue;
+    const std::string old = "--" + std::string(r.alias);
+    c->add_option_function<std::string>(
+         old,
+         [&text, old, flag](const std::string& v) {
+           std::fprintf(stderr, "hla: warning: %s is the old spelling of %s (removed in the next release)\n", old.c_str(), flag.c_str());
+           text = v;
+         },
+         help)
+        ->check(non_empty)
+        ->group("");  // hidden: an alias for one release
+  }
+}
+
+// hla options: the option table of docs/using.md, in Markdown (ctest docs_options compares them).
+void add_options(CLI::App& app, Action& action) {
+  CLI::App* c = app.add_subcommand("options", "print the table of operator options (Markdown)");
+  c->group("");  // hidden: for the docs
+  c->callback([&action] {
+    action = [] {
+      std::cout << options_markdown();
+      return 0;
+    };
+  });
 }
 
 }  // namespace hla::cli

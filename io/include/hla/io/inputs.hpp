@@ -7,7 +7,9 @@
 
 #include "hla/batch.hpp"
 #include "hla/io/safetensors.hpp"
+#include "hla/options.hpp"
 
+#include <array>
 #include <map>
 #include <optional>
 #include <string>
@@ -16,17 +18,17 @@
 
 namespace hla::io {
 
-// The operator options as text: exact rationals or decimals ("99/100",
-// "0.99"); options() parses and validates them (InputError names the option).
+// The operator options as text, one per row of kOptions (hla/options.hpp):
+// exact rationals or decimals ("99/100", "0.99"); options() parses and
+// validates them (InputError names the option).
 struct OptionText {
-  std::string variant = "hla2";
-  bool unmasked = false;
-  std::string gamma = "1", normalize = "none", eps = "1/1000000", lambda = "0", scale = "1";
+  std::array<std::string, kOptions.size()> text;  // each row's default until set
 
-  // Sets one option by name (variant, masked, unmasked, gamma, normalize, eps,
-  // lambda, scale); false when the name is none of them. masked/unmasked take
-  // "true" or "false" (else InputError).
+  OptionText();
+  // Sets the option named `key` (a row's name; its alias, or `unmasked`, with
+  // a warning on stderr); false when the key names no option.
   bool set(const std::string& key, const std::string& value);
+  std::string& operator[](Option o) { return text[static_cast<size_t>(o)]; }
   Options options() const;
 };
 

@@ -83,7 +83,7 @@ def _case_options(fx):
     from types import SimpleNamespace
     kw = fx.kwargs
     return SimpleNamespace(variant=kw["variant"], gamma=float(kw["gamma"]), scale=float(kw["scale"]),
-                           normalize=kw["normalize"], eps_mode=kw["eps_mode"], eps=float(kw["eps"]),
+                           normalize=kw["normalize"], eps=float(kw["eps"]),
                            cu_seqlens=fx.cu_seqlens)
 
 

@@ -151,9 +151,9 @@ def test_initial_state_continues_the_sequence():
     float64), and a kernel that continues from the state passes check."""
     q, k, v = small_problem(5, n=9)
     g, m = Fraction(1, 2), 4
-    whole = hla_oracle.reference(q, k, v, variant="hla2", gamma=g, normalize=True)
+    whole = hla_oracle.reference(q, k, v, variant="hla2", gamma=g, normalize="add")
     st = hla2_state(q, k, v, g, m)
-    part = hla_oracle.reference(q[:, :, m:], k[:, :, m:], v[:, :, m:], variant="hla2", gamma=g, normalize=True,
+    part = hla_oracle.reference(q[:, :, m:], k[:, :, m:], v[:, :, m:], variant="hla2", gamma=g, normalize="add",
                                 initial_state=st)
     np.testing.assert_array_equal(part.out, whole.out[:, :, m:])
     np.testing.assert_array_equal(part.den, whole.den[:, :, m:])
@@ -163,9 +163,9 @@ def test_initial_state_continues_the_sequence():
                                                        initial_state=lean).num, part.num)
     # check(): our rows pass from the state; the same rows judged without it fail.
     r = hla_oracle.check(whole.out[:, :, m:].astype(np.float32), q[:, :, m:], k[:, :, m:], v[:, :, m:], variant="hla2",
-                         gamma=g, normalize=True, initial_state=st)
+                         gamma=g, normalize="add", initial_state=st)
     assert r.passed, r.text
-    alone = hla_oracle.reference(q[:, :, m:], k[:, :, m:], v[:, :, m:], variant="hla2", gamma=g, normalize=True)
+    alone = hla_oracle.reference(q[:, :, m:], k[:, :, m:], v[:, :, m:], variant="hla2", gamma=g, normalize="add")
     r = hla_oracle.check(alone.out.astype(np.float32), q[:, :, m:], k[:, :, m:], v[:, :, m:], variant="hla2", gamma=g,
-                         normalize=True, initial_state=st)
+                         normalize="add", initial_state=st)
     assert not r.passed, r.text

@@ -14,7 +14,7 @@ OPTS = dict(variant="hla2", gamma="15/16")
 
 
 def options(**kw):
-    base = dict(variant="hla2", gamma=15 / 16, scale=1.0, normalize=False, eps_mode="add", eps=1e-6, cu_seqlens=None)
+    base = dict(variant="hla2", gamma=15 / 16, scale=1.0, normalize="none", eps=1e-6, cu_seqlens=None)
     base.update(kw)
     return SimpleNamespace(**base)
 

@@ -89,7 +89,7 @@ def test_plugin_is_an_installed_entry_point():
 def test_kwargs_for_offers_the_options_a_signature_takes_under_its_names():
     sup = Support(variants=["hla2"], features=["decay", "normalize", "clamp", "scale", "ridge", "unmasked"])
     fixtures = [hla_oracle.load_fixture(p) for p in hla_oracle.golden_fixtures(sup)]
-    plain = next(f for f in fixtures if f.options["normalize"] == "none" and f.options["masked"] and f.options["lambda"] == "0")
+    plain = next(f for f in fixtures if f.options["normalize"] == "none" and f.options["masked"] and f.options["lam"] == "0")
     normalized = next(f for f in fixtures if f.options["normalize"] != "none")
 
     def kernel(q, k, v, decay=1.0, scale=1.0):
@@ -101,7 +101,7 @@ def test_kwargs_for_offers_the_options_a_signature_takes_under_its_names():
         normalized.kwargs_for(kernel, rename={"gamma": "decay"})
         raise AssertionError("a normalized fixture passed for a kernel without `normalize`")
     except hla_oracle.NotExpressible as e:
-        assert "normalize=True" in str(e) and "kernel" in str(e)
+        assert "normalize=" in str(e) and "kernel" in str(e)
     assert set(normalized.kwargs_for(lambda q, k, v, **kw: q)) == set(normalized.kwargs)  # **kw takes all
     try:
         plain.kwargs_for(kernel, rename={"ridge": "lam"})

@@ -15,7 +15,7 @@ import hla_oracle
 from hla_oracle import Support
 from kernels import PRECISION, fixture_options, kernel
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "tests" / "zoo" / "exec"))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "zoo" / "exec"))
 import backward  # noqa: E402
 
 LA1 = Support(variants=["la1"], dtypes=["f32", "f64", "bf16", "f16"],
@@ -26,7 +26,8 @@ def grads_of(q, k, v, do, dden, o, bug=None):
     """fuzz's backward(q, k, v, do, dden, options) -> (dq, dk, dv) from the zoo's la1 backward."""
     f64 = [None if x is None else np.asarray(x, dtype=np.float64) for x in (q, k, v, do, dden)]
     with np.errstate(all="ignore"):
-        return backward.la1_gradients(*f64, o.gamma, o.scale, o.normalize, o.eps_mode, o.eps, o.cu_seqlens, bug)
+        return backward.la1_gradients(*f64, o.gamma, o.scale, o.normalize != "none", o.normalize, o.eps,
+                                       o.cu_seqlens, bug)
 
 
 def problem(seed=1, B=1, H=4, Hkv=2, n=24, d=4, dv=3):
@@ -36,12 +37,12 @@ def problem(seed=1, B=1, H=4, Hkv=2, n=24, d=4, dv=3):
     return q, k, v, do, dden
 
 
-OPTS = dict(variant="la1", gamma=Fraction(7, 8), normalize=True, eps_mode="add", eps=Fraction(1, 1000), scale=Fraction(1, 2))
+OPTS = dict(variant="la1", gamma=Fraction(7, 8), normalize="add", eps=Fraction(1, 1000), scale=Fraction(1, 2))
 
 
 def options():
     from types import SimpleNamespace
-    return SimpleNamespace(gamma=7 / 8, scale=0.5, normalize=True, eps_mode="add", eps=1e-3, cu_seqlens=None, variant="la1")
+    return SimpleNamespace(gamma=7 / 8, scale=0.5, normalize="add", eps=1e-3, cu_seqlens=None, variant="la1")
 
 
 def test_check_judges_gradients():

@@ -58,10 +58,10 @@ def head_outputs(variant, q, k, v, gamma, bug=None):
 
 def normalize(num, den, options):
     ct = num.dtype.type
-    if not options.normalize:
+    if options.normalize == "none":
         return num
     eps = ct(options.eps)
-    if options.eps_mode == "add":
+    if options.normalize == "add":
         return num / (den + eps)[:, None]
     sign = np.where(den < 0, ct(-1), ct(1))
     return num / (sign * np.maximum(np.abs(den), eps))[:, None]
@@ -124,5 +124,5 @@ def fixture_options(fx):
     from types import SimpleNamespace
     kw = fx.kwargs
     return SimpleNamespace(variant=kw["variant"], gamma=float(kw["gamma"]), scale=float(kw["scale"]), eps=float(kw["eps"]),
-                           normalize=kw["normalize"], eps_mode=kw["eps_mode"], cu_seqlens=fx.cu_seqlens,
+                           normalize=kw["normalize"], cu_seqlens=fx.cu_seqlens,
                            initial_state=None, want_state=False)
