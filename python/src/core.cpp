@@ -46,8 +46,7 @@ io::Tensor tensor_of(const TensorArg& t, const std::string& name) {
 Options options_of(const std::map<std::string, std::string>& text) {
   io::OptionText t;
   for (const auto& [key, value] : text)
-    if (!t.set(key, value))
-      throw InputError("unknown option '" + key + "'; the options are " + option_names());
+    if (!t.set(key, value)) throw InputError("unknown option '" + key + "'; the options are " + option_names());
   return t.options();
 }
 
@@ -230,12 +229,10 @@ engine::CandidateOutputs outputs_moved(io::Candidate&& c) {
   return o;
 }
 
-ReportTuple check_arrays(const std::map<std::string, TensorArg>& tensors,
-                                                 const std::map<std::string, std::string>& options, const std::string& layout,
-                                                 const TensorArg& out, const std::optional<TensorArg>& den,
-                                                 const std::string& precision, const std::string& form_class, bool exact_tier,
-                                                 size_t worst, const std::string& dump, const std::map<std::string, TensorArg>& grads,
-                                                 std::optional<Index> exact_max_n) {
+ReportTuple check_arrays(const std::map<std::string, TensorArg>& tensors, const std::map<std::string, std::string>& options,
+                         const std::string& layout, const TensorArg& out, const std::optional<TensorArg>& den, const std::string& precision,
+                         const std::string& form_class, bool exact_tier, size_t worst, const std::string& dump,
+                         const std::map<std::string, TensorArg>& grads, std::optional<Index> exact_max_n) {
   const BatchProblem p = problem_of(tensors, options, layout);
   const io::Layout l = io::parse_layout(layout);
   const engine::CandidateOutputs c = outputs_moved(candidate_of(p, out, den, grads, l));
@@ -382,8 +379,15 @@ NB_MODULE(_core, m) {
     std::vector<std::map<std::string, std::string>> rows;
     for (const hla::OptionInfo& r : hla::kOptions) {
       auto s = [](std::string_view v) { return std::string(v); };
-      rows.push_back({{"name", s(r.name)}, {"type", s(r.type)}, {"default", s(r.default_text)}, {"range", s(r.range)},
-                      {"values", hla::option_values(r)}, {"cli", s(r.cli)}, {"key", s(r.key)}, {"help", s(r.help)}, {"alias", s(r.alias)}});
+      rows.push_back({{"name", s(r.name)},
+                      {"type", s(r.type)},
+                      {"default", s(r.default_text)},
+                      {"range", s(r.range)},
+                      {"values", hla::option_values(r)},
+                      {"cli", s(r.cli)},
+                      {"key", s(r.key)},
+                      {"help", s(r.help)},
+                      {"alias", s(r.alias)}});
     }
     return rows;
   });

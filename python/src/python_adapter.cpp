@@ -239,14 +239,13 @@ void log_reports(fuzz::CampaignOptions& o, const nb::callable& log, bool progres
 }
 
 nb::dict fuzz_callable(nb::callable run_case, const nb::dict& support, uint64_t seed, size_t max_cases, double seconds,
-                       const std::string& findings, size_t shrink_attempts, size_t stop_after, bool progress, size_t shard,
-                       size_t shards, std::optional<Index> exact_max_n, std::optional<nb::callable> run_backward_case, std::optional<nb::callable> log,
+                       const std::string& findings, size_t shrink_attempts, size_t stop_after, bool progress, size_t shard, size_t shards,
+                       std::optional<Index> exact_max_n, std::optional<nb::callable> run_backward_case, std::optional<nb::callable> log,
                        size_t examples_per_group) {
   const fuzz::Supports s = supports_of(support);
   fuzz::CampaignOptions o;
   o.seed = seed, o.max_cases = max_cases, o.max_seconds = seconds, o.findings_dir = findings, o.shrink_attempts = shrink_attempts,
-  o.stop_after = stop_after, o.shard = shard, o.shards = shards,
-  o.exact_max_n = exact_max_n.value_or(engine::kExactMaxN);
+  o.stop_after = stop_after, o.shard = shard, o.shards = shards, o.exact_max_n = exact_max_n.value_or(engine::kExactMaxN);
   o.examples_per_group = examples_per_group;
   Stop stop;
   if (log) log_reports(o, *log, progress, stop);

@@ -36,7 +36,8 @@ EpsMode parse_eps_mode(std::string_view s) {
 // Each option's range is its table row's; then what the variant takes.
 void Options::validate() const {
   for (const OptionInfo& r : kOptions)
-    if (r.in_range && !r.in_range(*this)) throw InputError(std::string(r.name) + " = " + r.text(*this) + " must be " + std::string(r.range));
+    if (r.in_range && !r.in_range(*this))
+      throw InputError(std::string(r.name) + " = " + r.text(*this) + " must be " + std::string(r.range));
   const std::string var = to_string(variant), lam(info(Option::lam).name), g(info(Option::gamma).name);
   if (lambda != 0 && !has_ridge(variant))
     throw InputError(lam + " (ridge) applies to " + names_with(&VariantInfo::has_ridge) + " only, not " + var);

@@ -102,8 +102,7 @@ gen::Case parse_case(const std::string& spec) {
     else if (key == "state") state = static_cast<Index>(integer(key, val, dim_max));
     else if (key == "grad") grad = val;
     else if (key == "dden") dden = val;
-    else
-      throw InputError("--case: unknown key '" + printable(key) + "' (keys: " + keys + ")");
+    else throw InputError("--case: unknown key '" + printable(key) + "' (keys: " + keys + ")");
   }
   gen::Case c;
   BatchProblem& p = c.problem;
@@ -305,8 +304,10 @@ void add_gen(CLI::App& app, Action& action) {
   c->add_flag("--list", a->list, "list the suite's cases and exit");
   c->add_option("--case", a->one_case,
                 "one custom fixture instead of a suite: key=value,... with keys " + option_names() +
-                    " (as hla ref's options, docs/using.md), dtype, dist, B, H, Hkv, n, d, dv, seed, state (an initial state: the state after that many earlier tokens), grad (true: with upstream "
-                "gradients and the reference dq, dk, dv, and with state the initial state's dstate), dden (with grad: true|false, default: normalize); --out is then the file")
+                    " (as hla ref's options, docs/using.md), dtype, dist, B, H, Hkv, n, d, dv, seed, state (an initial state: the state "
+                    "after that many earlier tokens), grad (true: with upstream "
+                    "gradients and the reference dq, dk, dv, and with state the initial state's dstate), dden (with grad: true|false, "
+                    "default: normalize); --out is then the file")
       ->check(non_empty);
   add_progress_flags(c, a->quiet, a->progress);
   c->callback([a, &action] { action = [a] { return run_gen(*a); }; });

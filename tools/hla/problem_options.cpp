@@ -10,10 +10,12 @@ namespace hla::cli {
 void ProblemOptionArgs::add_to(CLI::App* c) {
   for (const OptionInfo& r : kOptions) {
     std::string& text = (*this)[r.id];
-    const std::string flag(r.cli), name(r.name), help = std::string(r.help) + "; " + option_values(r) + " (default " + std::string(r.default_text) + ")";
+    const std::string flag(r.cli), name(r.name),
+        help = std::string(r.help) + "; " + option_values(r) + " (default " + std::string(r.default_text) + ")";
     if (r.type == "bool") {
       const std::string flipped = bool_text(!parse_bool(std::string(r.default_text)));
-      c->add_flag_callback(flag, [&text, flipped] { text = flipped; }, name + " = " + flipped + " (" + std::string(r.help) + ")");
+      c->add_flag_callback(
+          flag, [&text, flipped] { text = flipped; }, name + " = " + flipped + " (" + std::string(r.help) + ")");
       continue;
     }
     c->add_option(flag, text, help)->check(non_empty);

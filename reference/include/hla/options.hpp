@@ -26,14 +26,14 @@ using MetaMap = std::map<std::string, std::string>;
 
 struct OptionInfo {
   Option id;
-  std::string_view name;      // the one name: Python keyword, `hla gen --case` key, messages
-  std::string_view type;      // for the docs: name, bool, rational, or the choices
+  std::string_view name;          // the one name: Python keyword, `hla gen --case` key, messages
+  std::string_view type;          // for the docs: name, bool, rational, or the choices
   std::string_view default_text;  // the default, as text
-  std::string_view range;     // what validate() requires, as its messages say it ("": any value read)
-  std::string_view cli;       // the flag of hla ref / hla gen (a bool's flips its default)
-  std::string_view key;       // fixture metadata key(s)
-  std::string_view help;      // one line
-  std::string_view alias;     // the spelling it replaced: accepted, with a warning, for one release
+  std::string_view range;         // what validate() requires, as its messages say it ("": any value read)
+  std::string_view cli;           // the flag of hla ref / hla gen (a bool's flips its default)
+  std::string_view key;           // fixture metadata key(s)
+  std::string_view help;          // one line
+  std::string_view alias;         // the spelling it replaced: accepted, with a warning, for one release
   // Its semantics: the value as exact text; set from text (InputError without
   // the name: callers add it); in range (nullptr: every value read is).
   std::string (*text)(const Options&);
