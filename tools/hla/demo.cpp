@@ -3,6 +3,7 @@
 // and prints the largest discrepancy of each from the exact naive value,
 // relative to the SPEC §7 magnitude (0 exactly for the rational column).
 #include "commands.hpp"
+#include "problem_options.hpp"
 
 #include "hla/bounds.hpp"
 #include "hla/evaluate.hpp"
@@ -53,7 +54,7 @@ std::vector<Config> configs(const DemoArgs& a) {
       Options r = o;
       r.lambda = parse_rational(a.lambda);
       r.normalize = true;
-      out.push_back({to_string(v) + " masked, lambda=" + a.lambda + ", normalized", r});
+      out.push_back({to_string(v) + " masked, lam=" + a.lambda + ", normalized", r});
     }
   }
   return out;
@@ -135,8 +136,8 @@ void add_demo(CLI::App& app, Action& action) {
   c->add_option("--n", a->n, "tokens")->check(integer_in(0, 512));
   c->add_option("--d", a->d, "head dimension")->check(integer_in(1, 64));
   c->add_option("--dv", a->dv, "value dimension")->check(integer_in(1, 64));
-  c->add_option("--gamma", a->gamma, "decay (exact: 15/16, 0.9, ...)")->check(non_empty);
-  c->add_option("--lambda", a->lambda, "ridge for the hla2 ridge row")->check(non_empty);
+  add_option_flag(c, info(Option::gamma), a->gamma, "decay (exact: 15/16, 0.9, ...)");
+  add_option_flag(c, info(Option::lam), a->lambda, "ridge for the hla2 ridge row");
   c->add_option("--chunk", a->chunk, "chunk width for chunked forms")->check(integer_in(1, 1024));
   c->add_option("--seed", a->seed, "seed of the default inputs")->check(integer_in(0, kAnyU64));
   c->callback([a, &action] { action = [a] { return run_demo(*a); }; });

@@ -7,29 +7,33 @@
 
 namespace hla::cli {
 
+void add_option_flag(CLI::App* c, const OptionInfo& r, std::string& text, const std::string& help) {
+  const std::string flag(r.cli);
+  c->add_option(flag, text, help)->check(non_empty);
+  if (r.alias.empty()) return;
+  const std::string old = "--" + std::string(r.alias);
+  c->add_option_function<std::string>(
+       old,
+       [&text, old, flag](const std::string& v) {
+         std::fprintf(stderr, "hla: warning: %s is the old spelling of %s (removed in the next release)\n", old.c_str(), flag.c_str());
+         text = v;
+       },
+       help)
+      ->check(non_empty)
+      ->group("");  // hidden: an alias for one release
+}
+
 void ProblemOptionArgs::add_to(CLI::App* c) {
   for (const OptionInfo& r : kOptions) {
     std::string& text = (*this)[r.id];
-    const std::string flag(r.cli), name(r.name),
-        help = std::string(r.help) + "; " + option_values(r) + " (default " + std::string(r.default_text) + ")";
-    if (r.type == "bool") {
-      const std::string flipped = bool_text(!parse_bool(std::string(r.default_text)));
-      c->add_flag_callback(
-          flag, [&text, flipped] { text = flipped; }, name + " = " + flipped + " (" + std::string(r.help) + ")");
+    const std::string help = std::string(r.help) + "; " + option_values(r) + " (default " + std::string(r.default_text) + ")";
+    if (r.type != "bool") {
+      add_option_flag(c, r, text, help);
       continue;
     }
-    c->add_option(flag, text, help)->check(non_empty);
-    if (r.alias.empty()) continue;
-    const std::string old = "--" + std::string(r.alias);
-    c->add_option_function<std::string>(
-         old,
-         [&text, old, flag](const std::string& v) {
-           std::fprintf(stderr, "hla: warning: %s is the old spelling of %s (removed in the next release)\n", old.c_str(), flag.c_str());
-           text = v;
-         },
-         help)
-        ->check(non_empty)
-        ->group("");  // hidden: an alias for one release
+    const std::string flipped = bool_text(!parse_bool(std::string(r.default_text)));
+    c->add_flag_callback(
+        std::string(r.cli), [&text, flipped] { text = flipped; }, std::string(r.name) + " = " + flipped + " (" + std::string(r.help) + ")");
   }
 }
 

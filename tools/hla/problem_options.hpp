@@ -17,6 +17,9 @@ struct ProblemOptionArgs : io::OptionText {
   void add_to(CLI::App* app);
 };
 
+// Row r's flag (a text option) setting `text`, and its old spelling, hidden, with a warning.
+void add_option_flag(CLI::App* app, const OptionInfo& r, std::string& text, const std::string& help);
+
 void add_options(CLI::App& app, Action& action);  // hidden: hla options prints the table for the docs
 
 }  // namespace hla::cli
