@@ -101,7 +101,7 @@ for bug, want in ((None, 0), ("strict_mask", 1)):
 # hla_oracle.check on the numpy kernel's outputs of random inputs.
 rng = np.random.default_rng(7)
 q, k, v = (rng.standard_normal((1, 2, 20, 8)).astype(np.float32) for _ in range(3))
-opts = SimpleNamespace(variant="hla2", gamma=0.875, scale=1.0, eps=2.0 ** -20, normalize=True, eps_mode="add", cu_seqlens=None)
+opts = SimpleNamespace(variant="hla2", gamma=0.875, scale=1.0, eps=2.0 ** -20, normalize="add", cu_seqlens=None)
 for bug, want in ((None, True), ("decay_once", False)):
     out, den = kernel(q, k, v, opts, bug=bug)
     r = hla_oracle.check(out, q, k, v, variant="hla2", gamma=opts.gamma, normalize="add", eps=opts.eps, precision="f32", den=den)
