@@ -272,11 +272,40 @@ double order_worst(const Scoring& s, Mags m, const CandidateOutputs& c, double* 
   return worst;
 }
 
+// CheckOptions::complete_baseline false: rule 3 holds for every element of
+// the candidate once our orders' bar makes its worst score's ratio ≤ the
+// limit (a higher bar or floor only lowers each ratio, division being
+// monotone), when no other rule of the outputs fails.
+struct EnoughBar {
+  double worst, limit;
+  bool reached(double bar) const { return worst / std::max(bar, kMinYardstick) <= limit; }
+};
+std::optional<EnoughBar> enough_bar(const Scoring& s, const CandidateOutputs& cand, const CheckOptions& opt) {
+  if (opt.complete_baseline || opt.exact_tier) return std::nullopt;
+  struct Worst {
+    double score = 0;
+    size_t scored = 0;
+  };
+  EnoughBar e{0, 0};
+  size_t scored = 0;
+  for (const Worst& w : score_all<Worst>(s.p, s.ref, s.mag, cand, s.u, s.tiny, s.K, [](Worst& w, const Element& x) {
+         if (x.skip != Skip::none) return;
+         ++w.scored;
+         w.score = std::isfinite(x.score) && std::isfinite(w.score) ? std::max(w.score, x.score) : HUGE_VAL;
+       }))
+    e.worst = std::max(e.worst, w.score), scored += w.scored;
+  if (scored == 0 || !(e.worst <= s.K + 1)) return std::nullopt;  // rule 1 or 2 fails, or nothing to judge
+  e.limit = ratio_limit(scored);
+  return e;
+}
+
 // Rule 3's bar: the worst score of our honest orders (baseline_forms) in the
-// candidate's precision, and which order, into r (their maps into r.maps).
+// candidate's precision, and which order, into r (their maps into r.maps);
+// they stop once the bar is `enough`.
 // `record`: also score each order under the state-difference magnitudes into
 // the memo, for the class hint's second judgement, which replays them.
-void score_baseline(const Scoring& s, const CheckOptions& opt, BaselineMemo* memo, bool record, Report& r) {
+void score_baseline(const Scoring& s, const CheckOptions& opt, BaselineMemo* memo, bool record, std::optional<EnoughBar> enough,
+                    Report& r) {
   const BatchProblem& p = s.p;
   const Reference& ref = s.ref;
   const bool replay = memo && memo->mode == BaselineMemo::Mode::replay;
@@ -324,12 +353,14 @@ void score_baseline(const Scoring& s, const CheckOptions& opt, BaselineMemo* mem
       const double bar = map_bar;
       worst = same[key] = worst_under(s.mag, c, !f.log_decay);
       if (map_bar != bar) r.maps[0].ours_form = f.name();
-      if (record) memo->sd_worst[key] = worst_under(mags_of(ref, FormClass::state_difference), c, false);
+      if (record && !(enough && enough->reached(std::max(r.baseline_max_score, worst))))
+        memo->sd_worst[key] = worst_under(mags_of(ref, FormClass::state_difference), c, false);
     }
     if (worst > r.baseline_max_score) {
       r.baseline_max_score = worst;
       r.baseline_worst_form = f.name();
     }
+    if (enough && enough->reached(r.baseline_max_score)) break;  // rule 3 holds: a PASS needs no more
   }
   if (scaled) {
     const double k = r.path_ratio = flat_path_ratio(p.opt, longest, p.d, opt.form_class);
@@ -487,6 +518,7 @@ void explain_failure(const BatchProblem& p, const Reference& ref, const Candidat
       o.form_class = cls;
       o.dump_on_failure.clear();
       o.diagnose = false;
+      o.complete_baseline = true;  // which class fits best compares their ratios
       BaselineMemo none;
       // The memo holds our orders' scores under the state-difference magnitudes only.
       const bool sd = cls == FormClass::state_difference;
@@ -548,7 +580,7 @@ Report check(const BatchProblem& p, const Reference& given, const CandidateOutpu
   // them from the memo then.
   const bool replay = memo && memo->mode == BaselineMemo::Mode::replay;
   const bool record = memo && !replay && opt.form_class == FormClass::masked && has_state_difference_magnitude(p.opt);
-  score_baseline(s, opt, memo, record, r);
+  score_baseline(s, opt, memo, record, enough_bar(s, cand, opt), r);
   tally_outputs(s, cand, opt, r);
   output_reasons(r);
   decide_verdict(p, ref, cand, opt, memo && (record || replay) ? memo : nullptr, r);

@@ -195,8 +195,12 @@ void fill_state_difference_magnitude(const BatchProblem& p, Reference& ref) {
     Index b, h, t0, t1;
   };
   std::vector<Task> tasks;
-  p.for_each_sequence([&](Index b, Index h, Index t0, Index t1) { tasks.push_back({b, h, t0, t1}); });
-  parallel_for(tasks.size(), worker_threads(), [&](size_t i) {
+  double work = 0;
+  p.for_each_sequence([&](Index b, Index h, Index t0, Index t1) {
+    tasks.push_back({b, h, t0, t1});
+    work += static_cast<double>(t1 - t0) * p.d * (p.d + p.dv);
+  });
+  parallel_for(tasks.size(), work <= 0x1p20 ? 1 : worker_threads(), [&](size_t i) {
     const auto [b, h, t0, t1] = tasks[i];
     // Large heads: the unmasked operator on absolute values by the fast double
     // engine; its magnitude is within phi·2^-53·M + alpha of the exact one, so
@@ -278,7 +282,7 @@ struct HeadTask {
 };
 
 // How the reference computes each head: exact rationals (all small), else the
-// fast engine (all finite), else binary128.
+// fast engine (its own inputs finite), else binary128.
 struct ReferenceMode {
   bool exact, fast;
 };
@@ -300,7 +304,7 @@ void reference_head(Sink& s, const HeadTask& t, ReferenceMode mode, const Refere
       ref.bits = 113;
     }
   }
-  if (mode.fast) {
+  if (mode.fast && p.head_finite(t.b, t.h, t.t0, t.t1)) {  // a NaN/Inf input elsewhere does not reach this head
     const FastHeadOutcome r = fast_head(p, ref, t.b, t.h, t.t0, t.t1, opt.chunk, opt.double_magnitudes_above);
     if (r.ok) {
       const bool redo = r.redo > 0 && static_cast<double>(r.redo) * p.d * (p.d + p.dv) <= opt.recompute_work;
@@ -356,16 +360,22 @@ template <class Run, class Done> void run_tasks(size_t total, int threads, std::
 
 Reference compute_reference(const BatchProblem& p, const ReferenceOptions& opt) {
   p.validate(true);  // NaN/Inf inputs (causality probes) propagate through binary128
+  const bool finite = p.all_finite();
+  bool exact = p.d <= 16 && p.dv <= 16 && finite && exact_options_cheap(p.opt);
+  for (const auto& [t0, t1] : p.sequences()) exact = exact && t1 - t0 <= opt.exact_max_n;
+  if (exact && opt.engine_first) {
+    ReferenceOptions o = opt;
+    o.exact_max_n = 0, o.recompute_work = 0, o.engine_first = false;  // no binary128 redo: exact rationals then
+    Reference r = compute_reference(p, o);
+    if (r.stats.uncertified == 0) return r;
+  }
   Reference ref;
   const size_t no = static_cast<size_t>(p.batch * p.heads * p.n * p.dv), nd = static_cast<size_t>(p.batch * p.heads * p.n);
   for (auto* x : {&ref.out, &ref.num, &ref.mag_num, &ref.mag_num_sd}) x->assign(no, 0);
   for (auto* x : {&ref.mag_den_sd, &ref.den, &ref.mag_den}) x->assign(nd, 0);
   ref.flags.assign(no, 0);
   ref.den_flags.assign(nd, 0);
-  const bool finite = p.all_finite();
-  bool exact = p.d <= 16 && p.dv <= 16 && finite && exact_options_cheap(p.opt);
-  for (const auto& [t0, t1] : p.sequences()) exact = exact && t1 - t0 <= opt.exact_max_n;
-  const bool fast = !exact && opt.fast && finite;
+  const bool fast = !exact && opt.fast;
   ref.bits = exact ? 0 : 113;
   Sink s{ref, p};
   const auto start = std::chrono::steady_clock::now();
@@ -379,8 +389,9 @@ Reference compute_reference(const BatchProblem& p, const ReferenceOptions& opt) 
   std::atomic<size_t> done{0};
   std::mutex mu;  // stats, bits, progress, the first error
   double work_done = 0;
-  // Exact rationals stay single-threaded (they are small); the others use every worker.
-  const int threads = exact ? 1 : std::min<int>(worker_threads(opt.threads), static_cast<int>(std::max<size_t>(total, 1)));
+  // Exact rationals and small problems (a fuzz case: starting threads costs
+  // more than they save) stay single-threaded; the others use every worker.
+  const int threads = exact || total_work <= 0x1p20 ? 1 : std::min<int>(worker_threads(opt.threads), static_cast<int>(std::max<size_t>(total, 1)));
   run_tasks(
       total, threads, mu,
       [&](size_t i) {

@@ -236,14 +236,22 @@ Verdict overflow(Verdict v) {
   return v;
 }
 
-Verdict run_and_check(Adapter& a, const FuzzCase& c, const engine::Reference& ref, const engine::Reference* zero_ref = nullptr) {
-  RunResult r = timed(&Summary::Phases::candidate, [&] { return run_candidate(a, c, &ref); });
-  if (r.status != RunResult::Status::ok) return failed_run(r);
+// How the candidate's outputs of c are judged: as declared; our orders stop
+// once a PASS is certain (CheckOptions::complete_baseline).
+check::CheckOptions check_options(const Adapter& a, const FuzzCase& c) {
   check::CheckOptions opt;
   opt.precision = a.supports().precision_for(c.p.dtype);
   opt.form_class = a.supports().form_class;
   opt.interface = a.supports().interface;
   opt.exact_tier = c.exact_tier;
+  opt.complete_baseline = false;
+  return opt;
+}
+
+Verdict run_and_check(Adapter& a, const FuzzCase& c, const engine::Reference& ref, const engine::Reference* zero_ref = nullptr) {
+  RunResult r = timed(&Summary::Phases::candidate, [&] { return run_candidate(a, c, &ref); });
+  if (r.status != RunResult::Status::ok) return failed_run(r);
+  const check::CheckOptions opt = check_options(a, c);
   const check::Report rep = timed(&Summary::Phases::check, [&] { return check::check(c.p, ref, r.out, opt); });
   if (rep.pass) return {};
   if (rep.inconclusive) return inconclusive();  // nothing to judge on (e.g. every output depends on a NaN input)
@@ -351,13 +359,20 @@ Verdict replay_timeout(Adapter& a, const FuzzCase& c, const engine::Reference& r
   if (v.kind == "timeout") v.message += warm ? " (replayed once on a warm worker: again)" : " (a one-token call timed out as well)";
   return v;
 }
+
+// The reference of c; without gradients or the exact tier, the engine first
+// where exact rationals would serve (ReferenceOptions::engine_first).
+engine::Reference case_reference(const FuzzCase& c, double budget, Index exact_max_n) {
+  engine::ReferenceOptions o;
+  o.exact_max_n = exact_max_n, o.max_seconds = budget;
+  o.engine_first = !c.grad && !c.exact_tier;
+  engine::Reference r = engine::compute_reference(c.p, o);
+  return c.grad ? with_gradients(c, std::move(r), false) : r;
+}
 }  // namespace
 
 Verdict judge(Adapter& a, const FuzzCase& c, double reference_budget, Index exact_max_n) {
-  engine::Reference ref = timed(&Summary::Phases::reference, [&] {
-    engine::Reference r = engine::compute_reference(c.p, exact_max_n, reference_budget);
-    return c.grad ? with_gradients(c, std::move(r), false) : r;
-  });
+  engine::Reference ref = timed(&Summary::Phases::reference, [&] { return case_reference(c, reference_budget, exact_max_n); });
   std::optional<engine::Reference> zero_ref;  // a NaN upstream's: the reference with the NaN as 0, unhidden
   if (c.grad && c.probe == Probe::grad_nan_causality) zero_ref = ref, hide_reach(c, ref);
   Verdict v = run_and_check(a, c, ref, zero_ref ? &*zero_ref : nullptr);
@@ -388,10 +403,8 @@ Verdict judge(Adapter& a, const FuzzCase& c, double reference_budget, Index exac
   const RunResult rb = a.run(pieces(c.p, second), nullptr, &ra.state_out, false);
   if (rb.status != RunResult::Status::ok) return failed_run(rb);
   auto out = stitch(c.p, ra.out, rb.out, first, second);
-  check::CheckOptions opt;
-  opt.precision = a.supports().precision_for(c.p.dtype);
-  opt.form_class = a.supports().form_class;
-  opt.interface = a.supports().interface;
+  check::CheckOptions opt = check_options(a, c);
+  opt.exact_tier = false;
   check::Report rep = check::check(c.p, ref, out, opt);
   if (rep.pass && c.grad) {
     // State-gradient continuation (ABI 1.4): the backward of the second parts
@@ -427,7 +440,7 @@ Verdict judge(Adapter& a, const FuzzCase& c, double reference_budget, Index exac
 std::string Progress::text() const {
   char buf[120];
   std::snprintf(buf, sizeof buf, "[%zu/%zu cases] %zu finding(s), %.1f s", cases, max_cases, findings, seconds);
-  return buf;
+  return buf + (jobs > 1 ? ", " + std::to_string(jobs) + " jobs" : "");
 }
 
 // The message may quote the candidate's output.
@@ -447,7 +460,14 @@ std::string Summary::text() const {
   }
   os << "  probes:";
   for (const auto& [p, n] : probes) os << " " << p << " " << n;
-  os << "\n";
+  auto counts = [](const std::map<std::string, size_t>& m) {
+    std::string t;
+    for (const auto& [x, n] : m) t += (t.empty() ? " " : ", ") + x + " " + std::to_string(n);
+    return t;
+  };
+  os << "\n  streams:";
+  for (const Stream& x : streams) os << (&x == &streams.front() ? " " : ", ") << "seed " << x.seed << " shard " << x.shard << "/" << x.shards;
+  os << "\n  coverage:" << counts(coverage.variants) << ";" << counts(coverage.dtypes) << ";" << counts(coverage.options) << "\n";
   if (inconclusive) os << "  inconclusive (too little scored to judge, not findings): " << inconclusive << "\n";
   if (signal) os << "  stopped by signal " << signal << " (" << strsignal(signal) << ")\n";
   if (!by_kind.empty()) {
@@ -479,9 +499,12 @@ std::string Summary::text() const {
 }
 
 nlohmann::json Summary::json() const {
-  nlohmann::json j{{"cases", cases}, {"inconclusive", inconclusive}, {"seconds", seconds},
+  nlohmann::json j{{"candidate", candidate}, {"support", support}, {"streams", nlohmann::json::array()},
+                   {"cases", cases}, {"inconclusive", inconclusive}, {"seconds", seconds},
                    {"phases", {{"reference", phases.reference}, {"candidate", phases.candidate}, {"check", phases.check}}},
-                   {"by_kind", by_kind}, {"probes", probes}};
+                   {"by_kind", by_kind}, {"probes", probes},
+                   {"coverage", {{"variants", coverage.variants}, {"dtypes", coverage.dtypes}, {"options", coverage.options}}}};
+  for (const Stream& x : streams) j["streams"].push_back({{"seed", x.seed}, {"shard", x.shard}, {"shards", x.shards}});
   j["findings"] = nlohmann::json::array();
   for (const auto& f : findings)
     j["findings"].push_back({{"kind", f.kind}, {"message", f.message}, {"case_index", f.case_index}, {"cases_run", f.cases_run},
@@ -506,7 +529,10 @@ namespace {
 class Campaign {
  public:
   Campaign(Adapter& a, const CampaignOptions& o)
-      : a_(a), o_(o), t0_(std::chrono::steady_clock::now()), clocks_(&s_.phases), deadline_(o.max_seconds) {}
+      : a_(a), o_(o), t0_(std::chrono::steady_clock::now()), clocks_(&s_.phases), deadline_(o.max_seconds) {
+    s_.candidate = a.supports().name, s_.support = a.supports().text();
+    s_.streams = {{o.seed, o.shard, o.shards}};
+  }
 
   Summary run() {
     for (size_t i = o_.shard; s_.cases < o_.max_cases && !must_stop(); i += o_.shards) {
@@ -518,6 +544,7 @@ class Campaign {
       ++s_.probes[c.grad && c.probe == Probe::plain                ? "gradients"
                   : c.grad && c.probe == Probe::state_continuation ? "state_gradient_continuation"
                                                                    : to_string(c.probe)];
+      count_coverage(c.p);
       if (v.inconclusive) ++s_.inconclusive;
       if (!v.kind.empty()) record(i, c, std::move(v));
       if (o_.on_progress) o_.on_progress({s_.cases, o_.max_cases, s_.findings.size(), elapsed()});
@@ -590,10 +617,21 @@ class Campaign {
     s_.findings.push_back(std::move(f));
   }
 
-  // DIR/summary.json (the findings and their groups; `hla fuzz-merge` reads it), when there are findings.
+  void count_coverage(const BatchProblem& p) {
+    ++s_.coverage.variants[to_string(p.opt.variant)];
+    ++s_.coverage.dtypes[to_string(p.dtype)];
+    const uint32_t f = required_features(p);
+    for (uint32_t bit = 1; bit != 0; bit <<= 1)
+      if (f & bit) ++s_.coverage.options[feature_names(bit)];
+    if (f == 0) ++s_.coverage.options["none"];
+  }
+
+  // DIR/summary.json (the campaign, its findings and their groups; `hla
+  // fuzz-merge` reads it), unless the findings went to a fallback folder.
   void write_summary() {
-    if (s_.findings.empty() || !s_.fallback_dir.empty()) return;
+    if (!s_.fallback_dir.empty()) return;
     try {
+      fs::create_directories(o_.findings_dir);
       io::write_file_atomically(fs::path(o_.findings_dir) / "summary.json",
                                 s_.json().dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n");
     } catch (const std::exception& e) {

@@ -70,6 +70,18 @@ std::string Supports::sizes_text() const {
   return t;
 }
 
+std::string Supports::text() const {
+  auto join = [](const auto& xs) {
+    std::string t;
+    for (const auto& x : xs) t += (t.empty() ? "" : ", ") + to_string(x);
+    return t;
+  };
+  const std::string sizes = sizes_text();
+  return "variants " + join(variants) + "; dtypes " + join(dtypes) + "; features " + feature_names(features) + "; max_n " +
+         std::to_string(max_n) + ", max_d " + std::to_string(max_d) + ", max_dv " + std::to_string(max_dv) + "; precision " +
+         precision.str() + "; form class " + engine::to_string(form_class) + (sizes.empty() ? "" : "; " + sizes);
+}
+
 namespace {
 std::string join(const std::vector<Index>& xs) {
   std::string t;

@@ -3,8 +3,9 @@
 #include "hla/io/atomic_file.hpp"
 #include "hla/io/printable.hpp"
 
-#include <filesystem>
 #include <algorithm>
+#include <filesystem>
+#include <numeric>
 #include <set>
 #include <tuple>
 
@@ -16,6 +17,7 @@ using nlohmann::json;
 
 json read_summary(const fs::path& dir) {
   const fs::path file = dir / "summary.json";
+  if (!fs::is_directory(dir)) throw InputError("fuzz-merge: " + io::printable(dir.string()) + ": no such folder");
   if (!fs::is_regular_file(file))
     throw InputError("fuzz-merge: " + io::printable(dir.string()) + " holds no summary.json (a findings folder of hla fuzz)");
   try {
@@ -50,6 +52,60 @@ void add_totals(Summary& s, const json& j) {
     s.phases.check += j["phases"].value("check", 0.0);
   }
   for (const auto& [probe, n] : j.at("probes").items()) s.probes[probe] += n.get<size_t>();
+  const json cov = j.value("coverage", json::object());
+  for (auto [key, to] : {std::pair{"variants", &s.coverage.variants}, {"dtypes", &s.coverage.dtypes}, {"options", &s.coverage.options}}) {
+    const json counts = cov.value(key, json::object());
+    for (const auto& [x, n] : counts.items()) (*to)[x] += n.get<size_t>();
+  }
+}
+
+// The campaigns' streams, after checking that they are shards of one
+// campaign: one candidate support, and no case run twice (two streams of one
+// seed overlap when their shards agree modulo the gcd of their counts).
+std::vector<Stream> streams_of(const std::vector<std::string>& dirs, const std::vector<json>& summaries, Summary& s) {
+  std::vector<std::pair<Stream, size_t>> all;  // stream, folder
+  for (size_t d = 0; d < dirs.size(); ++d) {
+    const json& j = summaries[d];
+    const std::string support = j.value("support", "");
+    if (d == 0) s.candidate = j.value("candidate", ""), s.support = support;
+    if (support != s.support)
+      throw InputError("fuzz-merge: " + io::printable(dirs[d]) + " fuzzed another support than " + io::printable(dirs[0]) + " (" +
+                       io::printable(support) + " against " + io::printable(s.support) + "): not shards of one campaign");
+    for (const json& x : j.value("streams", json::array())) all.push_back({{x.at("seed"), x.at("shard"), x.at("shards")}, d});
+  }
+  for (size_t a = 0; a < all.size(); ++a)
+    for (size_t b = a + 1; b < all.size(); ++b) {
+      const Stream &x = all[a].first, &y = all[b].first;
+      if (x.seed == y.seed && x.shard % std::gcd(x.shards, y.shards) == y.shard % std::gcd(x.shards, y.shards))
+        throw InputError("fuzz-merge: " + io::printable(dirs[all[a].second]) + " and " + io::printable(dirs[all[b].second]) +
+                         " ran the same cases (seed " + std::to_string(x.seed) + ", shards " + std::to_string(x.shard) + "/" +
+                         std::to_string(x.shards) + " and " + std::to_string(y.shard) + "/" + std::to_string(y.shards) + ")");
+    }
+  std::vector<Stream> out;
+  for (const auto& [x, d] : all) out.push_back(x);
+  return out;
+}
+
+// Streams that together make a coarser one as that one: the cases i ≡ r
+// (mod M) of a seed, when every shard r + M·k of N (M dividing N) is there.
+// The shards of a campaign (or the jobs of a shard) merge into it.
+std::vector<Stream> coarsen(std::vector<Stream> s) {
+  for (bool merged = true; merged;) {
+    merged = false;
+    std::sort(s.begin(), s.end());
+    for (size_t i = 0; i < s.size() && !merged; ++i)
+      for (size_t M = 1; M < s[i].shards && !merged; ++M) {
+        if (s[i].shards % M) continue;
+        std::vector<Stream> parts;
+        for (size_t k = 0; k < s[i].shards / M; ++k) parts.push_back({s[i].seed, s[i].shard % M + M * k, s[i].shards});
+        if (!std::all_of(parts.begin(), parts.end(), [&](const Stream& x) { return std::binary_search(s.begin(), s.end(), x); }))
+          continue;
+        std::erase_if(s, [&](const Stream& x) { return std::binary_search(parts.begin(), parts.end(), x); });
+        s.push_back({parts[0].seed, parts[0].shard, M});
+        merged = true;
+      }
+  }
+  return s;
 }
 
 // A source example's files (fixture, then candidate if any), found relative to
@@ -101,8 +157,9 @@ Summary merge_findings(const std::vector<std::string>& dirs, const std::string& 
   const fs::path out(out_dir);
   if (fs::exists(out / "summary.json")) throw InputError("fuzz-merge: --out " + io::printable(out_dir) + " already holds a summary.json");
   check_examples(dirs, summaries);
-  fs::create_directories(out);
   Summary s;
+  s.streams = coarsen(streams_of(dirs, summaries, s));
+  fs::create_directories(out);
   std::set<std::tuple<std::string, std::string, std::string>> seen;  // kind, shrunk, message
   // In case order across the folders: shards of one campaign (`hla fuzz --shard`, `--jobs`) then merge into
   // what the campaign finds in one process, the same groups and examples (ties keep the folders' order).

@@ -6,6 +6,7 @@ isolation), the check, the shrinker and the findings are the C++ fuzzer's
 each case's arrays for `fn` and its results back.
 """
 import logging
+import sys
 import traceback
 import warnings
 from dataclasses import dataclass
@@ -77,10 +78,11 @@ class FuzzResult:
     tensor, cause, group, example: whether its files were written, …), groups
     (dicts: kind, cause, rules, tensor, needs, dir, count, examples: indices into findings;
     findings of one signature, up to examples_per_group of them written),
-    by_kind, probes, inconclusive, ok (no findings), text (as `hla fuzz` prints
-    it, with how to reproduce each finding), findings_error and fallback_dir
-    (set when the findings folder failed: the first error, and where the
-    findings went instead)."""
+    by_kind, probes, coverage (cases per variant, dtype and option), streams
+    (seed, shard, shards), inconclusive, ok (no findings), text (as `hla fuzz`
+    prints it, with how to reproduce each finding), findings_error and
+    fallback_dir (set when the findings folder failed: the first error, and
+    where the findings went instead)."""
 
     def __init__(self, d, header):
         self.cases = d["cases"]
@@ -89,6 +91,8 @@ class FuzzResult:
         self.inconclusive = d["inconclusive"]
         self.by_kind = dict(d["by_kind"])
         self.probes = dict(d["probes"])
+        self.coverage = dict(d["coverage"])
+        self.streams = list(d["streams"])
         self.findings = [dict(f) for f in d["findings"]]
         self.groups = [dict(g) for g in d["groups"]]
         self.findings_error = d["findings_error"]
@@ -179,6 +183,25 @@ def _fuzz_arguments(fn, support, layout, framework, backward, examples_per_group
     elif backward is not None and not callable(backward):
         raise TypeError(f"backward must be a callable or 'autograd', got {type(backward).__name__}")
     return sup, backward
+
+
+def _in_job():
+    """In each forked job of fuzz(jobs=J): one torch thread (one job a core;
+    the parent's thread pools do not exist in the child)."""
+    torch = sys.modules.get("torch")
+    if torch is not None:
+        torch.set_num_threads(1)
+
+
+def _check_jobs(jobs):
+    """fuzz(jobs=)'s value, checked: forking a process that holds a CUDA context breaks CUDA in the children."""
+    if not 1 <= int(jobs) <= 64:
+        raise ValueError(f"jobs must be 1 to 64, got {jobs!r}")
+    torch = sys.modules.get("torch")
+    if int(jobs) > 1 and torch is not None and torch.cuda.is_initialized():
+        raise ValueError("jobs > 1 forks this process, and CUDA is initialized in it (a child cannot use it): "
+                         "jobs=1, or `hla fuzz --exec-server ... --jobs J` with hla_oracle.serve")
+    return int(jobs)
 
 
 def _failed(ex):
@@ -273,7 +296,7 @@ class _CaseCalls:
 
 def fuzz(fn, support=None, *, max_cases=1000, seed=1, time=0, findings="hla-findings", layout="bhtd", framework="numpy",
          shrink_attempts=300, stop_after=0, progress=True, shard=None, exact_max_n=None, backward=None,
-         examples_per_group=3):
+         examples_per_group=3, jobs=1):
     """Fuzzes fn(q, k, v, options) -> out, (out, den) or (out, den, state)
     (den, state may be None) with `hla fuzz`'s campaign: cases inside
     `support` (a Support or a dict of its fields), each judged by the pass
@@ -291,6 +314,8 @@ def fuzz(fn, support=None, *, max_cases=1000, seed=1, time=0, findings="hla-find
     rational reference (default None: hla_oracle.EXACT_MAX_N, as `hla fuzz`); 0: the
     certified double-double engine for every case.
     shard=(i, N): the i-th of N disjoint case streams.
+    jobs=J: J forked processes share the cases (`hla fuzz --jobs`): the same
+    findings, merged into `findings`; each sets torch.set_num_threads(1).
     examples_per_group: findings with one signature (kind and cause: the
     diagnosis, else the error profile) form a group, a folder
     findings/<kind>-<g>/ with the files of examples_per_group of them (the
@@ -303,6 +328,7 @@ def fuzz(fn, support=None, *, max_cases=1000, seed=1, time=0, findings="hla-find
     framework of q; or "autograd" (framework='torch'): torch.autograd through
     fn (autograd_backward(fn))."""
     sup, backward = _fuzz_arguments(fn, support, layout, framework, backward, examples_per_group)
+    jobs = _check_jobs(jobs)
     calls = _CaseCalls(fn, backward, layout, framework)
     shards = (0, 1) if shard is None else tuple(shard)
     d = _core.fuzz(calls.run_case, sup, int(seed), int(max_cases), float(time), str(findings), int(shrink_attempts),
@@ -310,12 +336,12 @@ def fuzz(fn, support=None, *, max_cases=1000, seed=1, time=0, findings="hla-find
                    None if exact_max_n is None else int(exact_max_n),
                    None if backward is None else calls.run_backward_case,
                    lambda level, message: log.log(logging.WARNING if level == "warning" else logging.INFO, message),
-                   int(examples_per_group))
+                   int(examples_per_group), jobs, _in_job)
     name = getattr(fn, "__qualname__", repr(fn))
     if backward is not None:
         name += f", backward={getattr(backward, '__qualname__', repr(backward))}"
-    header = (f"hla_oracle.fuzz({name}): seed {seed}, max_cases {max_cases}, layout {layout}, framework {framework}; "
-              f"support {sup}\n")
+    header = (f"hla_oracle.fuzz({name}): seed {seed}, max_cases {max_cases}, layout {layout}, framework {framework}"
+              f"{f', {jobs} jobs' if jobs > 1 else ''}; support {sup}\n")
     result = FuzzResult(d, header)
     log.info("%s: %d cases in %.1f s, %d finding(s)", name, result.cases, result.seconds, len(result.findings))
     return result

@@ -144,38 +144,11 @@ fuzz::RunResult call_backward(nb::callable& run_backward_case, const BatchProble
   });
 }
 
+// The summary as `hla fuzz --json` writes it (json.loads of Summary::json), and its text.
 nb::dict summary_dict(const fuzz::Summary& s) {
-  nb::dict d;
-  d["cases"] = s.cases;
-  d["inconclusive"] = s.inconclusive;
-  d["seconds"] = s.seconds;
-  nb::dict phases;
-  phases["reference"] = s.phases.reference, phases["candidate"] = s.phases.candidate, phases["check"] = s.phases.check;
-  d["phases"] = phases;
-  d["by_kind"] = s.by_kind;
-  d["probes"] = s.probes;
+  nb::dict d = nb::cast<nb::dict>(
+      nb::module_::import_("json").attr("loads")(s.json().dump(-1, ' ', false, nlohmann::json::error_handler_t::replace)));
   d["text"] = s.text();
-  d["findings_error"] = s.findings_error;
-  d["fallback_dir"] = s.fallback_dir;
-  nb::list findings;
-  for (const auto& f : s.findings) {
-    nb::dict x;
-    x["kind"] = f.kind, x["message"] = f.message, x["case_index"] = f.case_index, x["cases_run"] = f.cases_run, x["seconds"] = f.seconds,
-    x["original"] = f.original, x["shrunk"] = f.shrunk, x["shrink_steps"] = f.shrink_steps, x["fixture"] = f.fixture,
-    x["candidate"] = f.candidate, x["precision"] = f.precision, x["form_class"] = f.form_class, x["needs"] = f.needs,
-    x["write_error"] = f.write_error, x["rules"] = f.rules, x["tensor"] = f.tensor, x["group"] = f.group, x["example"] = f.example,
-    x["cause"] = f.cause;
-    findings.append(x);
-  }
-  d["findings"] = findings;
-  nb::list groups;
-  for (const auto& g : s.groups) {
-    nb::dict x;
-    x["kind"] = g.kind, x["rules"] = g.rules, x["tensor"] = g.tensor, x["needs"] = g.needs, x["dir"] = g.dir, x["count"] = g.count,
-    x["examples"] = g.examples, x["cause"] = g.cause;
-    groups.append(x);
-  }
-  d["groups"] = groups;
   return d;
 }
 
@@ -238,10 +211,47 @@ void log_reports(fuzz::CampaignOptions& o, const nb::callable& log, bool progres
     };
 }
 
+// run_jobs' hooks for a Python process (docs/python.md: jobs): Python's own
+// buffers flushed and its runtime told of the fork (PyOS_BeforeFork, as
+// os.fork does); in each job, `in_job` first (hla_oracle/_fuzz.py: one torch
+// thread), its exceptions ignored there (the child must not unwind into the
+// parent's code); the parent's signals (Ctrl-C) checked while the jobs run.
+void python_jobs(fuzz::Jobs& jobs, nb::handle in_job) {
+  auto flush = [] {
+    nb::module_ sys = nb::module_::import_("sys");
+    for (const char* f : {"stdout", "stderr"})
+      if (!sys.attr(f).is_none()) sys.attr(f).attr("flush")();
+  };
+  jobs.fork = [in_job, flush] {
+    nb::gil_scoped_acquire locked;
+    flush();
+    PyOS_BeforeFork();
+    const int pid = ::fork();
+    if (pid != 0) {
+      PyOS_AfterFork_Parent();
+      return pid;
+    }
+    PyOS_AfterFork_Child();
+    try {
+      if (!in_job.is_none()) in_job();
+    } catch (...) {
+    }
+    return 0;
+  };
+  jobs.before_exit = [flush] {
+    nb::gil_scoped_acquire locked;
+    flush();
+  };
+  jobs.poll = [] {
+    nb::gil_scoped_acquire locked;
+    if (PyErr_CheckSignals() != 0) throw nb::python_error();
+  };
+}
+
 nb::dict fuzz_callable(nb::callable run_case, const nb::dict& support, uint64_t seed, size_t max_cases, double seconds,
-                       const std::string& findings, size_t shrink_attempts, size_t stop_after, bool progress, size_t shard, size_t shards,
-                       std::optional<Index> exact_max_n, std::optional<nb::callable> run_backward_case, std::optional<nb::callable> log,
-                       size_t examples_per_group) {
+                       const std::string& findings, size_t shrink_attempts, size_t stop_after, bool progress, size_t shard,
+                       size_t shards, std::optional<Index> exact_max_n, std::optional<nb::callable> run_backward_case,
+                       std::optional<nb::callable> log, size_t examples_per_group, unsigned jobs, nb::object in_job) {
   const fuzz::Supports s = supports_of(support);
   fuzz::CampaignOptions o;
   o.seed = seed, o.max_cases = max_cases, o.max_seconds = seconds, o.findings_dir = findings, o.shrink_attempts = shrink_attempts,
@@ -249,18 +259,27 @@ nb::dict fuzz_callable(nb::callable run_case, const nb::dict& support, uint64_t 
   o.examples_per_group = examples_per_group;
   Stop stop;
   if (log) log_reports(o, *log, progress, stop);
-  auto adapter = fuzz::make_function_adapter(
-      s, [&](const BatchProblem& p, const std::vector<double>* state_in, bool want_state) {
-        return call(run_case, p, state_in, want_state, stop);
-      },
-      run_backward_case ? fuzz::BackwardFunction([&](const BatchProblem& p, const std::vector<double>& dout, const std::vector<double>& dden) {
-        return call_backward(*run_backward_case, p, dout, dden, stop);
-      })
-                        : fuzz::BackwardFunction{});
+  auto make_adapter = [&] {
+    return fuzz::make_function_adapter(
+        s, [&](const BatchProblem& p, const std::vector<double>* state_in, bool want_state) {
+          return call(run_case, p, state_in, want_state, stop);
+        },
+        run_backward_case ? fuzz::BackwardFunction([&](const BatchProblem& p, const std::vector<double>& dout, const std::vector<double>& dden) {
+          return call_backward(*run_backward_case, p, dout, dden, stop);
+        })
+                          : fuzz::BackwardFunction{});
+  };
   fuzz::Summary sum;
   try {
     nb::gil_scoped_release unlocked;  // the reference and the check run without the GIL; call() takes it back
-    sum = fuzz::run_campaign(*adapter, o);
+    if (jobs > 1) {
+      fuzz::Jobs j;
+      j.count = jobs, j.make_adapter = make_adapter;
+      python_jobs(j, in_job);
+      sum = fuzz::run_jobs(j, o);
+    } else {
+      sum = fuzz::run_campaign(*make_adapter(), o);
+    }
   } catch (const fuzz::StopCampaign&) {
     if (stop.error) throw std::move(*stop.error);
     throw;
@@ -282,7 +301,7 @@ void add_fuzz(nb::module_& m) {
   m.def("fuzz", &fuzz_callable, nb::arg("run_case"), nb::arg("support"), nb::arg("seed"), nb::arg("max_cases"), nb::arg("seconds"),
         nb::arg("findings"), nb::arg("shrink_attempts"), nb::arg("stop_after"), nb::arg("progress"), nb::arg("shard") = 0,
         nb::arg("shards") = 1, nb::arg("exact_max_n").none() = nb::none(), nb::arg("run_backward_case").none() = nb::none(),
-        nb::arg("log").none() = nb::none(), nb::arg("examples_per_group") = 3);
+        nb::arg("log").none() = nb::none(), nb::arg("examples_per_group") = 3, nb::arg("jobs") = 1, nb::arg("in_job").none() = nb::none());
   m.def("outside", &outside, nb::arg("support"), nb::arg("paths"));
   m.def("validate_support", [](const nb::dict& d) { supports_of(d); });
   m.def("feature_names", [](const std::string& s) { return fuzz::feature_names(fuzz::parse_features(s)); });

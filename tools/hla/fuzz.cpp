@@ -10,19 +10,12 @@
 #include "hla/fuzz/signals.hpp"
 #include "hla_impl.h"
 
-#include "hla/io/atomic_file.hpp"
 #include "hla/io/fixture.hpp"
 #include "hla/io/printable.hpp"
 
-#include <signal.h>
-#include <sys/mman.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
-#include <atomic>
-#include <cerrno>
 #include <chrono>
-#include <cstring>
 
 #include <algorithm>
 #include <cstdio>
@@ -33,8 +26,6 @@
 
 namespace hla::cli {
 namespace {
-
-namespace fs = std::filesystem;
 
 struct FuzzArgs {
   std::string lib, exec, exec_server, variants = variant_csv(false), dtypes = "f32", features, precision = "f32", form_class = "masked", shard = "0/1", replay;
@@ -220,156 +211,20 @@ int run_fuzz_merge(const MergeArgs& a) {
   return sum.findings.empty() ? 0 : 1;
 }
 
-// --jobs J: J processes; job j runs the cases i of this shard s/S with
-// i % (S·J) == s + S·j, so that together they run exactly this shard's cases
-// (--max-cases split among them; --time and --stop-after hold per job). Each
-// writes into a folder of its own; their findings are merged as `hla
-// fuzz-merge` merges shards. A job is a process group of its own: SIGTERM or
-// SIGINT reaches `hla fuzz` once and is passed on to every job, which stops
-// as a campaign does (its candidate's processes ended, its folders removed).
-// Each job's progress, in memory shared with `hla fuzz` (mapped before the fork).
-struct JobProgress {
-  std::atomic<uint64_t> cases{0}, findings{0};
-};
-static_assert(std::atomic<uint64_t>::is_always_lock_free);
-
-// One job, in the forked child: a campaign into `dir`, its summary in dir/summary.json.
-[[noreturn]] void run_job(FuzzArgs a, const fs::path& dir, unsigned j, JobProgress* progress) {
-  int rc = 3;
-  try {
-    fuzz::StopSignals signals;
-    fs::create_directories(dir);
-    a.campaign.findings_dir = dir.string();
-    a.campaign.on_note = [j](const std::string& m) { std::fprintf(stderr, "hla fuzz: job %u: %s\n", j, m.c_str()); };
-    a.campaign.on_progress = [progress](const fuzz::Progress& p) { progress->cases = p.cases, progress->findings = p.findings; };
-    if (!a.no_progress)  // one write a line, so that the jobs' lines do not interleave
-      a.campaign.on_finding = [](const fuzz::Finding& f) {
-        const std::string line = "\r\033[K" + f.headline() + "\n";
-        [[maybe_unused]] const ssize_t n = write(2, isatty(2) ? line.data() : line.data() + 4, isatty(2) ? line.size() : line.size() - 4);
-      };
-    fuzz::Summary sum;
-    {
-      auto adapter = make_adapter(a);
-      sum = fuzz::run_campaign(*adapter, a.campaign);
-    }                                       // the adapter's processes and folders end here
-    if (!fs::exists(dir / "summary.json"))  // the campaign writes one only for findings
-      io::write_file_atomically(dir / "summary.json", sum.json().dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n");
-    if (signals.received()) signals.reraise();
-    rc = sum.findings.empty() ? 0 : 1;
-  } catch (const InputError& e) {
-    std::fprintf(stderr, "hla: error: job %u: %s\n", j, io::printable_message(e.what()).c_str());
-    rc = 2;
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "hla: internal error: job %u: %s\n", j, io::printable_message(e.what()).c_str());
-  }
-  std::fflush(nullptr);
-  _exit(rc);
-}
-
-// While the jobs run: their cases and findings added up, on stderr as a campaign
-// shows its own (redrawn on a terminal, every 10 s otherwise).
-void show_progress(const FuzzArgs& a, const JobProgress* slots, std::chrono::steady_clock::time_point t0, double& last) {
-  if (a.no_progress) return;
-  const bool tty = isatty(2);
-  fuzz::Progress p;
-  p.max_cases = a.campaign.max_cases;
-  p.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  if (p.seconds - last <= (tty ? 0.25 : 10.0)) return;
-  last = p.seconds;
-  for (unsigned j = 0; j < a.jobs; ++j) p.cases += slots[j].cases, p.findings += slots[j].findings;
-  std::fprintf(stderr, tty ? "\r\033[K%s, %u jobs" : "%s, %u jobs\n", p.text().c_str(), a.jobs);
-}
-
-// Forks the jobs (stop signals blocked meanwhile, so none is lost or reaches a
-// job before it can stop cleanly) and waits for them. Returns each job's
-// wait status, -1 for a job with no cases.
-std::vector<int> fork_and_wait(const FuzzArgs& a, const std::vector<fs::path>& dirs) {
-  const size_t s = a.campaign.shard, S = a.campaign.shards, J = a.jobs, M = a.campaign.max_cases;
-  sigset_t stop, old;
-  sigemptyset(&stop), sigaddset(&stop, SIGTERM), sigaddset(&stop, SIGINT);
-  sigprocmask(SIG_BLOCK, &stop, &old);
-  std::fflush(nullptr);
-  void* shared = mmap(nullptr, sizeof(JobProgress) * J, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
-  if (shared == MAP_FAILED) throw std::runtime_error(std::string("mmap: ") + std::strerror(errno));
-  auto* slots = new (shared) JobProgress[J];
-  std::vector<pid_t> pids(J, -1);
-  for (size_t j = 0; j < J; ++j) {
-    FuzzArgs job = a;
-    job.campaign.shard = s + S * j, job.campaign.shards = S * J;
-    job.campaign.max_cases = M / J + (j < M % J);
-    if (job.campaign.max_cases == 0) continue;
-    const pid_t pid = fork();
-    if (pid < 0) throw std::runtime_error(std::string("fork: ") + std::strerror(errno));
-    if (pid == 0) {
-      signal(SIGTERM, SIG_DFL), signal(SIGINT, SIG_DFL);
-      setpgid(0, 0);
-      sigprocmask(SIG_SETMASK, &old, nullptr);
-      run_job(std::move(job), dirs[j], static_cast<unsigned>(j), &slots[j]);
-    }
-    setpgid(pid, pid);
-    pids[j] = pid;
-    fuzz::forward_stop_signal(pid);  // run_fuzz's StopSignals passes a stop signal on to the job
-  }
-  sigprocmask(SIG_SETMASK, &old, nullptr);
-  std::vector<int> status(J, -1);
-  const auto t0 = std::chrono::steady_clock::now();
-  double last = -1;
-  for (size_t running = std::count_if(pids.begin(), pids.end(), [](pid_t p) { return p > 0; }); running > 0;) {
-    for (size_t j = 0; j < J; ++j)
-      if (pids[j] > 0 && waitpid(pids[j], &status[j], WNOHANG) == pids[j]) fuzz::unforward_stop_signal(pids[j]), pids[j] = -1, --running;
-    show_progress(a, slots, t0, last);
-    if (running > 0) usleep(50000);
-  }
-  if (!a.no_progress && isatty(2)) std::fprintf(stderr, "\r\033[K");
-  munmap(shared, sizeof(JobProgress) * J);
-  return status;
-}
-
+// --jobs J: J processes sharing this shard's cases (fuzz::run_jobs); the
+// adapter is made once here first, so that an input error is said once.
 int run_jobs(FuzzArgs a) {
-  print_header(a, make_adapter(a)->supports());  // input errors now, once, not in every job
-  const fs::path out = a.campaign.findings_dir;
-  fs::create_directories(out);
-  std::string templ = (out / ".jobs-XXXXXX").string();
-  if (!::mkdtemp(templ.data())) throw InputError("--findings " + io::printable(out.string()) + ": cannot make a folder for the jobs in it");
-  const fs::path work = templ;
-  std::vector<fs::path> dirs;
-  for (unsigned j = 0; j < a.jobs; ++j) dirs.push_back(work / ("job-" + std::to_string(j)));
+  print_header(a, make_adapter(a)->supports());
+  const auto clear_line = report_on_stderr(a.campaign, !a.no_progress);
+  fuzz::Jobs jobs;
+  jobs.count = a.jobs;
+  jobs.make_adapter = [&a] { return make_adapter(a); };
   const auto t0 = std::chrono::steady_clock::now();
-  std::vector<int> status;
-  try {
-    status = fork_and_wait(a, dirs);
-  } catch (...) {
-    fs::remove_all(work);
-    throw;
-  }
-  int rc = 0;
-  std::vector<std::string> done;
-  size_t findings = 0;
-  for (unsigned j = 0; j < a.jobs; ++j) {
-    if (status[j] == -1) continue;
-    const int code = WIFEXITED(status[j]) ? WEXITSTATUS(status[j]) : 3;
-    if (code > 1) rc = std::max(rc, code);
-    if (code <= 1 || fuzz::stop_signal()) {
-      if (!fs::exists(dirs[j] / "summary.json")) continue;
-      done.push_back(dirs[j].string());
-      findings += nlohmann::json::parse(io::read_file_bytes(dirs[j] / "summary.json")).at("findings").size();
-    }
-  }
-  fuzz::Summary sum;
-  if (!done.empty() && (rc == 0 || fuzz::stop_signal())) {
-    // Findings go into --findings as one campaign's would (replacing its summary.json); none: a summary only.
-    if (findings > 0) fs::remove(out / "summary.json");
-    sum = fuzz::merge_findings(done, findings > 0 ? out.string() : (work / "merged").string(), a.campaign.examples_per_group);
-  }
-  fs::remove_all(work);
+  const fuzz::Summary sum = fuzz::run_jobs(jobs, a.campaign);
+  clear_line();
   const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  if (const int sig = fuzz::stop_signal()) {  // run_fuzz raises it again once the summary is out
-    sum.signal = sig;
-    return done.empty() ? 1 : print_summary(a, sum);
-  }
-  if (rc != 0) return rc;  // the job said why
-  std::fprintf(stderr, "hla fuzz: %u jobs, %.1f s wall (the summary's seconds add up the jobs')\n", a.jobs, wall);
-  return print_summary(a, sum);
+  if (!sum.signal) std::fprintf(stderr, "hla fuzz: %u jobs, %.1f s wall (the summary's seconds add up the jobs')\n", a.jobs, wall);
+  return print_summary(a, sum);  // after a stop signal, run_fuzz raises it again
 }
 
 }  // namespace

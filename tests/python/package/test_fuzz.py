@@ -101,6 +101,41 @@ def test_same_seed_same_findings(tmp_path):
         assert path.read_bytes() == (tmp_path / "b" / path.relative_to(tmp_path / "a")).read_bytes()
 
 
+def test_jobs_find_what_one_process_finds(tmp_path):
+    # jobs=2: two forked processes share the cases (`hla fuzz --jobs`): the same cases, probes, coverage,
+    # findings, groups and files as one process, merged into `findings`; a clean campaign leaves its summary.
+    bug = lambda q, k, v, o: kernel(q, k, v, o, bug="decay_once")
+    s = Support(variants=["hla2"], features=["decay"], max_n=32, precision="f32")
+    one, two = (hla_oracle.fuzz(bug, s, max_cases=24, seed=11, findings=tmp_path / f"j{j}", progress=False,
+                                shrink_attempts=10, jobs=j) for j in (1, 2))
+    key = lambda r: [(f["kind"], f["case_index"], f["shrunk"], f["message"], f["group"]) for f in r.findings]
+    assert one.findings and key(one) == key(two), (one.text, two.text)
+    assert (one.cases, one.probes, one.coverage, one.streams) == (two.cases, two.probes, two.coverage, two.streams)
+    assert [dict(g, examples=None) for g in one.groups] == [dict(g, examples=None) for g in two.groups]
+    files = lambda d: sorted(p.relative_to(d).as_posix() for p in d.rglob("*.safetensors"))
+    assert files(tmp_path / "j1") == files(tmp_path / "j2") and not list((tmp_path / "j2").glob(".jobs-*"))
+    clean = hla_oracle.fuzz(kernel, FULL, max_cases=30, seed=2, findings=tmp_path / "clean", progress=False, jobs=2)
+    assert clean.ok and clean.cases == 30 and [p.name for p in (tmp_path / "clean").iterdir()] == ["summary.json"]
+    with pytest.raises(ValueError, match="jobs must be 1 to 64"):
+        hla_oracle.fuzz(kernel, FULL, max_cases=1, findings=tmp_path / "g", progress=False, jobs=0)
+
+
+def test_jobs_fork_a_process_that_ran_torch(tmp_path):
+    # The parent has run torch's thread pool before the fork; each job runs the torch kernel with one thread
+    # and finds what one process finds (it masks by multiplying: a NaN leaks, nan_causality findings).
+    torch = pytest.importorskip("torch")
+    import torch_hla2
+    torch.ones(256, 256) @ torch.ones(256, 256)
+
+    def fn(q, k, v, o):
+        return torch_hla2.hla2(q, k, v, o.gamma, chunk=8), None
+    s = Support(variants=["hla2"], dtypes=["f32"], features=["decay", "gqa"], max_n=24, precision="f32")
+    one, two = (hla_oracle.fuzz(fn, s, max_cases=16, seed=5, findings=tmp_path / f"t{j}", framework="torch",
+                                progress=False, jobs=j) for j in (1, 2))
+    key = lambda r: [(f["kind"], f["case_index"], f["shrunk"], f["message"]) for f in r.findings]
+    assert one.cases == two.cases == 16 and one.coverage == two.coverage and key(one) == key(two), two.text
+
+
 def test_findings_grouped_by_signature(tmp_path):
     # Every finding of this bug has one of few signatures (kind and cause): each group counts its findings,
     # two examples of it (the second of a new variety: rules, tensor, needs) are written into its folder.

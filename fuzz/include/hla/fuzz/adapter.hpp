@@ -47,6 +47,8 @@ struct Supports {
   // Whether p's sizes are inside d_values, dv_values, dv_equals_d and n_multiple.
   bool admits_sizes(const BatchProblem& p) const;
   std::string sizes_text() const;
+  // What the case stream depends on: "variants la1, hla2; dtypes f32; features decay; max_n 4096, …".
+  std::string text() const;
   // Why p lies outside this support ("" when inside): "variant la1", "dtype bf16",
   // "needs decay", "d = 8", "dv = 4", "dv != d", "n = 300", "n not a multiple of 16"
   // (hla select, the pytest plugin's golden fixtures). den and state are never needed.

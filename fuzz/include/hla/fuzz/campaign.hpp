@@ -9,6 +9,7 @@
 
 #include <functional>
 #include <map>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -20,7 +21,8 @@ struct Finding;
 struct Progress {
   size_t cases = 0, max_cases = 0, findings = 0;
   double seconds = 0;
-  std::string text() const;  // "[12/1000 cases] 1 finding(s), 0.4 s"
+  unsigned jobs = 1;         // processes (run_jobs)
+  std::string text() const;  // "[12/1000 cases] 1 finding(s), 0.4 s" (", 2 jobs")
 };
 
 struct CampaignOptions {
@@ -90,8 +92,18 @@ size_t group_finding(std::vector<Group>& groups, Finding& f);
 bool takes_example(const Group& g, const std::vector<Finding>& findings, const Finding& f, size_t limit);
 struct Summary;
 void add_causes(const Summary& s, nlohmann::json& j);  // into Summary::json()'s findings and groups
+// Cases i of seed `seed` with i % shards == shard: what a campaign ran.
+struct Stream {
+  uint64_t seed = 1;
+  size_t shard = 0, shards = 1;
+  auto operator<=>(const Stream&) const = default;
+};
 
 struct Summary {
+  // The campaign: the candidate, its support (Supports::text: the case stream
+  // depends on it) and the streams run (several once merged).
+  std::string candidate, support;
+  std::vector<Stream> streams;
   size_t cases = 0;
   size_t inconclusive = 0;  // cases whose check had too little to score (check::Report::inconclusive)
   double seconds = 0;
@@ -104,6 +116,10 @@ struct Summary {
   } phases;
   std::map<std::string, size_t> by_kind;
   std::map<std::string, size_t> probes;  // cases run per probe
+  // Cases run per variant, input dtype and option (features::feature_names; "none": no option).
+  struct Coverage {
+    std::map<std::string, size_t> variants, dtypes, options;
+  } coverage;
   std::vector<Finding> findings;
   std::vector<Group> groups;  // in the order of their first finding
   // Set when a finding could not be written to the findings folder: the
@@ -138,6 +154,33 @@ struct Verdict {
 // reference, longer ones the certified double-double engine (engine::compute_reference).
 Verdict judge(Adapter& a, const FuzzCase& c, double reference_budget = 0, Index exact_max_n = engine::kExactMaxN);
 
+// Runs the campaign and writes DIR/summary.json (`hla fuzz-merge` reads it),
+// findings or not.
 Summary run_campaign(Adapter& a, const CampaignOptions& o);
+
+// A campaign in J processes (`hla fuzz --jobs`, hla_oracle.fuzz(jobs=)): job j
+// runs the cases i of o's shard s/S with i % (S·J) == s + S·j (o.max_cases
+// split among them; max_seconds and stop_after hold per job), each a forked
+// process group of its own writing into a folder of its own under
+// o.findings_dir; their summaries are merged into o.findings_dir as `hla
+// fuzz-merge` merges shards: the same cases, findings and groups as one
+// process. A stop signal (StopSignals) is passed on to every job, which
+// stops as a campaign does; the summary then covers what they ran.
+// In the parent, o.on_progress gets the jobs' cases and findings added up
+// (every 50 ms); in each job, on_finding and on_note (prefixed "job j: ").
+struct Jobs {
+  unsigned count = 2;
+  // The candidate's adapter, made in each job after the fork.
+  std::function<std::unique_ptr<Adapter>()> make_adapter;
+  // fork(2) by default; a runtime that must prepare for it (Python) wraps it.
+  std::function<int()> fork = {};
+  std::function<void()> before_exit = {};  // in each job, before _exit (flush buffered output)
+  // Called in the parent every 50 ms: an exception ends the jobs (SIGTERM),
+  // their folders are removed, and it reaches the caller.
+  std::function<void()> poll = {};
+};
+// InputError when a job reports one (its message, "job j: …"); runtime_error
+// when a job fails otherwise.
+Summary run_jobs(const Jobs& jobs, const CampaignOptions& o);
 
 }  // namespace hla::fuzz
