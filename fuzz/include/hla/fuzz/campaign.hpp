@@ -39,10 +39,10 @@ struct CampaignOptions {
   size_t examples_per_group = 3;
   // Heads up to this long are judged against exact rationals, longer ones
   // against the certified double-double engine (the same f64 values wherever
-  // it certifies them, which is nearly everywhere). The exact path costs most
-  // of a small case's time (docs/speed.md "Python": measured); 0
-  // sends every head to the engine. A finding's fixture is always written
-  // with the default reference.
+  // it certifies them). Cases without gradients or the exact tier take the
+  // engine first and exact rationals only where it leaves an element
+  // uncertified (ReferenceOptions::engine_first); 0 sends every head to the
+  // engine. A finding's fixture is always written with the default reference.
   Index exact_max_n = engine::kExactMaxN;
   // What the campaign reports while it runs; it prints nothing itself (`hla
   // fuzz` prints these on stderr, hla_oracle.fuzz logs them). Each may be
