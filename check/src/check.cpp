@@ -288,7 +288,7 @@ std::optional<EnoughBar> enough_bar(const Scoring& s, const CandidateOutputs& ca
   };
   EnoughBar e{0, 0};
   size_t scored = 0;
-  for (const Worst& w : score_all<Worst>(s.p, s.ref, s.mag, cand, s.u, s.tiny, s.K, [](Worst& w, const Element& x) {
+  for (const Worst& w : score_all<Worst>(s.p, s.ref, s.mag, cand, s.u, s.tiny, s.K, [](Worst&w, const Element&x) {
          if (x.skip != Skip::none) return;
          ++w.scored;
          w.score = std::isfinite(x.score) && std::isfinite(w.score) ? std::max(w.score, x.score) : HUGE_VAL;

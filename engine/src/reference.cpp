@@ -391,7 +391,8 @@ Reference compute_reference(const BatchProblem& p, const ReferenceOptions& opt) 
   double work_done = 0;
   // Exact rationals and small problems (a fuzz case: starting threads costs
   // more than they save) stay single-threaded; the others use every worker.
-  const int threads = exact || total_work <= 0x1p20 ? 1 : std::min<int>(worker_threads(opt.threads), static_cast<int>(std::max<size_t>(total, 1)));
+  const int threads =
+      exact || total_work <= 0x1p20 ? 1 : std::min<int>(worker_threads(opt.threads), static_cast<int>(std::max<size_t>(total, 1)));
   run_tasks(
       total, threads, mu,
       [&](size_t i) {

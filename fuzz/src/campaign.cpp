@@ -466,7 +466,8 @@ std::string Summary::text() const {
     return t;
   };
   os << "\n  streams:";
-  for (const Stream& x : streams) os << (&x == &streams.front() ? " " : ", ") << "seed " << x.seed << " shard " << x.shard << "/" << x.shards;
+  for (const Stream& x : streams)
+    os << (&x == &streams.front() ? " " : ", ") << "seed " << x.seed << " shard " << x.shard << "/" << x.shards;
   os << "\n  coverage:" << counts(coverage.variants) << ";" << counts(coverage.dtypes) << ";" << counts(coverage.options) << "\n";
   if (inconclusive) os << "  inconclusive (too little scored to judge, not findings): " << inconclusive << "\n";
   if (signal) os << "  stopped by signal " << signal << " (" << strsignal(signal) << ")\n";
@@ -499,10 +500,15 @@ std::string Summary::text() const {
 }
 
 nlohmann::json Summary::json() const {
-  nlohmann::json j{{"candidate", candidate}, {"support", support}, {"streams", nlohmann::json::array()},
-                   {"cases", cases}, {"inconclusive", inconclusive}, {"seconds", seconds},
+  nlohmann::json j{{"candidate", candidate},
+                   {"support", support},
+                   {"streams", nlohmann::json::array()},
+                   {"cases", cases},
+                   {"inconclusive", inconclusive},
+                   {"seconds", seconds},
                    {"phases", {{"reference", phases.reference}, {"candidate", phases.candidate}, {"check", phases.check}}},
-                   {"by_kind", by_kind}, {"probes", probes},
+                   {"by_kind", by_kind},
+                   {"probes", probes},
                    {"coverage", {{"variants", coverage.variants}, {"dtypes", coverage.dtypes}, {"options", coverage.options}}}};
   for (const Stream& x : streams) j["streams"].push_back({{"seed", x.seed}, {"shard", x.shard}, {"shards", x.shards}});
   j["findings"] = nlohmann::json::array();

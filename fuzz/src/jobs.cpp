@@ -81,7 +81,9 @@ void leave_error(const fs::path& dir, const std::string& message) {
 struct Running {
   std::vector<pid_t> pids;
   std::vector<int> status;
-  size_t count() const { return static_cast<size_t>(std::count_if(pids.begin(), pids.end(), [](pid_t p) { return p > 0; })); }
+  size_t count() const {
+    return static_cast<size_t>(std::count_if(pids.begin(), pids.end(), [](pid_t p) { return p > 0; }));
+  }
   void reap(bool block) {
     for (size_t j = 0; j < pids.size(); ++j)
       if (pids[j] > 0 && waitpid(pids[j], &status[j], block ? 0 : WNOHANG) == pids[j]) unforward_stop_signal(pids[j]), pids[j] = -1;

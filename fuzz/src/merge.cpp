@@ -98,8 +98,7 @@ std::vector<Stream> coarsen(std::vector<Stream> s) {
         if (s[i].shards % M) continue;
         std::vector<Stream> parts;
         for (size_t k = 0; k < s[i].shards / M; ++k) parts.push_back({s[i].seed, s[i].shard % M + M * k, s[i].shards});
-        if (!std::all_of(parts.begin(), parts.end(), [&](const Stream& x) { return std::binary_search(s.begin(), s.end(), x); }))
-          continue;
+        if (!std::all_of(parts.begin(), parts.end(), [&](const Stream& x) { return std::binary_search(s.begin(), s.end(), x); })) continue;
         std::erase_if(s, [&](const Stream& x) { return std::binary_search(parts.begin(), parts.end(), x); });
         s.push_back({parts[0].seed, parts[0].shard, M});
         merged = true;
