@@ -9,6 +9,7 @@
 
 #include <signal.h>
 #include <sys/mman.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -116,6 +117,7 @@ Running fork_jobs(const Jobs& jobs, const CampaignOptions& o, const std::vector<
     if (pid == 0) {
       signal(SIGTERM, SIG_DFL), signal(SIGINT, SIG_DFL);
       setpgid(0, 0);
+      prctl(PR_SET_PDEATHSIG, SIGTERM);  // a parent killed outright (Python on SIGTERM) leaves no job running
       pthread_sigmask(SIG_SETMASK, &old, nullptr);
       run_job(jobs, std::move(job), dirs[j], static_cast<unsigned>(j), &slots[j]);
     }
