@@ -17,13 +17,8 @@
 namespace hla::engine {
 namespace {
 
-// Our backward form in scalar S on every group and sequence, rounded to `out`.
-template <class S>
-void gradients_in(const BatchProblem& p, const std::vector<double>& dout, const std::vector<double>& dden, BackwardForm form, Index chunk,
-                  DType out, CandidateOutputs& c, bool log_decay = false) {
-  p.validate();
-  if (!has_backward_form(p.opt.variant, form))
-    throw InputError("variant " + to_string(p.opt.variant) + " has no backward form " + to_string(form));
+// c's gradients zero, of p's shapes and dtype `out`, naming the state parts a kernel returns.
+void gradient_slots(const BatchProblem& p, DType out, CandidateOutputs& c) {
   c.dq.assign(static_cast<size_t>(p.batch * p.heads * p.n * p.d), 0);
   c.dk.assign(static_cast<size_t>(p.batch * p.kv_heads * p.n * p.d), 0);
   c.dv.assign(static_cast<size_t>(p.batch * p.kv_heads * p.n * p.dv), 0);
@@ -35,6 +30,16 @@ void gradients_in(const BatchProblem& p, const std::vector<double>& dout, const 
       if (m.role != StatePart::Role::unused)
         for (const std::string& name : {m.name, m.ones})
           if (!name.empty()) c.dstate_parts.push_back(name);
+}
+
+// Our backward form in scalar S on every group and sequence, rounded to `out`.
+template <class S>
+void gradients_in(const BatchProblem& p, const std::vector<double>& dout, const std::vector<double>& dden, BackwardForm form, Index chunk,
+                  DType out, CandidateOutputs& c, bool log_decay = false) {
+  p.validate();
+  if (!has_backward_form(p.opt.variant, form))
+    throw InputError("variant " + to_string(p.opt.variant) + " has no backward form " + to_string(form));
+  gradient_slots(p, out, c);
   std::vector<double>* values[] = {&c.dq, &c.dk, &c.dv, &c.dstate};
   const std::vector<Task> tasks = group_tasks(p);
   parallel_for(tasks.size(), worker_threads(), [&](size_t i) {  // tasks write disjoint elements
@@ -115,8 +120,20 @@ std::vector<std::pair<std::string, CandidateOutputs>> gradient_baselines(
 }
 
 void ours_gradients(const BatchProblem& p, const std::vector<double>& dout, const std::vector<double>& dden, BackwardForm form, Index chunk,
-                    DType out, CandidateOutputs& c) {
-  gradients_in<double>(p, dout, dden, form, chunk, out, c);
+                    DType out, CandidateOutputs& c, Precision prec) {
+  if (prec == Precision::f64) return gradients_in<double>(p, dout, dden, form, chunk, out, c);
+  if (prec == Precision::f32 || prec == Precision::tf32) return gradients_in<float>(p, dout, dden, form, chunk, out, c);
+  // bf16, f16: the reference library's backward forms exist in double and
+  // float only; the fast engine's chunked backward rounds every operation.
+  if (form != BackwardForm::chunked && form != BackwardForm::chunked_matmul)
+    throw InputError("backward form " + to_string(form) + " runs in f64 and f32; in " + to_string(prec) +
+                     " the chunked backward does (chunked or chunked_matmul)");
+  if (!fast::supports(p.opt.variant)) throw InputError("variant " + to_string(p.opt.variant) + " has no chunked backward in " + to_string(prec));
+  p.validate();
+  const CandidateOutputs g = fast_ours_gradients(p, prec, dout, dden, chunk);
+  gradient_slots(p, out, c);
+  for (auto [from, to] : {std::pair{&g.dq, &c.dq}, {&g.dk, &c.dk}, {&g.dv, &c.dv}, {&g.dstate, &c.dstate}})
+    for (size_t i = 0; i < from->size(); ++i) (*to)[i] = round_to(out, (*from)[i]);
 }
 
 }  // namespace hla::engine

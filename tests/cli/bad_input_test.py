@@ -508,6 +508,8 @@ ROWS = [
          text="carries no gradients"),
     dict(name="eval --grad backwards", argv=["eval", str(FX_GRAD), "--out", "{d}/c.safetensors", "--grad", "backwards"],
          text="--grad 'backwards' is not a backward form"),
+    dict(name="eval --grad streaming in bf16", argv=["eval", str(FX_GRAD), "--out", "{d}/c.safetensors", "--grad", "streaming",
+                                                     "--precision", "bf16"], text="in bf16 the chunked backward does"),
     dict(name="gen --case grad=maybe", argv=["gen", "--case", "variant=hla2,n=4,d=2,grad=maybe", "--out", "{d}/c.safetensors"],
          text="grad=maybe is not true or false"),
     dict(name="gen --case dden without grad", argv=["gen", "--case", "variant=hla2,n=4,d=2,dden=true", "--out", "{d}/c.safetensors"],

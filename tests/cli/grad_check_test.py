@@ -25,6 +25,8 @@ From an initial state (hla3, `state=5,grad=true`): the fixture carries
 ref_dstate.<part>; our backward's dstate passes, a dropped one (zeros) fails
 naming dstate.S, a missing one fails under --require-grad, a wrong shape is
 exit 2, and a forged ref_dstate is refused.
+`hla eval --grad chunked --precision bf16` (every operation rounded to bf16)
+passes when judged in bf16, its error well above the f64 backward's.
 
 Usage: grad_check_test.py HLA WORK_DIR
 """
@@ -304,6 +306,21 @@ ep["tensors"]["ref_dstate.F"] = f64_tensor(ds, shape)
 forged_state = WORK / "state.forged.safetensors"
 forged_state.write_bytes(hla_fixture_file.serialize(ep, redigest=True))
 run("check", forged_state, sours, "--precision", "f64", status=2, text=["does not match its inputs", "ref_dstate"], show=True)
+
+print("\n== hla eval --grad in bf16: an honest low-precision backward passes, its error above f64's")
+low = WORK / "bf16.safetensors"
+run("gen", "--case", "variant=hla2,gamma=7/8,dtype=bf16,B=1,H=2,Hkv=1,n=40,d=8,dv=8,seed=6,grad=true", "--out", low, text="wrote")
+worst = {}
+for prec in ("bf16", "f64"):
+    cand = WORK / f"bf16.{prec}.safetensors"
+    run("eval", low, "--out", cand, "--precision", prec, "--dtype", "f64", "--grad", "chunked", "--chunk", "16", text=f"in {prec}")
+    run("check", low, cand, "--precision", prec, "--require-grad", text=["PASS", "dq: ok", "dk: ok", "dv: ok"])
+    fp, cp = hla_fixture_file.parse(low.read_bytes()), hla_fixture_file.parse(cand.read_bytes())
+    worst[prec] = max(abs(a - b) for g in ("dq", "dk", "dv") for a, b in zip(values(cp, g)[0], values(fp, "ref_" + g)[0]))
+print(f"worst |error| of dq, dk, dv: bf16 {worst['bf16']:.3g}, f64 {worst['f64']:.3g}")
+if not worst["bf16"] > 100 * worst["f64"]:
+    print("FAILED: the bf16 backward is not less accurate than the f64 one (not evaluated in bf16)")
+    fails += 1
 
 print(f"\n{fails} failure(s)")
 sys.exit(1 if fails else 0)

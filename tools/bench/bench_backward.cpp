@@ -1,19 +1,21 @@
 // hla_bench_backward: the gradient oracle at the shapes users train at; every
 // number is a measurement of this one run, nothing is asserted.
-//   1. end to end at [B=2, H=8, n=4096, d=dv=128], bf16 inputs, f32 compute:
+//   1. end to end at [B=2, H=8, n=4096, d=dv=128], bf16 inputs (a positive
+//      feature map |q|, |k|; --gaussian: Gaussian), f32 compute, every variant
+//      normalized or not (--case TEXT: the cases whose name holds TEXT):
 //      reference gradients (dq, dk, dv; the forward reference first) and the
 //      check of an honest f32 backward (the engine's at chunk width 32, which
 //      is none of our baseline widths), wall time and peak memory per variant
-//      (each in a child process), the certified fraction, the rows' worst
+//      and CPU time (each in a child process), the certified fraction, the rows' worst
 //      scores and rule-3 ratios;
 //   2. sensitivity: one planted error (one element, or one token row of one
 //      head) of 4x the honest kernel's worst score in that tensor, flagged or
 //      not, and the factor from which rule 3 flags it, at the large shape and
 //      at n = 256 (normalized: Gaussian and a positive feature map);
 //   3. coverage: the scored fraction of normalized gradients on Gaussian q, k
-//      at n = 1024 (f32 and f64 compute) and on a positive feature map;
+//      at n = 1024 (f32 and f64 compute) and on a positive feature map (every variant);
 //   4. the cost exponent in n of the gradient reference (one head, n = 1k … 16k).
-// Usage: hla_bench_backward [--quick] [--only SECTION]   (--quick: small shapes)
+// Usage: hla_bench_backward [--quick] [--only SECTION] [--case TEXT] [--gaussian]   (--quick: small shapes)
 #include "hla/check/check.hpp"
 #include "hla/check/gradient.hpp"
 
@@ -24,6 +26,8 @@
 #include <cstring>
 #include <random>
 #include <string>
+#include <tuple>
+#include <utility>
 #include <vector>
 
 #include <sys/resource.h>
@@ -42,11 +46,12 @@ struct Case {
   Options o;
 };
 
-Options opts(Variant v, const char* gamma, bool normalize) {
+Options opts(Variant v, const char* gamma, bool normalize, EpsMode mode = EpsMode::add) {
   Options o;
   o.variant = v;
   o.gamma = parse_rational(gamma);
   o.normalize = normalize;
+  o.eps_mode = mode;
   return o;
 }
 
@@ -103,8 +108,8 @@ void print_rows(const check::Report& r) {
 }
 
 // Section 1, in a child: one variant end to end.
-void end_to_end(const Case& c, Index B, Index H, Index n, Index d) {
-  const Problem x = make(c.o, B, H, n, d, 1);
+void end_to_end(const Case& c, Index B, Index H, Index n, Index d, bool positive) {
+  const Problem x = make(c.o, B, H, n, d, 1, positive);
   auto t0 = Clock::now();
   engine::Reference ref = engine::compute_reference(x.p);
   const double t_fwd = since(t0);
@@ -117,8 +122,22 @@ void end_to_end(const Case& c, Index B, Index H, Index n, Index d) {
   const double t_check = since(t0);
   const auto& g = *ref.grad;
   const double total = static_cast<double>(g.dq.size() + g.dk.size() + g.dv.size());
-  std::printf("  %-22s forward ref %6.1f s, gradient ref %6.1f s, check %6.1f s: %6.1f s; certified %.4f%%; %s\n", c.name.c_str(), t_fwd,
-              t_grad, t_check, t_fwd + t_grad + t_check, 100.0 * (total - static_cast<double>(g.uncertified)) / total, r.verdict().c_str());
+  rusage ru{};
+  getrusage(RUSAGE_SELF, &ru);
+  const double cpu = static_cast<double>(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) + 1e-6 * static_cast<double>(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec);
+  std::printf("  %-22s forward ref %6.1f s, gradient ref %6.1f s, check %6.1f s: %6.1f s (CPU %.1f s); certified %.4f%%; %s\n",
+              c.name.c_str(), t_fwd, t_grad, t_check, t_fwd + t_grad + t_check, cpu, 100.0 * (total - static_cast<double>(g.uncertified)) / total,
+              r.verdict().c_str());
+  // The certified fraction of the elements that an f32 (f64) candidate's check scores (not ill-conditioned).
+  for (const auto& [prec, u] : {std::pair{"f32", 0x1p-24}, {"f64", 0x1p-53}}) {
+    const check::GradientYardstick y = check::gradient_yardstick(x.p, ref, g, engine::FormClass::masked, u);
+    size_t scored = 0, certified = 0;
+    for (const auto& [mstar, flags] : {std::pair{&y.q, &g.dq_flags}, {&y.k, &g.dk_flags}, {&y.v, &g.dv_flags}})
+      for (size_t i = 0; i < mstar->size(); ++i)
+        if (std::isfinite((*mstar)[i])) ++scored, certified += ((*flags)[i] & engine::kUncertified) == 0;
+    std::printf("      of the %zu elements scored in %s, certified %.4f%%\n", scored, prec,
+                scored ? 100.0 * static_cast<double>(certified) / static_cast<double>(scored) : 100.0);
+  }
   print_rows(r);
   std::fflush(stdout);
 }
@@ -209,16 +228,27 @@ double one_head(const Options& o, Index n, Index d) {
   return since(t0);
 }
 
+// Section 1's cases: every variant with a fast backward, normalized or not.
+std::vector<Case> e2e_cases() {
+  std::vector<Case> c;
+  for (const auto& [name, v] : {std::pair{"la1", Variant::la1}, {"hla2", Variant::hla2}, {"ahla", Variant::ahla}, {"hla3", Variant::hla3}})
+    for (const auto& [norm, on, mode] : {std::tuple{"none", false, EpsMode::add}, {"add", true, EpsMode::add}, {"clamp", true, EpsMode::clamp}})
+      c.push_back({std::string(name) + " g.99 " + norm, opts(v, "99/100", on, mode)});
+  return c;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
-  bool quick = false;
-  std::string only;
+  bool quick = false, gaussian = false;
+  std::string only, select;
   for (int i = 1; i < argc; ++i) {
     if (!std::strcmp(argv[i], "--quick")) quick = true;
+    else if (!std::strcmp(argv[i], "--gaussian")) gaussian = true;
     else if (!std::strcmp(argv[i], "--only") && i + 1 < argc) only = argv[++i];
+    else if (!std::strcmp(argv[i], "--case") && i + 1 < argc) select = argv[++i];
     else {
-      std::fprintf(stderr, "usage: hla_bench_backward [--quick] [--only e2e|sensitivity|coverage|exponent]\n");
+      std::fprintf(stderr, "usage: hla_bench_backward [--quick] [--only e2e|sensitivity|coverage|exponent] [--case TEXT] [--gaussian]\n");
       return 2;
     }
   }
@@ -229,10 +259,11 @@ int main(int argc, char** argv) {
                                 {"hla3 g.99 add", opts(Variant::hla3, "99/100", true)},
                                 {"la1 g.99 add", opts(Variant::la1, "99/100", true)}};
   if (only.empty() || only == "e2e") {
-    std::printf("1. end to end, [B=%ld, H=%ld, n=%ld, d=dv=%ld], bf16 inputs, an honest f32 backward\n", static_cast<long>(B),
-                static_cast<long>(H), static_cast<long>(n), static_cast<long>(d));
-    for (const Case& c : cases) {
-      const double gb = in_child([&] { end_to_end(c, B, H, n, d); });
+    std::printf("1. end to end, [B=%ld, H=%ld, n=%ld, d=dv=%ld], bf16 inputs (%s), an honest f32 backward\n", static_cast<long>(B),
+                static_cast<long>(H), static_cast<long>(n), static_cast<long>(d), gaussian ? "Gaussian" : "|q|, |k|");
+    for (const Case& c : e2e_cases()) {
+      if (c.name.find(select) == std::string::npos) continue;
+      const double gb = in_child([&] { end_to_end(c, B, H, n, d, !gaussian); });
       std::printf("      peak memory %.2f GB\n", gb);
     }
   }
@@ -249,7 +280,8 @@ int main(int argc, char** argv) {
     std::printf("3. coverage of normalized gradients, n = 1024, d = %ld\n", static_cast<long>(d));
     in_child([&] { coverage("hla2 g.99 add, Gaussian q, k", cases[0].o, 1024, d, false); });
     in_child([&] { coverage("hla2 g1 add, Gaussian q, k", opts(Variant::hla2, "1", true), 1024, d, false); });
-    in_child([&] { coverage("hla2 g.99 add, |q|, |k|", cases[0].o, 1024, d, true); });
+    for (const Case& c : e2e_cases())
+      if (c.o.normalize) in_child([&] { coverage((c.name + ", |q|, |k|").c_str(), c.o, 1024, d, true); });
   }
   if (only.empty() || only == "exponent") {
     std::printf("4. cost exponent of the gradient reference in n (one head, d = %ld, hla2 g.99 add)\n", static_cast<long>(d));

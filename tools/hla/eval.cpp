@@ -53,11 +53,11 @@ int run_eval(const EvalArgs& a) {
     throw InputError("--grad: " + io::printable(a.fixture) + " carries no gradients (no upstream do); write one with hla gen --case ...,grad=true");
   engine::CandidateOutputs c =
       paper ? engine::ours_paper(f.problem, prec, *paper, a.chunk, out) : engine::ours(f.problem, prec, form, a.chunk, out);
-  if (grad) engine::ours_gradients(f.problem, f.dout, f.dden, *grad, a.chunk, out, c);
+  if (grad) engine::ours_gradients(f.problem, f.dout, f.dden, *grad, a.chunk, out, c, prec);
   io::write_candidate(a.out, check::candidate_of(c), f);
   std::cout << "hla eval: wrote " << io::printable(a.out) << " (" << (paper ? "paper " + to_string(*paper) : a.form) << " in "
             << a.precision << ", out " << to_string(out)
-            << (grad ? "; dq, dk, dv by the backward form " + a.grad + " in f64" : "") << ")\n";
+            << (grad ? "; dq, dk, dv by the backward form " + a.grad + " in " + a.precision : "") << ")\n";
   return 0;
 }
 
@@ -78,7 +78,7 @@ void add_eval(CLI::App& app, Action& action) {
   c->add_option("--chunk", a->chunk, "chunk width")->check(integer_in(1, 1 << 20));
   c->add_option("--grad", a->grad,
                 "also write dq, dk, dv (a fixture with gradients): backward form naive | streaming | chunked | chunked_matmul, "
-                "evaluated in f64 and rounded to --dtype")
+                "evaluated in --precision (bf16, f16: chunked forms only) and rounded to --dtype")
       ->check(non_empty);
   c->callback([a, form, &action] {
     a->form_given = form->count() > 0;

@@ -1,5 +1,6 @@
 #include "hla/gen/distributions.hpp"
 
+#include <algorithm>
 #include <cmath>
 
 namespace hla::gen {
@@ -21,7 +22,8 @@ uint64_t derive_seed(uint64_t seed, uint64_t i) {
 
 const std::vector<Dist>& all_dists() {
   static const std::vector<Dist> d{Dist::gaussian,     Dist::uniform,       Dist::small_int, Dist::dynamic_range,
-                                   Dist::cancellation, Dist::near_zero_den, Dist::repeated,  Dist::zero_vectors};
+                                   Dist::cancellation, Dist::near_zero_den, Dist::repeated,  Dist::zero_vectors,
+                                   Dist::positive};
   return d;
 }
 
@@ -35,6 +37,7 @@ std::string to_string(Dist d) {
     case Dist::near_zero_den: return "near_zero_den";
     case Dist::repeated: return "repeated";
     case Dist::zero_vectors: return "zero_vectors";
+    case Dist::positive: return "positive";
   }
   return "?";
 }
@@ -54,6 +57,25 @@ struct Rows {
   Index count() const { return static_cast<Index>(x.size()) / w; }
   double* row(Index r) { return x.data() + r * w; }
 };
+
+// e^x for |x| ≤ 2^10 by IEEE operations only (fma, ldexp), so that every
+// platform computes the same bits (libm's exp may differ in the last place).
+double portable_exp(double x) {
+  const double k = std::nearbyint(x * 0x1.71547652b82fep0);  // x / ln 2
+  double r = std::fma(-k, 0x1.62e42fefa39efp-1, x);            // ln 2, high part
+  r = std::fma(-k, 0x1.abc9e3b39803fp-56, r);                  // ln 2, low part
+  double s = 1;  // Σ r^i / i! for i ≤ 13, as 1 + r(1 + r/2(1 + …))
+  for (int i = 13; i >= 1; --i) s = std::fma(s, r / i, 1.0);
+  return std::ldexp(s, static_cast<int>(k));
+}
+
+// The feature maps of linear attention, f of row x (row length w).
+void feature_map(double* x, Index w, int f) {
+  double top = x[0];
+  for (Index c = 1; c < w; ++c) top = std::max(top, x[c]);
+  for (Index c = 0; c < w; ++c)
+    x[c] = f == 0 ? std::fabs(x[c]) : f == 1 ? (x[c] > 0 ? x[c] + 1 : portable_exp(x[c])) : portable_exp(x[c] - top);
+}
 
 }  // namespace
 
@@ -114,6 +136,13 @@ void fill(BatchProblem& p, Dist d, Rng& rng) {
           if (rng.int_in(0, 3) == 0)
             for (Index c = 0; c < r->w; ++c) r->row(i)[c] = 0;
       break;
+    case Dist::positive: {
+      // Every den is a sum of positive terms, far from 0 (normalized linear attention's inputs).
+      const int f = static_cast<int>(rng.int_in(0, 2));
+      for (Rows* r : {&q, &k})
+        for (Index i = 0; i < r->count(); ++i) feature_map(r->row(i), r->w, f);
+      break;
+    }
   }
   for (Rows* r : {&q, &k, &v})
     for (double& e : r->x) e = round_to(p.dtype, e);

@@ -149,6 +149,18 @@ void backward(Builder& b) {
   fill_upstream(b.cases.back(), false);
 }
 
+// Positive feature maps (normalized linear attention's inputs, every den far
+// from 0): normalized gradients of every variant family, each element
+// well-conditioned. Added last, so that the others keep their seeds.
+void positive(Builder& b) {
+  const auto cfgs = configs();
+  for (const char* family : {"la1", "hla2", "ahla", "hla3"})
+    for (const char* norm : {"add", "clamp"}) {
+      b.add(named(cfgs, family), norm, DType::f32, Dist::positive, Shape{1, 2, 1, 20, 8, 4}, "-grad");
+      fill_upstream(b.cases.back(), true);
+    }
+}
+
 void full(Builder& b) {
   golden(b);
   const auto cfgs = configs();
@@ -182,8 +194,8 @@ const std::vector<std::string>& suite_names() {
 
 std::vector<Case> make_suite(const std::string& name, uint64_t seed) {
   Builder b{seed, {}};
-  if (name == "golden") golden(b), flagged(b), backward(b);
-  else if (name == "default") full(b);
+  if (name == "golden") golden(b), flagged(b), backward(b), positive(b);
+  else if (name == "default") full(b), positive(b);
   else throw InputError("unknown suite '" + name + "' (expected golden or default)");
   return std::move(b.cases);
 }

@@ -82,11 +82,13 @@ struct GradientOptions {
 GradientReference compute_gradient_reference(const BatchProblem& p, const Reference& forward, std::vector<double> dout,
                                              std::vector<double> dden, const GradientOptions& opt = {});
 
-// Our backward form `form` (chunk width `chunk`) evaluated in float64 on
-// every group and sequence, rounded to `out`, into c.dq, c.dk, c.dv: what a
-// correct float64 kernel's backward writes (hla eval --grad).
+// Our backward form `form` (chunk width `chunk`) evaluated in precision prec
+// on every group and sequence, rounded to `out`, into c.dq, c.dk, c.dv (and
+// c.dstate): what a correct kernel's backward writes (hla eval --grad). f64:
+// in double; f32, tf32: in float; bf16, f16: the chunked forms only, by
+// fast_ours_gradients (every operation rounded). InputError otherwise.
 void ours_gradients(const BatchProblem& p, const std::vector<double>& dout, const std::vector<double>& dden, BackwardForm form, Index chunk,
-                    DType out, CandidateOutputs& c);
+                    DType out, CandidateOutputs& c, Precision prec = Precision::f64);
 
 // Our backward form in precision prec at scale: the fast engine's chunked
 // backward with chunk width `chunk` (engine/src/fast/gradient_baseline.cpp), the

@@ -40,6 +40,7 @@ enum class Dist {
   near_zero_den,  // opposing query and key pairs, perturbed by 2^-10: denominators ≪ magnitude
   repeated,       // a few distinct tokens repeated
   zero_vectors,   // N(0,1) with some q, k or v rows zero
+  positive,       // q, k through a feature map of linear attention: |x|, elu(x) + 1 or exp(x − max x), one per case
 };
 std::string to_string(Dist d);
 Dist parse_dist(std::string_view s);  // throws InputError
