@@ -192,8 +192,9 @@ GradientReference compute_gradient_reference(const BatchProblem& p, const Refere
     for_each_element(p, k, x, [&](int w, size_t at, const f113& v, const f113& m, size_t row) {
       const double scale = scale_of(sc, w)[row];
       (*values[w])[at] = static_cast<double>(v), (*mags[w])[at] = static_cast<double>(m);
+      // Every flag anew: a task recomputed here replaces the engine's flags too.
       if (!std::isfinite(scale)) (*flags[w])[at] = kUncertified | kIllConditioned;
-      else if (!certifies(v, f113(0x1p-112) * f113(Kg * scale) * m)) (*flags[w])[at] = kUncertified;
+      else (*flags[w])[at] = certifies(v, f113(0x1p-112) * f113(Kg * scale) * m) ? 0 : kUncertified;
     });
   };
   // The double-double engine's values, magnitudes and flags of a task; whether any element is uncertified.

@@ -23,6 +23,8 @@ FUZZ = r"^fuzz_(unit|exact_tier|gradient):|^hla_fuzz_cli$|^hla_fuzz_zoo"
 POLE = r"^props_check:pole region"
 CERTIFY = r"^props_fast:fast reference: values within 2\^-100 of a rounding midpoint"
 SHRINK_HINT = r"^fuzz_unit:shrinker: keeps the class hint"
+# The gradient certification's edges (issue 39): tests/engine/grad_certify.cpp.
+GRAD_CERTIFY = r"^props_fast_backward:gradient certification"
 
 MUTANTS = [
     # ------------------------------------------------------------ reference operators
@@ -401,6 +403,26 @@ MUTANTS = [
          original="const double margin = (comp + input) * (1 + 0x1p-40);",
          replacement="const double margin = (comp + input / 2) * (1 + 0x1p-40);",
          tests=CERTIFY, description="the quotient screen counts half the error bounds of num and den"),
+    dict(id="gradient_screen_error_halved", area="check", file="engine/src/fast/gradient.cpp",
+         original="if (certifies(x, f113(c.e) * (1 + f113(0x1p-60)))) return static_cast<double>(x);",
+         replacement="if (certifies(x, f113(c.e / 2) * (1 + f113(0x1p-60)))) return static_cast<double>(x);",
+         tests=GRAD_CERTIFY, description="the gradient screen counts half an element's error term"),
+    dict(id="gradient_clamp_branch_unchecked", area="check", file="engine/src/fast/gradient.cpp",
+         original="if (!(a > e_den * 2) || !(abs(a - eps) > e_den * 2)) return false;",
+         replacement="if (!(a > e_den * 2)) return false;",
+         tests=GRAD_CERTIFY, description="clamped: the engine takes a branch of D although |den| is within its bound of ε"),
+    dict(id="gradient_recompute_keeps_flags", area="check", file="engine/src/gradient_reference.cpp",
+         original="else (*flags[w])[at] = certifies(v, f113(0x1p-112) * f113(Kg * scale) * m) ? 0 : kUncertified;",
+         replacement="else if (!certifies(v, f113(0x1p-112) * f113(Kg * scale) * m)) (*flags[w])[at] = kUncertified;",
+         tests=GRAD_CERTIFY, description="a binary128 recompute leaves the engine's stale flags"),
+    dict(id="gradient_row_unscored_half", area="check", file="check/src/check.cpp",
+         original="if (g.checked && g.elements > 0 && static_cast<double>(g.elements - g.scored) > kMaxUnscoredFraction * static_cast<double>(g.elements))",
+         replacement="if (g.checked && g.elements > 0 && static_cast<double>(g.elements - g.scored) >= kMaxUnscoredFraction * static_cast<double>(g.elements))",
+         tests=r"^props_check:gradients: a row with more than half", description="a gradient row with half its elements unscored is INCONCLUSIVE"),
+    dict(id="gradient_row_unscored_ignored", area="check", file="check/src/check.cpp",
+         original="if (g.checked && g.elements > 0 && static_cast<double>(g.elements - g.scored) > kMaxUnscoredFraction * static_cast<double>(g.elements))",
+         replacement="if (false)",
+         tests=r"^props_check:gradients: a row with more than half", description="a gradient row mostly unscored still PASSes"),
     # Gradients (SPEC §9, engine/src/gradient_reference.cpp, check/src/gradient_*.cpp).
     dict(id="gradient_bound_without_quotient", area="check", file="engine/src/gradient_reference.cpp",
          original="return backward_depth_bound(o.variant, n, d, dv) + (o.normalize ? quotient_depth_bound(o.variant, n, d, dv) : 0.0);",

@@ -344,10 +344,11 @@ double certify(const Cell& c, uint8_t& flag) {
 
 bool fast_group_gradient(const BatchProblem& p, const std::vector<double>& dout, const std::vector<double>& dden,
                          const std::vector<double>& den_ref, Index b, Index kvh, Index t0, Index t1, Index chunk, GroupGradient<double>& x,
-                         GroupGradient<double>& flags) {
+                         GroupGradient<double>& flags, GroupGradient<double>* bounds) {
   GroupCells g;
   if (!group_cells<DD>(p, dout, dden, den_ref, b, kvh, t0, t1, chunk, g)) return false;
   const Index L = t1 - t0;
+  if (bounds) *bounds = as_gradient(p, g, L, [](const Cell& c) { return c.e; });
   x = as_gradient(p, g, L, [](const Cell& c) {
     uint8_t f = 0;
     return certify(c, f);

@@ -113,10 +113,11 @@ inline double token_kappa(const Options& o, double den, double mden_err, const d
 // chunked form, overflow, a normalized token whose den ⊕ ε it cannot bound
 // away from the pole or, clamped, from the clamp's edge): use binary128.
 // den_ref: the forward reference's den, whose |den ⊕ ε| the normalized
-// magnitudes divide by (generation and proof alike).
+// magnitudes divide by (generation and proof alike). `bounds` (tests): each
+// element's error term, the bound that certification screens against.
 bool fast_group_gradient(const BatchProblem& p, const std::vector<double>& dout, const std::vector<double>& dden,
                          const std::vector<double>& den_ref, Index b, Index kvh, Index t0, Index t1, Index chunk, GroupGradient<double>& x,
-                         GroupGradient<double>& flags);
+                         GroupGradient<double>& flags, GroupGradient<double>* bounds = nullptr);
 // The same by the double engine, for the proof of stored gradients: values
 // (with their magnitudes, as fast_group_gradient's) and a bound of each
 // value's error (its dq, dk, dv, dstate members).
