@@ -1,6 +1,7 @@
 // The fast exact engine (hla/exact.hpp, hla/ffrational.hpp) gives the same
 // rationals as the evaluation in GMP's mpq, compared with `==`:
-// - FFRational's arithmetic (+, −, ·, /, comparisons) on random rationals;
+// - FFRational's arithmetic (+, −, ·, /, comparisons) on random rationals,
+//   and on sums that cancel whole limbs;
 // - every form of every variant, every option (masked/unmasked, γ, ridge λ,
 //   scale, normalize off/add/clamp), magnitudes included;
 // - every backward form of every variant with a backward, its magnitudes;
@@ -129,6 +130,44 @@ TEST_CASE("FFRational: + - * / and comparisons equal mpq's, in a context and out
       f.push_back(got);
     }
   });
+}
+
+// Sums and differences that cancel whole 64-bit limbs (random small
+// rationals never do): N must shrink to its odd part, the value stay exact,
+// zero be zero, and comparisons agree — inline, on the heap (beyond kInline
+// limbs) and in a context whose base is 5.
+TEST_CASE("FFRational: sums and differences that cancel whole limbs equal mpq's, N normalized", "[exact]") {
+  const mp::mpz_int one = 1, w = one << 64;
+  // (a, b) with a + b small: whole limbs cancel, or leave a multiple of 2^64 or 2^128.
+  const std::vector<std::pair<mp::mpz_int, mp::mpz_int>> pairs{
+      {w * w + w + 1, -(w * w + w)},                  // 1
+      {w * w * w + 1, -(w * w * w - w + 1)},          // 2^64
+      {w * w * w + w * w, -(w * w * w)},              // 2^128
+      {(one << (64 * 13)) + 3, -(one << (64 * 13))},  // 3, from 14 limbs on the heap
+      {w * w + 7, -(w * w + 7)},                      // 0
+  };
+  for (const bool in_context : {false, true}) {
+    std::optional<FFContext> ctx;
+    if (in_context) ctx.emplace(std::vector<Rational>{Rational(1, 5)});
+    const Rational scale = in_context ? Rational(1, 125) : Rational(1);  // B^3 = 125: the values a·5^-3
+    for (const auto& [a, b] : pairs) {
+      const Rational ra = Rational(a) * scale, rb = Rational(b) * scale, sum = ra + rb, diff = ra - Rational(-rb);
+      const FFRational fa = FFRational::from(ra), fb = FFRational::from(rb), fnb = FFRational::from(Rational(-rb));
+      INFO("a = " << a << ", b = " << b << (in_context ? " (over 5^3, in a context)" : ""));
+      for (const FFRational& got : {fa + fb, fa - fnb, fb + fa, -(fnb - fa)}) {
+        REQUIRE(got.to_rational() == sum);
+        CHECK(diff == sum);
+        CHECK(got.is_zero() == (sum == 0));
+        CHECK(got.sign() == (sum > 0) - (sum < 0));
+        CHECK((got == FFRational::from(sum)));
+        CHECK((got < fa) == (sum < ra));
+        CHECK((got > FFRational(0)) == (sum > 0));
+        // N is the odd part of the numerator over 5^k: one limb here.
+        CHECK(got.limbs() == (sum == 0 ? 0 : 1));
+      }
+      CHECK(((fa + fb) + fnb).to_rational() == Rational(sum - rb));  // and back: the big value again
+    }
+  }
 }
 
 // ---------------------------------------------------------------- forward

@@ -128,7 +128,8 @@ void ours_gradients(const BatchProblem& p, const std::vector<double>& dout, cons
   if (form != BackwardForm::chunked && form != BackwardForm::chunked_matmul)
     throw InputError("backward form " + to_string(form) + " runs in f64 and f32; in " + to_string(prec) +
                      " the chunked backward does (chunked or chunked_matmul)");
-  if (!fast::supports(p.opt.variant)) throw InputError("variant " + to_string(p.opt.variant) + " has no chunked backward in " + to_string(prec));
+  if (!fast::supports(p.opt.variant))
+    throw InputError("variant " + to_string(p.opt.variant) + " has no chunked backward in " + to_string(prec));
   p.validate();
   const CandidateOutputs g = fast_ours_gradients(p, prec, dout, dden, chunk);
   gradient_slots(p, out, c);

@@ -175,8 +175,8 @@ void draw_distribution(FuzzCase& c, const Supports& s, const std::vector<EpsMode
   BatchProblem& p = c.p;
   Options& o = p.opt;
   c.dist = pick(r, std::vector<gen::Dist>{gen::Dist::gaussian, gen::Dist::gaussian, gen::Dist::positive, gen::Dist::uniform,
-                                          gen::Dist::small_int, gen::Dist::dynamic_range, gen::Dist::cancellation,
-                                          gen::Dist::near_zero_den, gen::Dist::repeated, gen::Dist::zero_vectors});
+                                          gen::Dist::small_int, gen::Dist::dynamic_range, gen::Dist::cancellation, gen::Dist::near_zero_den,
+                                          gen::Dist::repeated, gen::Dist::zero_vectors});
   if (c.dist == gen::Dist::small_int) {
     o.gamma = 1, o.normalize = false, o.scale = 1, p.n = std::min<Index>(p.n, 24);
     if (s.n_multiple > 1) p.n = block_length(p.n, s);

@@ -109,8 +109,7 @@ TEST_CASE("gradient certification: an element within the engine's error term of 
   }
 }
 
-TEST_CASE("gradient certification, clamp: |den| at ε or within its bound of ε is ill-conditioned, 2^-60 away is not",
-          "[fast][certify]") {
+TEST_CASE("gradient certification, clamp: |den| at ε or within its bound of ε is ill-conditioned, 2^-60 away is not", "[fast][certify]") {
   using namespace grad_edges;
   // One normalized token 0 with den = q_0·k_0 = ε + s (ε = 2^-4), and the
   // tokens after it well away from ε; dq_0 depends on token 0 only (la1).
@@ -131,8 +130,7 @@ TEST_CASE("gradient certification, clamp: |den| at ε or within its bound of ε 
     const Reference ref = compute_reference(p, engine_only());
     const GradientReference g = compute_gradient_reference(p, ref, dout, dden);
     const bool within = std::fabs(s) < std::ldexp(1.0, -100);
-    INFO("den − ε = " << s << ", dq_0 flags " << int(g.dq_flags[0]) << " " << int(g.dq_flags[1]) << ", dq_2 flags "
-                      << int(g.dq_flags[4]));
+    INFO("den − ε = " << s << ", dq_0 flags " << int(g.dq_flags[0]) << " " << int(g.dq_flags[1]) << ", dq_2 flags " << int(g.dq_flags[4]));
     for (size_t c : {0, 1}) {
       CHECK(((g.dq_flags[c] & kUncertified) != 0) == within);
       CHECK(((g.dq_flags[c] & kIllConditioned) != 0) == within);

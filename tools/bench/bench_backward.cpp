@@ -124,10 +124,11 @@ void end_to_end(const Case& c, Index B, Index H, Index n, Index d, bool positive
   const double total = static_cast<double>(g.dq.size() + g.dk.size() + g.dv.size());
   rusage ru{};
   getrusage(RUSAGE_SELF, &ru);
-  const double cpu = static_cast<double>(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) + 1e-6 * static_cast<double>(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec);
+  const double cpu =
+      static_cast<double>(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) + 1e-6 * static_cast<double>(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec);
   std::printf("  %-22s forward ref %6.1f s, gradient ref %6.1f s, check %6.1f s: %6.1f s (CPU %.1f s); certified %.4f%%; %s\n",
-              c.name.c_str(), t_fwd, t_grad, t_check, t_fwd + t_grad + t_check, cpu, 100.0 * (total - static_cast<double>(g.uncertified)) / total,
-              r.verdict().c_str());
+              c.name.c_str(), t_fwd, t_grad, t_check, t_fwd + t_grad + t_check, cpu,
+              100.0 * (total - static_cast<double>(g.uncertified)) / total, r.verdict().c_str());
   // The certified fraction of the elements that an f32 (f64) candidate's check scores (not ill-conditioned).
   for (const auto& [prec, u] : {std::pair{"f32", 0x1p-24}, {"f64", 0x1p-53}}) {
     const check::GradientYardstick y = check::gradient_yardstick(x.p, ref, g, engine::FormClass::masked, u);
@@ -232,7 +233,8 @@ double one_head(const Options& o, Index n, Index d) {
 std::vector<Case> e2e_cases() {
   std::vector<Case> c;
   for (const auto& [name, v] : {std::pair{"la1", Variant::la1}, {"hla2", Variant::hla2}, {"ahla", Variant::ahla}, {"hla3", Variant::hla3}})
-    for (const auto& [norm, on, mode] : {std::tuple{"none", false, EpsMode::add}, {"add", true, EpsMode::add}, {"clamp", true, EpsMode::clamp}})
+    for (const auto& [norm, on, mode] :
+         {std::tuple{"none", false, EpsMode::add}, {"add", true, EpsMode::add}, {"clamp", true, EpsMode::clamp}})
       c.push_back({std::string(name) + " g.99 " + norm, opts(v, "99/100", on, mode)});
   return c;
 }

@@ -21,9 +21,8 @@ uint64_t derive_seed(uint64_t seed, uint64_t i) {
 }
 
 const std::vector<Dist>& all_dists() {
-  static const std::vector<Dist> d{Dist::gaussian,     Dist::uniform,       Dist::small_int, Dist::dynamic_range,
-                                   Dist::cancellation, Dist::near_zero_den, Dist::repeated,  Dist::zero_vectors,
-                                   Dist::positive};
+  static const std::vector<Dist> d{Dist::gaussian,      Dist::uniform,  Dist::small_int,    Dist::dynamic_range, Dist::cancellation,
+                                   Dist::near_zero_den, Dist::repeated, Dist::zero_vectors, Dist::positive};
   return d;
 }
 
@@ -37,7 +36,8 @@ std::string to_string(Dist d) {
     case Dist::near_zero_den: return "near_zero_den";
     case Dist::repeated: return "repeated";
     case Dist::zero_vectors: return "zero_vectors";
-    case Dist::positive: return "positive";
+    case Dist::positive:
+      return "positive";
   }
   return "?";
 }
@@ -62,9 +62,9 @@ struct Rows {
 // platform computes the same bits (libm's exp may differ in the last place).
 double portable_exp(double x) {
   const double k = std::nearbyint(x * 0x1.71547652b82fep0);  // x / ln 2
-  double r = std::fma(-k, 0x1.62e42fefa39efp-1, x);            // ln 2, high part
-  r = std::fma(-k, 0x1.abc9e3b39803fp-56, r);                  // ln 2, low part
-  double s = 1;  // Σ r^i / i! for i ≤ 13, as 1 + r(1 + r/2(1 + …))
+  double r = std::fma(-k, 0x1.62e42fefa39efp-1, x);          // ln 2, high part
+  r = std::fma(-k, 0x1.abc9e3b39803fp-56, r);                // ln 2, low part
+  double s = 1;                                              // Σ r^i / i! for i ≤ 13, as 1 + r(1 + r/2(1 + …))
   for (int i = 13; i >= 1; --i) s = std::fma(s, r / i, 1.0);
   return std::ldexp(s, static_cast<int>(k));
 }
