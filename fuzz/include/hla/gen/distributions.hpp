@@ -1,6 +1,7 @@
 // Input distributions shared by `hla gen` and `hla fuzz`. Portable and
-// deterministic: only 64-bit integer draws (mt19937_64, fully specified) and
-// exact dyadic arithmetic, so the same seed gives the same bytes everywhere.
+// deterministic: only 64-bit integer draws (mt19937_64, fully specified),
+// exact dyadic arithmetic and (positive's exp) correctly rounded IEEE
+// operations, so the same seed gives the same bytes everywhere.
 #pragma once
 
 #include "hla/batch.hpp"
