@@ -174,16 +174,21 @@ void draw_sizes(BatchProblem& p, const Supports& s, gen::Rng& r) {
 void draw_distribution(FuzzCase& c, const Supports& s, const std::vector<EpsMode>& modes, gen::Rng& r) {
   BatchProblem& p = c.p;
   Options& o = p.opt;
-  c.dist = pick(r, std::vector<gen::Dist>{gen::Dist::gaussian, gen::Dist::gaussian, gen::Dist::positive, gen::Dist::uniform,
+  c.dist = pick(r, std::vector<gen::Dist>{gen::Dist::gaussian, gen::Dist::gaussian, gen::Dist::gaussian, gen::Dist::uniform,
                                           gen::Dist::small_int, gen::Dist::dynamic_range, gen::Dist::cancellation, gen::Dist::near_zero_den,
                                           gen::Dist::repeated, gen::Dist::zero_vectors});
   if (c.dist == gen::Dist::small_int) {
     o.gamma = 1, o.normalize = false, o.scale = 1, p.n = std::min<Index>(p.n, 24);
     if (s.n_multiple > 1) p.n = block_length(p.n, s);
   }
-  // Poles near den = 0, or positive features (den far from 0): both for normalized kernels.
-  const bool for_normalize = c.dist == gen::Dist::near_zero_den || c.dist == gen::Dist::positive;
-  if (for_normalize && !modes.empty()) o.normalize = true, o.eps_mode = pick(r, modes);
+  if (c.dist == gen::Dist::near_zero_den && !modes.empty()) o.normalize = true, o.eps_mode = pick(r, modes);
+  // A third of the Gaussian cases get positive features (den far from 0), normalized where the kernel
+  // normalizes; drawn from a copy of the stream, so that every other case keeps its values.
+  gen::Rng side = r;
+  if (c.dist == gen::Dist::gaussian && side.int_in(0, 2) == 0) {
+    c.dist = gen::Dist::positive;
+    if (!modes.empty()) o.normalize = true, o.eps_mode = pick(side, modes);
+  }
 }
 
 // Packed sequences (varlen), in whole blocks of n_multiple tokens.
