@@ -33,7 +33,8 @@ std::string dx_num(double x) {
   return buf;
 }
 
-bool dx_is_gradient(const ScoreMap& m) { return m.name != "out" && m.name != "den"; }
+bool dx_is_final_state(const ScoreMap& m) { return m.name.rfind("state.", 0) == 0; }
+bool dx_is_gradient(const ScoreMap& m) { return m.name != "out" && m.name != "den" && !dx_is_final_state(m); }
 
 // Which parts fail, when some of them are right.
 std::optional<std::string> hint_parts(const Report& r) {
@@ -53,6 +54,9 @@ std::optional<std::string> hint_parts(const Report& r) {
   if (bad.size() == 1 && bad[0] == "den")
     return "confined to den: den is wrong while " + join(good) +
            " right: look at the denominator's own sum (its decay, scale or ε, or den stored from another step)";
+  if (std::all_of(r.maps.begin(), r.maps.end(), [](const ScoreMap& m) { return !m.fails || dx_is_final_state(m); }))
+    return "confined to the final state: " + names(bad) + (bad.size() == 1 ? " is" : " are") + " wrong while " + join(good) +
+           " right: look at the state a kernel returns (its decay at the last token, a part taken from another chunk or head)";
   const bool grads_only = std::none_of(r.maps.begin(), r.maps.end(), [](const ScoreMap& m) { return m.fails && !dx_is_gradient(m); });
   if (grads_only && bad.size() == 1)
     return "confined to one gradient: " + bad[0] + " is wrong while " + join(good) + " right: look at " + bad[0] +

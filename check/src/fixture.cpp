@@ -38,6 +38,12 @@ io::Fixture make_fixture(BatchProblem p, Reference ref, const FixtureMeta& meta)
     f.ref_dstate = std::move(g.dstate), f.mag_dstate = std::move(g.mag_dstate);
     if (any(g.dstate_flags)) f.dstate_flags = std::move(g.dstate_flags);
   }
+  if (!ref.final_state.values.empty()) {
+    engine::StateReference& st = ref.final_state;
+    f.final_state = std::move(st.values), f.mag_final_state = std::move(st.mag);
+    if (sd) f.mag_final_state_unmasked = std::move(st.mag_sd);
+    if (any(st.flags)) f.final_state_flags = std::move(st.flags);
+  }
   f.suite = meta.suite;
   f.case_name = meta.case_name;
   f.seed = meta.seed;
@@ -59,6 +65,12 @@ template <class F> Reference reference_from(F&& f) {
   r.num = std::forward<F>(f).ref_num;
   r.mag_num_sd = std::forward<F>(f).mag_num_unmasked;
   r.mag_den_sd = std::forward<F>(f).mag_den_unmasked;
+  if (!f.final_state.empty()) {
+    engine::StateReference& st = r.final_state;
+    st.values = std::forward<F>(f).final_state, st.mag = std::forward<F>(f).mag_final_state;
+    st.mag_sd = std::forward<F>(f).mag_final_state_unmasked;
+    st.flags = f.final_state_flags.empty() ? std::vector<uint8_t>(st.values.size(), 0) : std::forward<F>(f).final_state_flags;
+  }
   complete_reference(p, r);  // version 1 files, and problems where format 2 stores neither
   r.flags = f.flags.empty() ? std::vector<uint8_t>(r.out.size(), 0) : std::forward<F>(f).flags;
   r.den_flags = f.den_flags.empty() ? std::vector<uint8_t>(r.den.size(), 0) : std::forward<F>(f).den_flags;
@@ -85,6 +97,8 @@ template <class C> CandidateOutputs outputs_from(C&& c) {
   if (c.dk) o.dk = *std::forward<C>(c).dk, o.dk_dtype = c.dk_dtype;
   if (c.dv) o.dv = *std::forward<C>(c).dv, o.dv_dtype = c.dv_dtype;
   o.dstate = std::forward<C>(c).dstate, o.dstate_parts = std::forward<C>(c).dstate_parts, o.dstate_dtype = c.dstate_dtype;
+  o.final_state = std::forward<C>(c).final_state, o.final_state_parts = std::forward<C>(c).final_state_parts;
+  o.final_state_dtype = c.final_state_dtype;
   return o;
 }
 
@@ -119,6 +133,7 @@ io::Candidate candidate_of(const CandidateOutputs& c) {
   if (!c.dk.empty()) k.dk = c.dk, k.dk_dtype = c.dk_dtype;
   if (!c.dv.empty()) k.dv = c.dv, k.dv_dtype = c.dv_dtype;
   k.dstate = c.dstate, k.dstate_parts = c.dstate_parts, k.dstate_dtype = c.dstate_dtype;
+  k.final_state = c.final_state, k.final_state_parts = c.final_state_parts, k.final_state_dtype = c.final_state_dtype;
   return k;
 }
 

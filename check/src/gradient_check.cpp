@@ -6,6 +6,7 @@
 // element's floor) for every gradient and state part, as for outputs.
 #include "hla/engine/gradient_groups.hpp"
 #include "internal.hpp"
+#include "part_rows.hpp"
 #include "score_map.hpp"
 
 #include <algorithm>
@@ -20,20 +21,6 @@ using engine::gradient_baselines;
 using engine::gradient_depth_bound;
 
 namespace {
-
-using Bases = std::vector<std::pair<std::string, CandidateOutputs>>;
-
-// What a row's elements are scored with.
-struct Judge {
-  const BatchProblem& p;
-  const Report& r;
-  const Bases& bases;
-  bool exact_tier;
-  double tiny;
-  // A flat class (no flat backward order of ours): rule 3's bar is our nested
-  // backward orders' worst times the class's path ratio (flat_path_ratio).
-  double path_ratio = 1;
-};
 
 // A row's map (Report::maps): the candidate's and each of our orders' scores.
 struct RowMaps {
@@ -87,7 +74,7 @@ void score(const Judge& j, GradientRow& row, std::vector<Element>& all, Element 
       if (sb >= row.baseline_max_score) row.baseline_worst_form = form;
     }
   }
-  if (e.score > j.r.gradient_bound) ++row.over_bound;
+  if (e.score > j.bound) ++row.over_bound;
   if (j.exact_tier && (dtype == DType::f32 || dtype == DType::f64) && !(e.candidate == e.reference)) ++row.exact_mismatches;
   row.max_score = std::max(row.max_score, e.score);
   all.push_back(e);
@@ -115,7 +102,7 @@ void finish_map(const Judge& j, Report& r, const GradientRow& row, RowMaps& maps
       m.ours_form = j.bases[k].first;
       break;
     }
-  m.bound = r.gradient_bound;
+  m.bound = j.bound;
   m.limit = row.baseline_applied ? row.ratio_limit * std::max(row.baseline_max_score, 1.0) : m.bound;
   m.fails = row.fails();
   r.maps.push_back(std::move(m));
@@ -145,7 +132,7 @@ void finish(const Judge& j, const CheckOptions& opt, Report& r, GradientRow& row
   if (row.nonfinite) r.reasons.push_back(row.name + ": " + std::to_string(row.nonfinite) + " non-finite values where the reference is finite");
   if (row.over_bound) {
     const Element& w = row.worst.front();
-    std::snprintf(buf, sizeof buf, " elements exceed the a priori gradient bound %.4g u·magnitude (worst score %.4g at ", r.gradient_bound, w.score);
+    std::snprintf(buf, sizeof buf, " elements exceed the a priori %s %.4g u·magnitude (worst score %.4g at ", j.bound_name, j.bound, w.score);
     r.reasons.push_back(row.name + ": " + std::to_string(row.over_bound) + buf + at(w) + ")");
   }
   if (row.exact_mismatches)
@@ -154,9 +141,9 @@ void finish(const Judge& j, const CheckOptions& opt, Report& r, GradientRow& row
   if (row.over_ratio) {
     const Element& w = row.ratio_element;
     std::snprintf(buf, sizeof buf,
-                  " is %.4g times the larger of the worst of our own backward forms in %s (%.4g by %s) and the element's floor (%.4g); "
+                  " is %.4g times the larger of the worst of our own %s in %s (%.4g by %s) and the element's floor (%.4g); "
                   "limit %.4gx for %zu scored elements",
-                  row.baseline_ratio, to_string(r.precision).c_str(), row.baseline_max_score, row.baseline_worst_form.c_str(),
+                  row.baseline_ratio, j.ours_name, to_string(r.precision).c_str(), row.baseline_max_score, row.baseline_worst_form.c_str(),
                   rule3_yardstick(GradientRow{}, w) == 1.0 && row.baseline_max_score == 0 ? 1.0 : kFloorRoundings * w.unit, row.ratio_limit,
                   row.scored);
     char score_text[40];
@@ -164,7 +151,7 @@ void finish(const Judge& j, const CheckOptions& opt, Report& r, GradientRow& row
     r.reasons.push_back(row.name + ": score " + score_text + " at " + at(w) + buf);
   }
   finish_map(j, r, row, maps);
-  r.gradients.push_back(std::move(row));
+  (r.*j.rows).push_back(std::move(row));
 }
 
 // (G + Gᵀ)/2 of the symmetric members of a state's gradient (BatchProblem::state
@@ -233,16 +220,14 @@ void token_rows(const Judge& j, const CheckOptions& opt, const CandidateOutputs&
   }
 }
 
-// From an initial state: one row per part of the state's gradient.
-void state_rows(const Judge& j, const CheckOptions& opt, const CandidateOutputs& cand, const GradientReference& g,
-                const GradientYardstick& y, Report& r, std::vector<std::string>& missing) {
+}  // namespace
+
+// One row per part of a state-shaped tensor (a state's gradient, a final state).
+void part_rows(const Judge& j, const CheckOptions& opt, const PartTensor& x, Report& r, std::vector<std::string>& missing) {
   const BatchProblem& p = j.p;
-  if (!p.has_state() || g.dstate.size() != p.state.size()) return;
-  if (!cand.dstate_parts.empty() && cand.dstate.size() != p.state.size())
-    throw InputError("candidate dstate holds " + std::to_string(cand.dstate.size()) + " values, expected " + std::to_string(p.state.size()));
-  const std::vector<double> mine = symmetrized(p, cand.dstate);
   std::vector<std::vector<double>> ours;
-  for (const auto& [form, b] : j.bases) ours.push_back(symmetrized(p, b.dstate));
+  for (const auto& [form, b] : j.bases) ours.push_back(x.symmetric ? symmetrized(p, b.*x.ours) : b.*x.ours);
+  const std::vector<double> mine = x.symmetric ? symmetrized(p, x.cand) : x.cand;
   const std::vector<StatePart> layout = state_layout(p.opt, p.d, p.dv);
   for (size_t mi = 0; mi < layout.size(); ++mi) {
     const StatePart& m = layout[mi];
@@ -251,22 +236,22 @@ void state_rows(const Judge& j, const CheckOptions& opt, const CandidateOutputs&
       const std::string part = ones ? m.ones : m.name;
       if (part.empty()) continue;
       GradientRow row;
-      row.name = "dstate." + part;
-      row.baseline_applied = !j.bases.empty();
-      row.checked = std::find(cand.dstate_parts.begin(), cand.dstate_parts.end(), part) != cand.dstate_parts.end();
+      row.name = x.prefix + part;
+      row.baseline_applied = !j.bases.empty() && !(x.no_rule3 && x.no_rule3(m));
+      row.checked = std::find(x.parts.begin(), x.parts.end(), part) != x.parts.end();
       if (!row.checked) {
         if (m.role == StatePart::Role::required) missing.push_back(row.name);
-        r.gradients.push_back(row);
+        (r.*j.rows).push_back(row);
         continue;
       }
       std::vector<Element> all;
       RowMaps maps(map_layout(p, row.name, p.sequence_count() * p.heads, p.heads, 1, m.rows, false), j.bases.size());
       p.for_each_state_entry([&](Index seq, Index h, size_t i_m, Index rr, Index c, size_t at) {
         if (i_m != mi || (c == m.cols) != ones) return;
-        score(j, row, all, Element{seq, h, rr, ones ? -1 : c, mine[at], g.dstate[at], y.state[at]}, cand.dstate_dtype,
+        score(j, row, all, Element{seq, h, rr, ones ? -1 : c, mine[at], x.ref[at], x.mag[at]}, x.dtype,
               [&](const CandidateOutputs& o) -> double {
                 for (size_t k = 0; k < j.bases.size(); ++k)
-                  if (&j.bases[k].second == &o) return ours[k].empty() ? NAN : ours[k][at];
+                  if (&j.bases[k].second == &o) return ours[k].empty() || !row.baseline_applied ? NAN : ours[k][at];
                 return NAN;
               }, maps, seq * p.heads + h);
       });
@@ -276,6 +261,19 @@ void state_rows(const Judge& j, const CheckOptions& opt, const CandidateOutputs&
       }, maps);
     }
   }
+}
+
+namespace {
+
+// From an initial state: one row per part of the state's gradient.
+void state_rows(const Judge& j, const CheckOptions& opt, const CandidateOutputs& cand, const GradientReference& g,
+                const GradientYardstick& y, Report& r, std::vector<std::string>& missing) {
+  const BatchProblem& p = j.p;
+  if (!p.has_state() || g.dstate.size() != p.state.size()) return;
+  if (!cand.dstate_parts.empty() && cand.dstate.size() != p.state.size())
+    throw InputError("candidate dstate holds " + std::to_string(cand.dstate.size()) + " values, expected " + std::to_string(p.state.size()));
+  part_rows(j, opt, {"dstate.", cand.dstate, cand.dstate_parts, cand.dstate_dtype, g.dstate, y.state, &CandidateOutputs::dstate, true}, r,
+            missing);
 }
 
 // The tokens whose den ⊕ ε is not bounded away from the pole, named (SPEC §9).
@@ -322,7 +320,8 @@ void check_gradients(const BatchProblem& p, const Reference& ref, const Candidat
   Bases bases = has_any ? gradient_baselines(p, g, r.precision, opt.form_class, replay ? &memo->gradient_bases : nullptr) : Bases{};
   if (memo) memo->evaluated += bases.size() - std::min(reused, bases.size());
   const bool exact_tier = opt.exact_tier && (!cand.dq.empty() || !cand.dk.empty() || !cand.dv.empty()) && gradient_exact_tier(p, g);
-  const Judge j{p, r, bases, exact_tier, info(r.precision).smallest_normal(), flat_path_ratio(p.opt, Lmax, p.d, opt.form_class)};
+  const Judge j{p, r, bases, exact_tier, info(r.precision).smallest_normal(), flat_path_ratio(p.opt, Lmax, p.d, opt.form_class),
+                r.gradient_bound};
   std::vector<std::string> missing;
   const size_t reasons_before = r.reasons.size();
   token_rows(j, opt, cand, g, y, r, missing);

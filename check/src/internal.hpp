@@ -3,6 +3,7 @@
 #pragma once
 
 #include "hla/check/check.hpp"
+#include "hla/check/fixture.hpp"
 #include "hla/check/gradient.hpp"
 #include "hla/engine/detail.hpp"
 #include "hla/engine/orders.hpp"
@@ -48,6 +49,13 @@ std::string declare_class(FormClass c, Interface i);
 // add(tensor, message) per mismatch.
 void verify_gradients(const BatchProblem& p, const Reference& forward, const GradientReference& g,
                       const std::function<void(const std::string&, const std::string&)>& add);
+
+// Proves a fixture's stored final state (state.<part>, its magnitudes) from
+// its inputs (state_check.cpp): within the bound of our float64 evaluation
+// (engine::double_final_state); add(tensor, message) per mismatch.
+void verify_final_state(const io::Fixture& f, const std::function<void(const std::string&, const std::string&)>& add);
+// Scores the candidate's final state into r.states; called by check().
+void check_final_state(const BatchProblem& p, const Reference& ref, const CandidateOutputs& cand, const CheckOptions& opt, Report& r);
 
 // The k elements of largest score, largest first; ties in (b, h, t, c) order,
 // so the list does not depend on how the elements were gathered.

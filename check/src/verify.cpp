@@ -277,6 +277,7 @@ void verify_fixture(const io::Fixture& f, const std::function<void(double, doubl
     }
   });
   for (const Findings& fnd : found) bad.merge(fnd);
+  if (bad.count.empty()) verify_final_state(f, [&](const std::string& t, const std::string& what) { bad.add(t, what); });
   // Gradients: a float64 backward of the stored inputs and upstream.
   if (f.gradients && bad.count.empty()) {
     if (!p.all_finite()) bad.add("metadata", "gradients with NaN/Inf inputs (a gradient fixture's inputs are finite)");
@@ -321,6 +322,13 @@ void verify_inputs(const io::Fixture& f, double max_seconds) {
   };
   flags("flags", f.flags, r.flags);
   flags("den_flags", f.den_flags, r.den_flags);
+  const engine::StateReference& st = r.final_state;
+  if (!f.final_state.empty() || !st.values.empty()) {
+    same("state", f.final_state, st.values, st.mag, st.flags);
+    same("mag_state", f.mag_final_state, st.mag, st.mag, {});
+    same("mag_state_unmasked", f.mag_final_state_unmasked, st.mag_sd, st.mag_sd, {});
+    flags("state_flags", f.final_state_flags, f.final_state.empty() ? std::vector<uint8_t>{} : st.flags);
+  }
   if (f.gradients) {
     const GradientReference g = compute_gradient_reference(p, r, f.dout, f.dden);
     const double cg = (gradient_depth_bound(p.opt, p.n, p.d, p.dv) + 2) * std::ldexp(1.0, -53);

@@ -242,7 +242,8 @@ void fill_state_difference_magnitude(const BatchProblem& p, Reference& ref) {
 }
 
 bool is_complete(const Reference& ref) {
-  return ref.num.size() == ref.out.size() && ref.mag_num_sd.size() == ref.mag_num.size() && ref.mag_den_sd.size() == ref.mag_den.size();
+  return ref.num.size() == ref.out.size() && ref.mag_num_sd.size() == ref.mag_num.size() && ref.mag_den_sd.size() == ref.mag_den.size() &&
+         ref.final_state.mag_sd.size() == ref.final_state.mag.size();
 }
 
 void complete_reference(const BatchProblem& p, Reference& ref) {
@@ -258,6 +259,7 @@ void complete_reference(const BatchProblem& p, Reference& ref) {
     }
   }
   if (ref.mag_num_sd.size() != ref.mag_num.size() || ref.mag_den_sd.size() != ref.mag_den.size()) fill_state_difference_magnitude(p, ref);
+  if (ref.final_state.mag_sd.size() != ref.final_state.mag.size()) fill_state_difference_state_magnitude(p, ref.final_state);
 }
 
 bool exact_options_cheap(const Options& o) {
@@ -409,6 +411,7 @@ Reference compute_reference(const BatchProblem& p, const ReferenceOptions& opt) 
   if (ref.bits == 0 && !exact) ref.bits = 113;
   // Binary128 and fast heads: the state-difference magnitude in double (exact heads filled it exactly).
   if (ref.bits != 0) fill_state_difference_magnitude(p, ref);
+  ref.final_state = compute_state_reference(p, opt.exact_max_n);
   ref.stats.heads = total;
   ref.stats.elements = no + nd;
   for (uint8_t f : ref.flags) ref.stats.uncertified += (f & kUncertified) != 0;

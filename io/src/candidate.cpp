@@ -12,8 +12,18 @@ constexpr std::string_view kDstatePrefix = "dstate.";
 std::string expected_names(const Fixture& fx) {
   std::string s = fx.gradients ? "out, den, dq, dk, dv" : "out, den";
   if (fx.gradients && fx.problem.has_state()) s += ", dstate.<part>";
-  for (const auto& [name, shape] : fx.state_shapes) s += ", state." + name;
+  if (!fx.final_state.empty()) s += ", state.<part>";
   return s;
+}
+
+// The given parts of `values` (laid out as p's state) as tensors "<prefix><part>" in dtype.
+void put_parts(SafetensorsFile& st, const BatchProblem& p, const std::vector<double>& values, const std::vector<std::string>& parts,
+               std::string_view prefix, DType dtype, size_t want, const char* what, const char* whose) {
+  if (parts.empty()) return;
+  if (values.size() != want)
+    throw InputError(std::string("candidate ") + what + " holds " + std::to_string(values.size()) + " values, expected " + std::to_string(want) + whose);
+  for (auto& [name, t] : state_part_tensors(p, values, prefix, dtype))
+    if (std::find(parts.begin(), parts.end(), name.substr(prefix.size())) != parts.end()) st.tensors.emplace(name, std::move(t));
 }
 
 }  // namespace
@@ -32,7 +42,7 @@ Candidate candidate_from_safetensors(const SafetensorsFile& file, const Fixture&
   const auto out = file.tensors.find("out");
   if (out == file.tensors.end())
     throw fail("tensor 'out' is missing (a candidate file holds out " + shape_string(out_shape(fx.problem)) +
-               ", optionally den and state.<name>)");
+               ", optionally den and state.<part>)");
   c.out = read("out", out->second, out_shape(fx.problem), c.out_dtype);
   for (const auto& [name, t] : file.tensors) {
     if (name == "out") continue;
@@ -58,15 +68,20 @@ Candidate candidate_from_safetensors(const SafetensorsFile& file, const Fixture&
       continue;  // all parts at once, below
     }
     if (has_prefix(name, kStatePrefix)) {
-      const std::string s = name.substr(kStatePrefix.size());
-      const auto it = fx.state_shapes.find(s);
-      if (it == fx.state_shapes.end())
-        throw fail("unknown tensor '" + name + "': the fixture has no state '" + s + "' (expected " +
-                   expected_names(fx) + ")");
-      c.state[s] = read(name, t, it->second, c.state_dtypes[s]);
-      continue;
+      if (fx.final_state.empty())
+        throw fail("tensor '" + name + "' is a final state, but the fixture carries no final state to judge it against" +
+                   (has_state(fx.problem.opt.variant) ? " (regenerate it with this hla)" : " (" + to_string(fx.problem.opt.variant) +
+                                                                                              " has no streaming state)"));
+      continue;  // all parts at once, below
     }
     throw fail("unknown tensor '" + name + "' (expected " + expected_names(fx) + ")");
+  }
+  try {
+    // A final state given in part: every required part (read_state_parts names the missing one).
+    StateParts st = read_state_parts(file.tensors, fx.problem, kStatePrefix, source, true);
+    c.final_state = std::move(st.values), c.final_state_parts = std::move(st.given), c.final_state_dtype = st.dtype;
+  } catch (const InputError& e) {
+    throw fail(e.what());
   }
   if (fx.gradients && fx.problem.has_state()) {
     try {
@@ -91,21 +106,8 @@ SafetensorsFile candidate_to_safetensors(const Candidate& c, const Fixture& fx) 
   if (c.dq) st.tensors["dq"] = float_tensor(c.dq_dtype, q_shape(p), *c.dq, "candidate dq");
   if (c.dk) st.tensors["dk"] = float_tensor(c.dk_dtype, k_shape(p), *c.dk, "candidate dk");
   if (c.dv) st.tensors["dv"] = float_tensor(c.dv_dtype, v_shape(p), *c.dv, "candidate dv");
-  if (!c.dstate_parts.empty()) {
-    if (c.dstate.size() != fx.problem.state.size())
-      throw InputError("candidate dstate holds " + std::to_string(c.dstate.size()) + " values, expected " +
-                       std::to_string(fx.problem.state.size()) + " (the initial state's)");
-    for (auto& [name, t] : state_part_tensors(fx.problem, c.dstate, kDstatePrefix, c.dstate_dtype))
-      if (std::find(c.dstate_parts.begin(), c.dstate_parts.end(), name.substr(kDstatePrefix.size())) != c.dstate_parts.end())
-        st.tensors.emplace(name, std::move(t));
-  }
-  for (const auto& [name, values] : c.state) {
-    const auto it = fx.state_shapes.find(name);
-    if (it == fx.state_shapes.end()) throw InputError("candidate state '" + name + "' is not a state of the fixture");
-    const auto dt = c.state_dtypes.find(name);
-    st.tensors[std::string(kStatePrefix) + name] =
-        float_tensor(dt == c.state_dtypes.end() ? DType::f64 : dt->second, it->second, values, "candidate state." + name);
-  }
+  put_parts(st, fx.problem, c.dstate, c.dstate_parts, kDstatePrefix, c.dstate_dtype, fx.problem.state.size(), "dstate", " (the initial state's)");
+  put_parts(st, fx.problem, c.final_state, c.final_state_parts, kStatePrefix, c.final_state_dtype, fx.final_state.size(), "final state", "");
   return st;
 }
 

@@ -61,7 +61,49 @@ void run_head(const BatchProblem& p, const BaselineForm& f, CandidateOutputs& ou
   }
 }
 
+// Head (b, h)'s final state by form f in S, into `state` (laid out as BatchProblem::state).
+template <class S>
+void state_head(const BatchProblem& p, const BaselineForm& f, std::vector<double>& state, Index b, Index h, Index t0, Index t1) {
+  auto at = [&](const std::vector<double>& x, size_t (BatchProblem::*index)(Index, Index, Index, Index) const) {
+    return [&, index](Index t, Index c) { return input_as<S>(x[(p.*index)(b, h, t0 + t, c)], p.dtype); };
+  };
+  const bool one_token = f.form == Form::streaming;
+  fast::FastHead<S> fh = fast::make_fast_head<S>(p.opt, t1 - t0, p.d, p.dv, at(p.q, &BatchProblem::q_index), at(p.k, &BatchProblem::k_index),
+                                                 at(p.v, &BatchProblem::v_index), one_token ? 1 : f.chunk);
+  fh.full_carry = true;
+  const BatchProblem::StateView X0 = p.state_of(b, h, t0);
+  fast::set_initial_carry(fh, X0.layout, [&](size_t i, Index r, Index c) { return input_as<S>(X0.at(i, r, c), p.state_dtype); });
+  const fast::Carry<S> X = fast::final_carry(fh);
+  const BatchProblem::StateView out = p.state_view(p.sequence_of(b, t0), h);
+  for (size_t i = 0; i < X.size() && i < out.layout.size(); ++i)
+    for (Index r = 0; r < X[i].rows(); ++r)
+      for (Index c = 0; c < X[i].cols(); ++c)
+        state[out.start[i] + static_cast<size_t>(r * out.layout[i].width() + c)] = static_cast<double>(X[i].val.at(r, c));
+}
+
 }  // namespace
+
+std::vector<double> fast_ours_state(const BatchProblem& p, Precision prec, const BaselineForm& f) {
+  if (!fast_baseline_applies(p, f, true) || f.form == Form::streaming_paper_state)
+    throw std::logic_error("fast_ours_state: not a form the fast engine evaluates");
+  std::vector<double> state(static_cast<size_t>(p.sequence_count() * p.heads * state_size(state_layout(p.opt, p.d, p.dv))), 0);
+  struct Task {
+    Index b, h, t0, t1;
+  };
+  std::vector<Task> tasks;
+  p.for_each_sequence([&](Index b, Index h, Index t0, Index t1) { tasks.push_back({b, h, t0, t1}); });
+  parallel_for(tasks.size(), worker_threads(), [&](size_t i) {
+    const Task& t = tasks[i];
+    switch (prec) {
+      case Precision::f64: return state_head<double>(p, f, state, t.b, t.h, t.t0, t.t1);
+      case Precision::f32:
+      case Precision::tf32: return state_head<fast::Emu<0>>(p, f, state, t.b, t.h, t.t0, t.t1);
+      case Precision::bf16: return state_head<fast::Emu<1>>(p, f, state, t.b, t.h, t.t0, t.t1);
+      case Precision::f16: return state_head<fast::Emu<2>>(p, f, state, t.b, t.h, t.t0, t.t1);
+    }
+  });
+  return state;
+}
 
 bool fast_baseline_applies(const BatchProblem& p, const BaselineForm& f, bool known_finite) {
   if (!fast::supports(p.opt.variant) || (!known_finite && !p.all_finite())) return false;

@@ -114,7 +114,7 @@ struct Tally {
 // our backward forms were all exact. Exact tier (SPEC §9): dq, dk, dv of an
 // exact-tier case in f32/f64.
 struct GradientRow : Tally {
-  std::string name;  // dq, dk, dv, or dstate.<part> (from an initial state)
+  std::string name;  // dq, dk, dv, dstate.<part> (from an initial state), or state.<part> (a final state)
   bool checked = false;  // the candidate has it
   size_t ill_conditioned = 0;  // not scored: depends on a den ⊕ ε within its error bound of 0 (or of a clamp jump)
   bool baseline_applied = false;  // rule 3 applies: we have backward forms of this variant
@@ -188,6 +188,10 @@ struct Report : Tally {
   std::string dumped;  // the fixture written by dump_on_failure, if any
   // Gradients: rows when the reference has gradients; a note why none were checked.
   std::vector<GradientRow> gradients;
+  // The final state (SPEC §8), when the candidate returns one: a row per part
+  // (state.<part>), scored as the outputs (magnitude of the class, bound K + 1,
+  // rule 3 against our orders' final states).
+  std::vector<GradientRow> states;
   double gradient_bound = 0;  // K_g + 1
   std::string gradients_note;
   // Normalized: the tokens whose den ⊕ ε lies within its error bound of the

@@ -27,6 +27,11 @@ struct CandidateOutputs {
   std::vector<double> dstate{};
   std::vector<std::string> dstate_parts{};
   DType dstate_dtype = DType::f64;
+  // The final state (SPEC §8), laid out as StateReference::values, the parts
+  // given (empty: none; the others are zero) and their dtype.
+  std::vector<double> final_state{};
+  std::vector<std::string> final_state_parts{};
+  DType final_state_dtype = DType::f64;
 };
 
 // One of our forms on every head and sequence, evaluated in precision `prec`
@@ -68,6 +73,16 @@ std::vector<BaselineForm> baseline_forms(const BatchProblem& p, FormClass c = Fo
 // (fast_baseline_wanted), where ours() would take minutes.
 bool fast_baseline_applies(const BatchProblem& p, const BaselineForm& f, bool known_finite = false);
 CandidateOutputs fast_ours(const BatchProblem& p, Precision prec, const BaselineForm& f, DType out = DType::f64);
+// The final state (reference.hpp StateReference) by the same orders
+// (streaming as chunks of one token), laid out as BatchProblem::state.
+std::vector<double> fast_ours_state(const BatchProblem& p, Precision prec, const BaselineForm& f);
+// Rule 3's orders for a final state, named: the streaming recurrence (also
+// with reversed features) and the chunked form at widths 8, 16 (reversed),
+// 32, 64; for the state-difference class of masked hla2, in f32 or f64, also
+// F = S·C − G from the paper state's recurrence (none elsewhere: then
+// rule 3 does not judge the parts whose magnitude that class changes).
+std::vector<std::pair<std::string, std::vector<double>>> state_baselines(const BatchProblem& p, Precision prec, FormClass c);
+
 // Σ over heads × sequences of n·d·(d + dv) above 2^24: the golden fixtures and
 // small fuzz cases stay with ours() (their verdicts are as before).
 bool fast_baseline_wanted(const BatchProblem& p);

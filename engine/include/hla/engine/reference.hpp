@@ -56,6 +56,18 @@ struct GradientReference {
   size_t uncertified = 0;
 };
 
+// The final state (SPEC §8): the state after each sequence's last token, laid
+// out as BatchProblem::state (every (sequence, query head), its members in
+// layout order, hla/state.hpp), rounded to f64 with flags as the outputs; its
+// SPEC §7 magnitude (the recurrence over absolute values); and mag_sd, the
+// magnitude a state-difference kernel is judged against (masked hla2 and hla3:
+// F and f, formed as a product of unmasked members minus G; else = mag).
+// Empty for a variant without a state.
+struct StateReference {
+  std::vector<double> values, mag, mag_sd;
+  std::vector<uint8_t> flags;
+};
+
 struct Reference {
   std::vector<double> out;      // [B, H, n, dv]  num, or num/(den ⊕ ε) when normalized
   std::vector<double> num;      // [B, H, n, dv]  num (= out unless normalized): residual scoring
@@ -75,6 +87,7 @@ struct Reference {
   int bits = 113;
   // The gradients, when the fixture (or the caller) has upstream gradients.
   std::optional<GradientReference> grad;
+  StateReference final_state;
   // How it was computed (not stored in fixtures): heads × sequences by each path.
   struct Stats {
     size_t heads = 0, exact = 0, fast = 0, binary128 = 0, recomputed = 0;  // recomputed: fast, then a prefix in binary128
@@ -179,6 +192,22 @@ bool has_state_difference_magnitude(const Options& o);
 // magnitude in double, rounded up by its own a priori error bound (cheap: one
 // streaming pass over absolute values).
 void fill_state_difference_magnitude(const BatchProblem& p, Reference& ref);
+
+// The final state's reference: exact rationals where compute_reference takes
+// them, else the double-double engine's carry (certified from its running
+// bound) on large finite heads, else binary128; then its mag_sd.
+StateReference compute_state_reference(const BatchProblem& p, Index exact_max_n = kExactMaxN);
+// The final state in double for verifying a stored one (check::verify_fixture):
+// the fast engine's carry where it applies (finite inputs), else the streaming
+// recurrence (binary128 where double overflows); tol: the most a stored f64
+// reference (or magnitude) may differ from values (mag), its a priori or
+// running bound plus two roundings.
+struct StateCheck {
+  std::vector<double> values, mag, tol;
+};
+StateCheck double_final_state(const BatchProblem& p);
+// Fills s.mag_sd from the inputs and s.mag (in double, rounded up).
+void fill_state_difference_state_magnitude(const BatchProblem& p, StateReference& s);
 
 // Completes a Reference that lacks what format 1 fixtures and hand-built
 // references do not carry: num (from the rounded quotient out·(den ⊕ ε),

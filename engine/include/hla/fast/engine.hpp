@@ -179,4 +179,18 @@ template <class S> HeadResult<S> evaluate_head(const FastHead<S>& h) {
   return r;
 }
 
+// The head's state after its last token (the carry, members in the state
+// layout's order, hla/state.hpp), without its outputs: the final state
+// (every member where h.full_carry).
+template <class S> Carry<S> final_carry(const FastHead<S>& h) {
+  if (!supports(h.variant)) throw std::logic_error("fast engine: no chunked form for this variant");
+  detail::Chunks<S> c(h);
+  Carry<S> X;
+  with_chunk_form(h.variant, [&]<class F>(F) {
+    X = F::initial(h);
+    for_each_chunk(h, [&](const detail::Chunk<S>& x) { F::forward(h, c, x, X, static_cast<BMat<S>*>(nullptr)); });
+  });
+  return X;
+}
+
 }  // namespace hla::fast

@@ -39,6 +39,7 @@ template <class S> struct FastHead {
   bool scaled = false;
   bool magnitudes = true;  // compute mag (else only the bounds: see BMat::has_mag)
   Idx w = 64;              // chunk width
+  bool full_carry = false;  // carry every state member (hla2's C also where no output reads it): a final state is wanted
   // The carry before token 0 (an initial state, hla/state.hpp: members in the
   // variant's State order, which is the order of the carries); empty: zero.
   std::vector<BMat<S>> carry0;

@@ -4,7 +4,7 @@
 // Tensors: q [B,H,n,d], k [B,Hkv,n,d], v [B,Hkv,n,dv] in the problem's dtype;
 // offsets [m+1] I64 when the batch is packed; ref_out, mag_num [B,H,n,dv] and
 // ref_den, mag_den [B,H,n] F64; flags [B,H,n,dv] and den_flags [B,H,n] U8 when
-// present; state.<name> F64. Format version 2 adds, when they differ from
+// present. Format version 2 adds, when they differ from
 // what version 1 implies: ref_num [B,H,n,dv] F64 (num of a normalized
 // problem, for residual scoring) and mag_num_unmasked [B,H,n,dv],
 // mag_den_unmasked [B,H,n] F64 (the magnitudes a state-difference algorithm is
@@ -23,7 +23,11 @@
 // a reader that predates them likewise refuses such a file. Gradients from an
 // initial state add the state's gradient ref_dstate.<part>, its magnitude
 // mag_dstate.<part> (F64) and dstate_flags.<part> (U8) when something is
-// flagged, shaped as the initial_state.<part> tensors.
+// flagged, shaped as the initial_state.<part> tensors. A variant with a state
+// may carry its final state (SPEC §8; all or none): state.<part>,
+// mag_state.<part> and, for masked hla2 and hla3, mag_state_unmasked.<part>
+// (F64), state_flags.<part> (U8) when something is flagged, shaped as the
+// initial state's parts (engine/reference.hpp StateReference).
 // __metadata__ (all strings, no control bytes): format = "hla-oracle-fixture",
 // format_version, variant, masked, normalize, eps_mode, gamma, eps,
 // lambda, scale (exact rationals), batch, heads, kv_heads, n, d, dv, dtype,
@@ -72,9 +76,11 @@ struct Fixture {
   // Per element kFlag* bits; empty when the generator flagged nothing.
   std::vector<std::uint8_t> flags;      // [B,H,n,dv] or empty
   std::vector<std::uint8_t> den_flags;  // [B,H,n] or empty: the same bits for ref_den
-  // Optional final state tensors (SPEC §8), name -> values (row major) and shape.
-  std::map<std::string, std::vector<double>> state;
-  std::map<std::string, std::vector<std::int64_t>> state_shapes;
+  // The final state (SPEC §8), or empty: laid out as problem.state (for every
+  // sequence and query head), its magnitudes (the unmasked one empty where it
+  // equals mag_final_state) and flags (or empty).
+  std::vector<double> final_state, mag_final_state, mag_final_state_unmasked;
+  std::vector<std::uint8_t> final_state_flags;
   // Gradients (SPEC §9), when `gradients`: L = Σ ⟨do, o⟩ + Σ dden·den, the
   // exact ∂L/∂q, ∂L/∂k, ∂L/∂v rounded to f64 (k and v are shared by the query
   // heads of a group: their gradients are summed over it; packed sequences are
@@ -110,7 +116,7 @@ std::vector<std::int64_t> v_shape(const BatchProblem& p);    // [B,Hkv,n,dv]
 
 // Throws InputError naming the problem: problem.validate(allow non-finite),
 // array sizes against the dims, unknown flag bits, state without a shape or
-// with a shape its values do not fill.
+// a final state of the wrong size.
 void validate_fixture(const Fixture& f);
 
 // The digest a format-3 fixture carries in its metadata: "sha256:" + hex of

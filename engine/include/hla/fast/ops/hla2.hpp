@@ -101,7 +101,7 @@ struct Hla2 {
     }
     const BMat<S> e1 = c.e(L, 1);
     const BMat<S> Ve1 = Chunks<S>::times_rows(V, e1);
-    const bool needs_C = !h.masked || h.ridge;
+    const bool needs_C = !h.masked || h.ridge || h.full_carry;
     // Without an initial state S_A is symmetric (a sum of k kᵀ), so S_A C_B =
     // (Q S_A)ᵀ diag(e_1) V, from the cross term's QS: d·L·(dv+1) multiply-adds
     // instead of d·d·(dv+1). A given S_A need not be symmetric.
@@ -215,7 +215,7 @@ struct Hla2 {
     const BMat<S> e1 = c.e(L, 1), rB = c.gs(L);
     BMat<S>&dQ = a.dQ, &dK = a.dK, &dV = a.dV, &dQS = a.dQS, &dWd = a.dWd, &dQK = a.dQK, &Sb = a.Sb, &Cb = a.Cb, &Fb = a.Fb;
     // The carry update, from the adjoints Xb of (S', C', F').
-    const bool needs_C = !h.masked || h.ridge;
+    const bool needs_C = !h.masked || h.ridge || h.full_carry;
     const BMat<S> Ve1 = Chunks<S>::times_rows(V, e1);
     BMat<S> dCB = needs_C ? Xb[1] : BMat<S>::zero(d, dv1, mg);  // C' = γ^L C_A + C_B
     if (h.masked) {
