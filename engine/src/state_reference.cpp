@@ -91,7 +91,7 @@ bool fast_state(const BatchProblem& p, const BatchProblem& a, const StateTask& t
     const f113 e = (f113(X[i].phi) * f113(0x1p-106) * f113(up) + f113(X[i].tiny ? X[i].alpha : 0)) * (1 + f113(0x1p-60)) +
                    abs(v) * f113(0x1p-112);
     s.values[at] = static_cast<double>(v);
-    s.mag[at] = up;
+    s.mag[at] = m;  // as computed (its upward bound certifies)
     if (!certifies(v, e)) s.flags[at] |= kUncertified;
   });
   return true;

@@ -72,11 +72,12 @@ bool forward_fails(const check::Report& r) {
 }
 
 // The tensor that failed: out or den (the worst element's) when the outputs
-// fail, else the first failing gradient.
+// fail, else the first failing gradient or final-state part.
 std::string failing_tensor(const check::Report& r) {
   if (forward_fails(r)) return !r.worst.empty() && r.worst.front().c < 0 ? "den" : "out";
-  for (const auto& g : r.gradients)
-    if (g.fails()) return g.name;
+  for (const auto* rows : {&r.gradients, &r.states})
+    for (const auto& g : *rows)
+      if (g.fails()) return g.name;
   return "";
 }
 
@@ -259,6 +260,8 @@ Verdict run_and_check(Adapter& a, const FuzzCase& c, const engine::Reference& re
   bool grad_nonfinite = false;
   for (const auto& g : rep.gradients) grad_nonfinite = grad_nonfinite || g.nonfinite > 0;
   if (c.probe == Probe::nan_causality && rep.nonfinite > 0 && nan_travelled(a, c, ref, r.out, nullptr)) kind = "nan_causality";
+  else if (!forward_fails(rep) && std::none_of(rep.gradients.begin(), rep.gradients.end(), [](const auto& g) { return g.fails(); }))
+    kind = "final_state";  // the outputs and gradients are right, the returned final state is not
   else if (!forward_fails(rep))  // the outputs are right, their gradients are not
     kind = c.probe == Probe::grad_nan_causality && grad_nonfinite && nan_travelled(a, c, ref, r.out, zero_ref)
                ? "gradient_nan_causality"

@@ -194,7 +194,7 @@ def _precision(precision):
 @with_option_keywords
 def check(out, q, k, v, *, precision=None, form_class="masked", den=None, layout="bhtd", cu_seqlens=None, initial_state=None,
           dtype=None, out_dtype=None, exact_tier=False, worst=10, dump=None, do=None, dden=None, dq=None, dk=None, dv=None,
-          dstate=None, exact_max_n=None, **options):
+          dstate=None, final_state=None, exact_max_n=None, **options):
     """Judges a kernel's `out` (and `den` when it exposes one) on q, k, v with
     the pass rule of `hla check`: computes the reference, scores every element
     in units of u·magnitude and compares with our own honest evaluation
@@ -211,6 +211,8 @@ def check(out, q, k, v, *, precision=None, form_class="masked", den=None, layout
     [B,Hkv,T,d], [B,Hkv,T,dv] in `layout`) are judged as the gradients of
     L = Σ⟨do, out⟩ + Σ dden·den, each in a row of the report; from an initial_state,
     dstate={part: array} (the state's gradient, shaped as initial_state) too, a row per part.
+    final_state={part: array}: the kernel's final state, shaped as initial_state (every part
+    it needs; SPEC §8), judged part by part as out is.
     exact_max_n: heads up to this long (d, dv <= 16) get an exact rational reference (default
     None: hla_oracle.EXACT_MAX_N, as every interface); 0: the certified double-double engine for every head."""
     opts = option_text(options)
@@ -218,7 +220,8 @@ def check(out, q, k, v, *, precision=None, form_class="masked", den=None, layout
     o = tensor(out, "out", out_dtype)
     d = None if den is None else tensor(den, "den")
     text, js, native = _core.check(t, opts, layout, o, d, _precision(precision), str(form_class), bool(exact_tier), int(worst),
-                           "" if dump is None else os.fspath(dump), _gradients(do=do, dden=dden, dq=dq, dk=dk, dv=dv, dstate=dstate),
+                           "" if dump is None else os.fspath(dump), _gradients(do=do, dden=dden, dq=dq, dk=dk, dv=dv, dstate=dstate,
+                                                                                      final_state=final_state),
                            None if exact_max_n is None else int(exact_max_n))
     return Report(text, js, native)
 
@@ -230,13 +233,17 @@ def __getattr__(name):
     raise AttributeError(f"module 'hla_oracle' has no attribute {name!r}")
 
 
-def _gradients(dstate=None, **arrays):
-    """The given gradient arrays (do, dden, dq, dk, dv; dstate: {part: array}) as tensors, by name."""
+def _gradients(dstate=None, final_state=None, **arrays):
+    """The given gradient arrays (do, dden, dq, dk, dv; dstate: {part: array}) and the final
+    state ({part: array}) as tensors, by name (dstate.<part>, state.<part>)."""
     t = {name: tensor(x, name) for name, x in arrays.items() if x is not None}
-    if dstate is not None:
-        if not isinstance(dstate, dict):
-            raise TypeError(f"dstate must be a dict {{part: array}} (the parts of initial_state), got {type(dstate).__name__}")
-        t.update({f"dstate.{part}": tensor(x, f"dstate.{part}") for part, x in dstate.items()})
+    for prefix, parts in (("dstate", dstate), ("state", final_state)):
+        if parts is None:
+            continue
+        if not isinstance(parts, dict):
+            name = "dstate" if prefix == "dstate" else "final_state"
+            raise TypeError(f"{name} must be a dict {{part: array}} (shaped as initial_state's parts), got {type(parts).__name__}")
+        t.update({f"{prefix}.{part}": tensor(x, f"{prefix}.{part}") for part, x in parts.items()})
     return t
 
 
@@ -329,15 +336,15 @@ class Fixture:
         raise ValueError(f"framework must be 'numpy' or 'torch', got {framework!r}")
 
     def check(self, out, den=None, *, precision=None, form_class="masked", layout="bhtd", out_dtype=None, worst=10,
-              dq=None, dk=None, dv=None, dstate=None):
+              dq=None, dk=None, dv=None, dstate=None, final_state=None):
         """The Report of `out` (and `den`) against this fixture, as `hla check FIXTURE CANDIDATE` gives it
         (the fixture's reference is proved to belong to its inputs first; its exact tier applies). A
         gradient fixture also judges dq, dk, dv (in `layout`), the gradients for its upstream(), and from an
-        initial state dstate={part: array}."""
+        initial state dstate={part: array}; final_state={part: array} as in check()."""
         o = tensor(out, "out", out_dtype)
         d = None if den is None else tensor(den, "den")
         text, js, native = _core.check_fixture(self._handle, o, d, layout, _precision(precision), str(form_class), int(worst),
-                                               _gradients(dq=dq, dk=dk, dv=dv, dstate=dstate))
+                                               _gradients(dq=dq, dk=dk, dv=dv, dstate=dstate, final_state=final_state))
         return Report(text, js, native)
 
     def __repr__(self):
@@ -352,7 +359,7 @@ def load_fixture(path):
 
 
 def save_candidate(path, out, den=None, *, fixture=None, layout="bhtd", out_dtype=None, dq=None, dk=None, dv=None,
-                   dstate=None):
+                   dstate=None, final_state=None):
     """Writes a candidate file for `hla check FIXTURE CANDIDATE` (atomically):
     `out` in its own dtype (bf16 included) and optionally `den`. With
     `fixture` (a Fixture or a path), shapes are checked against it; the
@@ -362,7 +369,7 @@ def save_candidate(path, out, den=None, *, fixture=None, layout="bhtd", out_dtyp
         fx = (fixture if isinstance(fixture, Fixture) else Fixture(fixture))._handle
     o = tensor(out, "out", out_dtype)
     d = None if den is None else tensor(den, "den")
-    _core.save_candidate(os.fspath(path), o, d, fx, layout, _gradients(dq=dq, dk=dk, dv=dv, dstate=dstate))
+    _core.save_candidate(os.fspath(path), o, d, fx, layout, _gradients(dq=dq, dk=dk, dv=dv, dstate=dstate, final_state=final_state))
 
 
 def golden_dir():

@@ -188,15 +188,18 @@ io::Candidate candidate_of(const BatchProblem& p, const TensorArg& out, const st
   }
   for (const auto& [name, x, dt] : {std::tuple{"dq", &c.dq, &c.dq_dtype}, {"dk", &c.dk, &c.dk_dtype}, {"dv", &c.dv, &c.dv_dtype}})
     if (grads.count(name)) *x = head_values(p, grads, name, l, dt);
-  // The gradient of the initial state: dstate.<part> tensors, as candidate files hold them.
-  std::map<std::string, io::Tensor> parts;
+  // The gradient of the initial state (dstate.<part>) and the final state (state.<part>), as candidate files hold them.
+  std::map<std::string, io::Tensor> parts, finals;
   for (const auto& [name, t] : grads)
     if (io::has_prefix(name, "dstate.")) parts.emplace(name, tensor_of(t, name));
+    else if (io::has_prefix(name, io::kStatePrefix)) finals.emplace(name, tensor_of(t, name));
   if (!parts.empty()) {
     if (!p.has_state()) throw InputError("dstate= is the gradient of an initial state, but no initial_state= was given");
     io::StateParts d = io::read_state_parts(parts, p, "dstate.", "dstate", false);
     c.dstate = std::move(d.values), c.dstate_parts = std::move(d.given), c.dstate_dtype = d.dtype;
   }
+  io::StateParts f = io::read_state_parts(finals, p, io::kStatePrefix, "final_state", true);
+  c.final_state = std::move(f.values), c.final_state_parts = std::move(f.given), c.final_state_dtype = f.dtype;
   return c;
 }
 
@@ -205,7 +208,9 @@ io::Candidate candidate_of(const BatchProblem& p, const TensorArg& out, const st
 // are given without do or do without gradients.
 std::optional<io::Upstream> upstream_of(const BatchProblem& p, const std::map<std::string, TensorArg>& grads, io::Layout l) {
   const bool has_do = grads.count("do") > 0,
-             has_any = std::any_of(grads.begin(), grads.end(), [](const auto& x) { return x.first != "do" && x.first != "dden"; });
+             has_any = std::any_of(grads.begin(), grads.end(), [](const auto& x) {
+               return x.first != "do" && x.first != "dden" && !io::has_prefix(x.first, io::kStatePrefix);
+             });
   if (grads.count("dden") && !has_do) throw InputError("dden= needs do= (the upstream gradient of out)");
   if (has_any && !has_do)
     throw InputError("dq, dk, dv (and dstate) are judged as gradients of L = Σ⟨do, out⟩ + Σ dden·den: pass the upstream do= "
@@ -226,6 +231,7 @@ engine::CandidateOutputs outputs_moved(io::Candidate&& c) {
   if (c.dk) o.dk = std::move(*c.dk), o.dk_dtype = c.dk_dtype;
   if (c.dv) o.dv = std::move(*c.dv), o.dv_dtype = c.dv_dtype;
   o.dstate = std::move(c.dstate), o.dstate_parts = std::move(c.dstate_parts), o.dstate_dtype = c.dstate_dtype;
+  o.final_state = std::move(c.final_state), o.final_state_parts = std::move(c.final_state_parts), o.final_state_dtype = c.final_state_dtype;
   return o;
 }
 

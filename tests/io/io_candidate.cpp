@@ -91,14 +91,16 @@ TEST_CASE("candidate: state tensors and an absent den", "[io][candidate]") {
   Candidate c;
   c.out_dtype = DType::bf16;
   c.out = {1, -2, NAN, INFINITY, -INFINITY, -0.0, 0.5, 0.25, 3, 4, 5, 6};
-  c.state["S"] = {1, 2, 3, 4, 5, 6, 7, 8};
-  c.state_dtypes["S"] = DType::f16;
+  for (int i = 0; i < 64; ++i) c.final_state.push_back(i % 16 < 4 ? i : 0);  // S given: the other parts stay zero
+  c.final_state_parts = {"S", "C", "m", "F", "f"};
+  c.final_state_dtype = DType::f16;
   write_candidate(dir / "c.safetensors", c, fx);
   const Candidate d = read_candidate(dir / "c.safetensors", fx);
   CHECK_FALSE(d.den.has_value());
   CHECK(d.out_dtype == DType::bf16);
-  CHECK(d.state.at("S") == c.state.at("S"));
-  CHECK(d.state_dtypes.at("S") == DType::f16);
+  CHECK(d.final_state == c.final_state);
+  CHECK(d.final_state_parts == c.final_state_parts);
+  CHECK(d.final_state_dtype == DType::f16);
   for (std::size_t i = 0; i < c.out.size(); ++i) CHECK(bits(d.out[i]) == bits(c.out[i]));
 }
 
@@ -147,13 +149,16 @@ TEST_CASE("candidate: what a kernel may write wrong is named", "[io][candidate][
   refuse(st, {"tensor 'den' has shape [1, 2, 3, 1], expected [1, 2, 3]"});
   st.tensors.erase("den");
   st.tensors["output"] = good_out;
-  refuse(st, {"unknown tensor 'output' (expected out, den, state.S)"});
+  refuse(st, {"unknown tensor 'output' (expected out, den, state.<part>)"});
   st.tensors.erase("output");
   st.tensors["state.G"] = float_tensor(DType::f32, {1}, {1.0}, "g");
-  refuse(st, {"unknown tensor 'state.G': the fixture has no state 'G'"});
+  refuse(st, {"holds 'state.G', which is not part of the hla2 masked", "its parts are state.S state.C state.m state.F state.f"});
   st.tensors.erase("state.G");
   st.tensors["state.S"] = float_tensor(DType::f32, {2, 2, 2}, std::vector<double>(8, 1.0), "s");
-  refuse(st, {"tensor 'state.S' has shape [2, 2, 2], expected [1, 2, 2, 2]"});
+  refuse(st, {"state.S has shape [2, 2, 2]; expected [2, 2, 2, 2]"});
+  st.tensors["state.S"] = float_tensor(DType::f32, {2, 2, 2, 2}, std::vector<double>(16, 1.0), "s");
+  refuse(st, {"holds 'state.*' tensors without 'state.C'"});  // a final state missing a part
+  st.tensors.erase("state.S");
 
   Candidate c;
   c.out = std::vector<double>(12, 0.1);

@@ -42,10 +42,9 @@ std::string fixture_difference(const Fixture& a, const Fixture& b) {
   if (!same_bits(a.ref_dq, b.ref_dq) || !same_bits(a.ref_dk, b.ref_dk) || !same_bits(a.ref_dv, b.ref_dv)) return "ref_d*";
   if (!same_bits(a.mag_dq, b.mag_dq) || !same_bits(a.mag_dk, b.mag_dk) || !same_bits(a.mag_dv, b.mag_dv)) return "mag_d*";
   if (a.dq_flags != b.dq_flags || a.dk_flags != b.dk_flags || a.dv_flags != b.dv_flags) return "gradient flags";
-  if (a.state_shapes != b.state_shapes) return "state_shapes";
-  if (a.state.size() != b.state.size()) return "state";
-  for (const auto& [name, v] : a.state)
-    if (!b.state.count(name) || !same_bits(v, b.state.at(name))) return "state." + name;
+  if (!same_bits(a.final_state, b.final_state) || !same_bits(a.mag_final_state, b.mag_final_state) ||
+      !same_bits(a.mag_final_state_unmasked, b.mag_final_state_unmasked) || a.final_state_flags != b.final_state_flags)
+    return "final state";
   if (a.suite != b.suite || a.case_name != b.case_name || a.seed != b.seed || a.generator_version != b.generator_version ||
       a.reference_bits != b.reference_bits || a.exact_tier != b.exact_tier)
     return "descriptive fields";
@@ -105,8 +104,8 @@ TEST_CASE("fixture: the writer refuses invalid fixtures", "[io][fixture]") {
   f.flags[0] = 4;
   require_input_error([&] { write_fixture(path, f); }, {"flags[0] = 4"});
   f = tiny_fixture();
-  f.state_shapes["S"] = {3};
-  require_input_error([&] { write_fixture(path, f); }, {"state.S holds 8 values, expected 3"});
+  f.final_state.pop_back();
+  require_input_error([&] { write_fixture(path, f); }, {"state holds 63 values, expected 64"});
   f = tiny_fixture();
   f.problem.opt.gamma = 2;
   require_input_error([&] { write_fixture(path, f); }, {"gamma = 2 must be in (0, 1]"});
@@ -171,8 +170,17 @@ TEST_CASE("fixture: tensors inconsistent with the metadata", "[io][fixture][hard
   st.tensors["flags"] = u8_tensor({12}, std::vector<std::uint8_t>(12, 0));
   refuse(st, {"tensor 'flags' has shape [12], expected [1, 2, 3, 2]"});
   st = tiny_file();
-  st.tensors["state.S"] = float_tensor(DType::f32, {2}, {1, 2}, "s");
-  refuse(st, {"tensor 'state.S' has dtype F32, expected F64"});
+  st.tensors["state.S"] = float_tensor(DType::f64, {2}, {1, 2}, "s");
+  refuse(st, {"state.S has shape [2]; expected [2, 2, 2, 2]"});
+  st = tiny_file();
+  st.tensors["state.S"] = float_tensor(DType::f32, {2, 2, 2, 2}, std::vector<double>(16, 1.0), "s");
+  refuse(st, {"the state.* tensors must have one dtype"});
+  st = tiny_file();
+  st.tensors.erase("state.F");
+  refuse(st, {"without 'state.F'"});
+  st = tiny_file();
+  st.tensors["state.SQ"] = float_tensor(DType::f64, {2, 2, 2, 2}, std::vector<double>(16, 1.0), "s");
+  refuse(st, {"'state.SQ', which is not part of the hla2 masked"});
 }
 
 // tiny_fixture with gradients (SPEC §9): q [1,2,3,2], k and v [1,1,3,2].
@@ -325,14 +333,11 @@ TEST_CASE("fixture: random fixtures round-trip exactly", "[io][fixture][property
     f.mag_den = values(dens, DType::f64, ~std::uint64_t{0});
     if (*rc::gen::arbitrary<bool>())
       f.flags = *rc::gen::container<std::vector<std::uint8_t>>(static_cast<std::size_t>(outs), rc::gen::inRange<std::uint8_t>(0, 4));
-    const int states = *rc::gen::inRange(0, 3);
-    for (int s = 0; s < states; ++s) {
-      const std::string name = "S" + std::to_string(s);
-      f.state_shapes[name] = *rc::gen::container<std::vector<std::int64_t>>(static_cast<std::size_t>(*rc::gen::inRange(0, 6)),
-                                                                            rc::gen::inRange<std::int64_t>(0, 4));
-      std::int64_t count = 1;
-      for (auto e : f.state_shapes[name]) count *= e;
-      f.state[name] = values(count, DType::f64, ~std::uint64_t{0});
+    if (has_state(o.variant) && *rc::gen::arbitrary<bool>()) {  // a final state, any bits
+      const Index size = p.sequence_count() * p.heads * state_size(state_layout(o, p.d, p.dv));
+      f.final_state = values(size, DType::f64, ~std::uint64_t{0});
+      f.mag_final_state = values(size, DType::f64, ~std::uint64_t{0});
+      if (*rc::gen::arbitrary<bool>()) f.final_state_flags.assign(static_cast<std::size_t>(size), 1);
     }
     const auto text = rc::gen::container<std::string>(rc::gen::element('a', 'Z', '-', '/', ' ', '"', '\\', '~'));
     f.suite = *text;

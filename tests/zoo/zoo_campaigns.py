@@ -67,14 +67,16 @@ def diagnosed(f):
     return cause[len("matches "):].split("/")[0] if cause.startswith("matches ") else None
 
 
-def reproduces_gradient_failure(hla, f):
+def reproduces_row_failure(hla, f):
     """A gradient finding's fixture carries the upstream and reference gradients, its
-    candidate file dq, dk, dv: `hla check` must fail them on a gradient row."""
-    proc = subprocess.run([hla, "check", f["fixture"], f["candidate"], "--precision", f["precision"], "--require-grad"],
-                          capture_output=True, text=True)
-    failing = [line for line in proc.stdout.splitlines() if line.strip().startswith(("dq", "dk", "dv")) and "FAIL" in line]
+    candidate file dq, dk, dv: `hla check` must fail them on a gradient row; a final-state
+    finding's candidate holds state.<part>: `hla check` must fail a state row."""
+    rows = ("state.",) if f["kind"] == "final_state" else ("dq", "dk", "dv")
+    proc = subprocess.run([hla, "check", f["fixture"], f["candidate"], "--precision", f["precision"]] +
+                          ([] if f["kind"] == "final_state" else ["--require-grad"]), capture_output=True, text=True)
+    failing = [line for line in proc.stdout.splitlines() if line.strip().startswith(rows) and "FAIL" in line]
     if proc.returncode != 1 or not failing:
-        print(f"     hla check on the finding exited {proc.returncode}, failing gradient rows: {failing}\n{proc.stdout[-2000:]}")
+        print(f"     hla check on the finding exited {proc.returncode}, failing rows: {failing}\n{proc.stdout[-2000:]}")
         return False
     return True
 
@@ -123,8 +125,8 @@ def main():
             r = campaign(hla, m, paths, root, work, seed, BUGGY_BUDGET, 1, a.worker)
             f = r["findings"][0] if r["findings"] else None
             ok = f is not None and f["kind"] == m["expected_finding"]
-            if ok and f["kind"].startswith("gradient"):
-                ok = reproduces_gradient_failure(hla, f)
+            if ok and (f["kind"].startswith("gradient") or f["kind"] == "final_state"):
+                ok = reproduces_row_failure(hla, f)
             shrunk = f"{f['shrunk']}; needs: {f['needs']}" if f else ""
             missing = [x for x in m.get("shrunk_has", []) if not any(alt in shrunk for alt in x.split("|"))]
             if ok and missing:
