@@ -41,7 +41,6 @@ io::Fixture make_fixture(BatchProblem p, Reference ref, const FixtureMeta& meta)
   if (!ref.final_state.values.empty()) {
     engine::StateReference& st = ref.final_state;
     f.final_state = std::move(st.values), f.mag_final_state = std::move(st.mag);
-    if (sd) f.mag_final_state_unmasked = std::move(st.mag_sd);
     if (any(st.flags)) f.final_state_flags = std::move(st.flags);
   }
   f.suite = meta.suite;
@@ -68,7 +67,7 @@ template <class F> Reference reference_from(F&& f) {
   if (!f.final_state.empty()) {
     engine::StateReference& st = r.final_state;
     st.values = std::forward<F>(f).final_state, st.mag = std::forward<F>(f).mag_final_state;
-    st.mag_sd = std::forward<F>(f).mag_final_state_unmasked;
+    // mag_sd: derived from the (proven) mag by complete_reference.
     st.flags = f.final_state_flags.empty() ? std::vector<uint8_t>(st.values.size(), 0) : std::forward<F>(f).final_state_flags;
   }
   complete_reference(p, r);  // version 1 files, and problems where format 2 stores neither

@@ -326,7 +326,6 @@ void verify_inputs(const io::Fixture& f, double max_seconds) {
   if (!f.final_state.empty() || !st.values.empty()) {
     same("state", f.final_state, st.values, st.mag, st.flags);
     same("mag_state", f.mag_final_state, st.mag, st.mag, {});
-    same("mag_state_unmasked", f.mag_final_state_unmasked, st.mag_sd, st.mag_sd, {});
     flags("state_flags", f.final_state_flags, f.final_state.empty() ? std::vector<uint8_t>{} : st.flags);
   }
   if (f.gradients) {

@@ -98,9 +98,9 @@ constexpr GradFlags kGradFlags[] = {
     {"dq_flags", &Fixture::dq_flags, q_shape}, {"dk_flags", &Fixture::dk_flags, k_shape}, {"dv_flags", &Fixture::dv_flags, v_shape}};
 // The state's gradient: tensors <prefix><part> (io/state.hpp).
 constexpr std::string_view kRefDstate = "ref_dstate.", kMagDstate = "mag_dstate.", kDstateFlags = "dstate_flags.";
-constexpr std::string_view kMagState = "mag_state.", kMagStateUnmasked = "mag_state_unmasked.", kStateFlags = "state_flags.";
+constexpr std::string_view kMagState = "mag_state.", kStateFlags = "state_flags.";
 bool is_final_state_tensor(std::string_view name) {
-  return has_prefix(name, kStatePrefix) || has_prefix(name, kMagState) || has_prefix(name, kMagStateUnmasked) || has_prefix(name, kStateFlags);
+  return has_prefix(name, kStatePrefix) || has_prefix(name, kMagState) || has_prefix(name, kStateFlags);
 }
 bool is_dstate_tensor(std::string_view name) {
   return has_prefix(name, kRefDstate) || has_prefix(name, kMagDstate) || has_prefix(name, kDstateFlags);
@@ -151,12 +151,11 @@ void validate_fixture(const Fixture& f) {
   } else if (!f.ref_dstate.empty() || !f.mag_dstate.empty() || !f.dstate_flags.empty()) {
     throw InputError("a state's gradient (ref_dstate) without gradients from an initial state");
   }
-  if (!f.final_state.empty() || !f.mag_final_state.empty() || !f.mag_final_state_unmasked.empty() || !f.final_state_flags.empty()) {
+  if (!f.final_state.empty() || !f.mag_final_state.empty() || !f.final_state_flags.empty()) {
     if (!has_state(p.opt.variant)) throw InputError("a final state (state.<part>), but " + to_string(p.opt.variant) + " has no streaming state");
     const std::vector<std::int64_t> final_shape{p.sequence_count() * p.heads * state_size(state_layout(p.opt, p.d, p.dv))};
     size("state", f.final_state.size(), final_shape);
     size("mag_state", f.mag_final_state.size(), final_shape);
-    if (!f.mag_final_state_unmasked.empty()) size("mag_state_unmasked", f.mag_final_state_unmasked.size(), final_shape);
     check_flags("state_flags", f.final_state_flags, final_shape);
   }
   if (f.reference_bits < 0) throw InputError("reference_bits = " + std::to_string(f.reference_bits) + " must be >= 0");
@@ -216,7 +215,6 @@ SafetensorsFile fixture_to_safetensors(const Fixture& f) {
   if (!f.final_state.empty()) {
     st.tensors.merge(state_part_tensors(p, f.final_state, kStatePrefix, DType::f64));
     st.tensors.merge(state_part_tensors(p, f.mag_final_state, kMagState, DType::f64));
-    if (!f.mag_final_state_unmasked.empty()) st.tensors.merge(state_part_tensors(p, f.mag_final_state_unmasked, kMagStateUnmasked, DType::f64));
     if (!f.final_state_flags.empty())
       st.tensors.merge(state_part_tensors(p, std::vector<double>(f.final_state_flags.begin(), f.final_state_flags.end()), kStateFlags,
                                           DType::f64, PartKind::flags));
@@ -427,7 +425,7 @@ struct FixtureReader {
     }
   }
 
-  // The final state: state.<part> and mag_state.<part> (every part), the unmasked magnitude and flags if any.
+  // The final state: state.<part> and mag_state.<part> (every part), flags if any.
   void final_state(Fixture& f) {
     const BatchProblem& p = f.problem;
     bool any = false;
@@ -437,14 +435,12 @@ struct FixtureReader {
     try {
       StateParts ref = read_state_parts(file.tensors, p, kStatePrefix, source, true);
       StateParts mag = read_state_parts(file.tensors, p, kMagState, source, true);
-      StateParts un = read_state_parts(file.tensors, p, kMagStateUnmasked, source, true);
       const StateParts flags = read_state_parts(file.tensors, p, kStateFlags, source, true, PartKind::flags);
       if (ref.given.empty() || mag.given.empty())
         throw InputError("a final state needs both state.<part> and mag_state.<part> tensors");
-      for (const StateParts* x : {&ref, &mag, &un})
-        if (!x->given.empty() && x->dtype != DType::f64) throw InputError("the state/mag_state/mag_state_unmasked tensors must be F64");
+      for (const StateParts* x : {&ref, &mag})
+        if (x->dtype != DType::f64) throw InputError("the state/mag_state tensors must be F64");
       f.final_state = std::move(ref.values), f.mag_final_state = std::move(mag.values);
-      if (!un.given.empty()) f.mag_final_state_unmasked = std::move(un.values);
       if (!flags.given.empty()) f.final_state_flags.assign(flags.values.begin(), flags.values.end());
     } catch (const InputError& e) {
       throw fail(e.what());
@@ -455,7 +451,7 @@ struct FixtureReader {
     for (const auto& [name, t] : file.tensors)
       if (!seen.count(name))
         throw fail("unknown tensor '" + printable(name, 60) + "' (a fixture holds q, k, v, offsets, ref_out, ref_den, mag_num, mag_den, "
-                   "flags, den_flags, initial_state.<part>, state.<part>, mag_state.<part>, mag_state_unmasked.<part>, state_flags.<part>" + std::string(version == "1" ? "" : ", ref_num, mag_num_unmasked, mag_den_unmasked") +
+                   "flags, den_flags, initial_state.<part>, state.<part>, mag_state.<part>, state_flags.<part>" + std::string(version == "1" ? "" : ", ref_num, mag_num_unmasked, mag_den_unmasked") +
                    std::string(version == "1" || version == "2" ? "" : "; gradients: do, dden, ref_dq, ref_dk, ref_dv, mag_dq, mag_dk, mag_dv, "
                                                                        "dq_flags, dk_flags, dv_flags, ref_dstate.<part>, mag_dstate.<part>, dstate_flags.<part>") + ")");
   }

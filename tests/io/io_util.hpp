@@ -91,7 +91,6 @@ inline io::Fixture tiny_fixture(DType dtype = DType::f32) {
   f.flags = {0, 1, 2, 3, 0, 0, 0, 0, 1, 1, 0, 2};
   // A final state: hla2 masked with a ridge, S 2x2, C and F 2x3 (with m, f) for 2 sequences x 2 heads.
   for (int i = 0; i < 64; ++i) f.final_state.push_back(0.5 * (i - 30)), f.mag_final_state.push_back(16.0 + i);
-  f.mag_final_state_unmasked.assign(64, 100.0);
   f.suite = "unit";
   f.case_name = "tiny";
   f.seed = 18446744073709551615ULL;

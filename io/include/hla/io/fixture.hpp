@@ -25,9 +25,9 @@
 // mag_dstate.<part> (F64) and dstate_flags.<part> (U8) when something is
 // flagged, shaped as the initial_state.<part> tensors. A variant with a state
 // may carry its final state (SPEC §8; all or none): state.<part>,
-// mag_state.<part> and, for masked hla2 and hla3, mag_state_unmasked.<part>
-// (F64), state_flags.<part> (U8) when something is flagged, shaped as the
-// initial state's parts (engine/reference.hpp StateReference).
+// mag_state.<part> (F64), state_flags.<part> (U8) when something is flagged,
+// shaped as the initial state's parts (engine/reference.hpp StateReference;
+// its state-difference magnitude is derived from mag_state when read).
 // __metadata__ (all strings, no control bytes): format = "hla-oracle-fixture",
 // format_version, variant, masked, normalize, eps_mode, gamma, eps,
 // lambda, scale (exact rationals), batch, heads, kv_heads, n, d, dv, dtype,
@@ -77,9 +77,8 @@ struct Fixture {
   std::vector<std::uint8_t> flags;      // [B,H,n,dv] or empty
   std::vector<std::uint8_t> den_flags;  // [B,H,n] or empty: the same bits for ref_den
   // The final state (SPEC §8), or empty: laid out as problem.state (for every
-  // sequence and query head), its magnitudes (the unmasked one empty where it
-  // equals mag_final_state) and flags (or empty).
-  std::vector<double> final_state, mag_final_state, mag_final_state_unmasked;
+  // sequence and query head), its magnitude and flags (or empty).
+  std::vector<double> final_state, mag_final_state;
   std::vector<std::uint8_t> final_state_flags;
   // Gradients (SPEC §9), when `gradients`: L = Σ ⟨do, o⟩ + Σ dden·den, the
   // exact ∂L/∂q, ∂L/∂k, ∂L/∂v rounded to f64 (k and v are shared by the query
