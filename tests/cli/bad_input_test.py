@@ -144,6 +144,18 @@ def tensor_op(tensor, fn):
     return edit
 
 
+def state_candidate(edit):
+    # FX's candidate (`hla eval`) with FX's final state (state.<part>, F64) and `edit(tensors)` applied, as cand.safetensors.
+    def setup(d):
+        candidate()(d)
+        c = hla_fixture_file.parse((d / "cand.safetensors").read_bytes())
+        fx = hla_fixture_file.parse(FX.read_bytes())["tensors"]
+        c["tensors"].update({k: list(v) for k, v in fx.items() if k.startswith("state.")})
+        edit(c["tensors"])
+        (d / "cand.safetensors").write_bytes(hla_fixture_file.serialize({"tensors": c["tensors"], "metadata": {}}, redigest=False))
+    return setup
+
+
 def meta(**kv):
     def edit(parts):
         parts["metadata"].update(kv)
@@ -251,8 +263,26 @@ ROWS = [
          setup=edited("bad.safetensors", lambda p: p["metadata"].pop("digest"), redigest=False)),
     dict(name="check: format_version 9", argv=CHECK_BAD, text="format_version = '9' is not supported",
          setup=edited("bad.safetensors", meta(format_version="9"))),
-    dict(name="check: a state tensor of rank 9", argv=CHECK_BAD, text="more than 8",
+    dict(name="check: a state tensor of rank 9", argv=CHECK_BAD, text="state.S has shape [1, 1, 1, 1, 1, 1, 1, 1, 1]",
          setup=edited("bad.safetensors", lambda p: p["tensors"].__setitem__("state.S", ["F64", [1] * 9, b"\0" * 8]))),
+    dict(name="check: a final state entry edited, digest forged", argv=CHECK_BAD, text="state[",
+         setup=edited("bad.safetensors", tensor_op("state.F", lambda x: [x[0] * 1.01 + 1e-3] + x[1:]))),
+    dict(name="check: a final state's magnitude edited, digest forged", argv=CHECK_BAD, text="mag_state[",
+         setup=edited("bad.safetensors", tensor_op("mag_state.S", lambda x: x[:-1] + [x[-1] * 2 + 1]))),
+    dict(name="check: a final state part dropped, digest forged", argv=CHECK_BAD, text="without 'state.f'",
+         setup=edited("bad.safetensors", lambda p: p["tensors"].pop("state.f"))),
+    dict(name="check: candidate state of the wrong shape", argv=["check", "{fx}", "{d}/cand.safetensors"],
+         text=["cand.safetensors", "state.S has shape [1, 2, 8, 4]; expected [1, 2, 8, 8]"],
+         setup=state_candidate(lambda t: t.__setitem__("state.S", ["F64", [1, 2, 8, 4], t["state.S"][2][: 8 * 64]]))),
+    dict(name="check: candidate state part of an unknown name", argv=["check", "{fx}", "{d}/cand.safetensors"],
+         text=["'state.G', which is not part of the hla2 masked", "its parts are state.S state.C state.m state.F state.f"],
+         setup=state_candidate(lambda t: t.__setitem__("state.G", t["state.F"]))),
+    dict(name="check: candidate final state missing a part", argv=["check", "{fx}", "{d}/cand.safetensors"],
+         text="without 'state.F'", setup=state_candidate(lambda t: t.pop("state.F"))),
+    dict(name="check: candidate final state in two dtypes", argv=["check", "{fx}", "{d}/cand.safetensors"],
+         text="the state.* tensors must have one dtype",
+         setup=state_candidate(lambda t: t.__setitem__("state.f", ["F32", t["state.f"][1], struct.pack(
+             f"<{len(t['state.f'][2]) // 8}f", *struct.unpack(f"<{len(t['state.f'][2]) // 8}d", t["state.f"][2]))]))),
     dict(name="check: header, NUL, garbage", argv=CHECK_BAD, text="control byte 0x00",
          setup=lambda d: ((d / "bad.safetensors").write_bytes(
              (lambda b: struct.pack("<Q", struct.unpack("<Q", b[:8])[0] + 8) + b[8:8 + struct.unpack("<Q", b[:8])[0]] + b"\0garbage"

@@ -130,7 +130,20 @@ def test_fixture_is_well_formed(path):
             assert np.all(np.abs(t["ref_" + name[4:]]) <= t[name] * (1 + 2**-50)), f"{path}: |ref_{name[4:]}| exceeds {name}"
     others = set(t) - set(want) - {"flags", "den_flags", "offsets", "ref_num", "mag_num_unmasked", "mag_den_unmasked"}
     others -= set(grad) | set(grad_optional)
-    assert all(name.startswith("state.") and dt[name] == "F64" for name in others), others
+    # The final state (SPEC §8): state.<part> and mag_state.<part> F64 for every part, [N, H, rows(, cols)]; the
+    # magnitude bounds the value; state_flags.<part> U8 where something is flagged.
+    final = {name for name in others if name.startswith(("state.", "mag_state.", "state_flags."))}
+    parts = {name.split(".", 1)[1] for name in final}
+    assert all(f"state.{x}" in t and f"mag_state.{x}" in t for x in parts), f"{path}: final state parts {sorted(final)}"
+    N = len(t["offsets"]) - 1 if "offsets" in t else B
+    for x in parts:
+        assert dt[f"state.{x}"] == dt[f"mag_state.{x}"] == "F64" and list(t[f"state.{x}"].shape)[:3] == [N, H, d]
+        val, mag = t[f"state.{x}"], t[f"mag_state.{x}"]  # NaN where an input is NaN (causality cases)
+        assert np.all((np.abs(val) <= mag * (1 + 2**-50)) | np.isnan(val) | np.isnan(mag)), f"{path}: |state.{x}| exceeds its magnitude"
+        if f"state_flags.{x}" in t:
+            assert dt[f"state_flags.{x}"] == "U8" and np.all(t[f"state_flags.{x}"] & ~np.uint8(1) == 0)
+    others -= final
+    assert all(name.startswith("initial_state.") for name in others), others
     Fraction(md["gamma"]), Fraction(md["eps"]), Fraction(md["lambda"]), Fraction(md["scale"])
 
 

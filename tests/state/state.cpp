@@ -13,7 +13,9 @@
 #include "hla/check/check.hpp"
 #include "hla/check/fixture.hpp"
 #include "hla/check/gradient.hpp"
+#include "hla/engine/detail.hpp"
 #include "hla/engine/reference.hpp"
+#include "hla/exact.hpp"
 #include "hla/fast/engine.hpp"
 #include "hla/io/candidate.hpp"
 #include "hla/io/fixture.hpp"
@@ -454,6 +456,124 @@ TEST_CASE("state: the checker passes a kernel that continues from the state and 
     INFO(to_string(v) << ", ignoring the state:\n" << bad.text());
     CHECK(!bad.pass);
   }
+}
+
+// Final states (SPEC §8; reference.hpp StateReference, check.hpp Report::states).
+
+// Our f32 kernel (f32_kernel) with our streaming order's final state in f32, every part the layout uses.
+engine::CandidateOutputs f32_kernel_with_state(const BatchProblem& p) {
+  engine::CandidateOutputs c = f32_kernel(p, false);
+  c.final_state = engine::fast_ours_state(p, engine::Precision::f32, {Form::streaming, 1});
+  c.final_state_dtype = DType::f32;
+  for (double& x : c.final_state) x = static_cast<float>(x);
+  for (const StatePart& m : state_layout(p.opt, p.d, p.dv))
+    if (m.role != StatePart::Role::unused)
+      for (const std::string& name : {m.name, m.ones})
+        if (!name.empty()) c.final_state_parts.push_back(name);
+  return c;
+}
+
+TEST_CASE("final state: the reference is the exact final state, by each engine", "[state][final]") {
+  for (const Variant v : kStateVariants)
+    for (const bool packed : {false, true}) {
+      const BatchProblem p = batch_with_state(normalized(v), 2, 2, 24, 4, 3, 11, packed);
+      const engine::StateReference exact = engine::compute_state_reference(p);           // rationals
+      const engine::StateReference f113 = engine::compute_state_reference(p, 0);         // binary128
+      REQUIRE(exact.values.size() == static_cast<size_t>(p.sequence_count() * p.heads * state_size(state_layout(p.opt, p.d, p.dv))));
+      size_t certified = 0;
+      p.for_each_sequence([&](Index b, Index h, Index t0, Index t1) {
+        const Index seq = p.sequence_of(b, t0);
+        const StateMats<Rational> X = exact::final_state(p.head<Rational>(b, h, t0, t1), p.head_state<Rational>(seq, h));
+        const BatchProblem::StateView at = p.state_view(seq, h);
+        for (size_t i = 0; i < X.size(); ++i)
+          for (Index r = 0; r < X[i].rows(); ++r)
+            for (Index c = 0; c < X[i].cols(); ++c) {
+              const size_t k = at.start[i] + static_cast<size_t>(r * X[i].cols() + c);
+              INFO(to_string(v) << " entry " << k);
+              CHECK(exact.values[k] == to_double(X[i](r, c)));  // correctly rounded
+              CHECK(std::fabs(exact.values[k]) <= exact.mag[k]);
+              CHECK(exact.mag_sd[k] >= exact.mag[k]);
+              if (f113.flags[k] & engine::kUncertified) continue;
+              ++certified;
+              CHECK(f113.values[k] == exact.values[k]);
+            }
+      });
+      CHECK(certified > exact.values.size() * 9 / 10);
+    }
+}
+
+TEST_CASE("final state: the double-double engine's carry is certified on a large head", "[state][final]") {
+  Options o = normalized(Variant::hla2);
+  BatchProblem p = batch_with_state(o, 1, 1, 600, 64, 64, 5, false);  // n·d·(d + dv) above 2^22: the fast path
+  const engine::StateReference s = engine::compute_state_reference(p);
+  const StateMats<f113> X = final_state(p.head<f113>(0, 0, 0, p.n), p.head_state<f113>(0, 0));
+  size_t certified = 0, k = 0;
+  for (const auto& m : X)
+    for (Index r = 0; r < m.rows(); ++r)
+      for (Index c = 0; c < m.cols(); ++c, ++k) {
+        if (s.flags[k] & engine::kUncertified) continue;
+        ++certified;
+        // binary128 within depth_bound·2^-112·M: the certified value is its rounding wherever that certifies too.
+        if (engine::certifies(m(r, c), f113(engine::depth_bound(o.variant, p.n, p.d)) * f113(0x1p-112) * f113(s.mag[k])))
+          CHECK(s.values[k] == static_cast<double>(m(r, c)));
+      }
+  CHECK(certified >= k * 99 / 100);
+}
+
+TEST_CASE("final state: the checker passes our orders' final state and fails a wrong or missing part, naming it", "[state][final]") {
+  for (const Variant v : kStateVariants) {
+    const BatchProblem p = batch_with_state(normalized(v), 2, 2, 40, 8, 8, 7, true);
+    const engine::Reference ref = engine::compute_reference(p);
+    const engine::CandidateOutputs good = f32_kernel_with_state(p);
+    const check::Report r = check::check(p, ref, good, {});
+    INFO(to_string(v) << ":\n" << r.text());
+    CHECK(r.pass);
+    CHECK(r.states.size() >= good.final_state_parts.size());
+    for (const auto& row : r.states) CHECK((!row.checked || (row.scored > 0 && row.baseline_applied)));
+    // The last member's entry (F, E or P) off by 1e-3 of its magnitude: FAIL, naming the part.
+    engine::CandidateOutputs bad = good;
+    const size_t k = bad.final_state.size() - 2;
+    bad.final_state[k] += 1e-3 * ref.final_state.mag[k];
+    const check::Report b = check::check(p, ref, bad, {});
+    INFO(b.text());
+    CHECK(!b.pass);
+    CHECK(b.text().find("reason: state.") != std::string::npos);
+    CHECK(b.text().find("confined to the final state") != std::string::npos);
+    // A required part left out: an input error naming it.
+    engine::CandidateOutputs missing = good;
+    missing.final_state_parts.pop_back();
+    CHECK_THROWS_WITH(check::check(p, ref, missing, {}), Catch::Contains("final state lacks state."));
+  }
+}
+
+TEST_CASE("final state: a state-difference kernel's F = S·C − G passes its class, judged by its magnitude", "[state][final]") {
+  const BatchProblem p = batch_with_state(normalized(Variant::hla2), 1, 2, 200, 8, 8, 3, false);
+  const engine::Reference ref = engine::compute_reference(p);
+  engine::CandidateOutputs c = f32_kernel_with_state(p);
+  const auto bases = engine::state_baselines(p, engine::Precision::f32, engine::FormClass::state_difference);
+  REQUIRE(bases.back().first == "paper state (S*C - G)");
+  c.final_state = bases.back().second;  // our subtracting order as the kernel's
+  check::CheckOptions opt;
+  opt.form_class = engine::FormClass::state_difference;
+  const check::Report r = check::check(p, ref, c, opt);
+  INFO(r.text());
+  CHECK(r.pass);
+  size_t larger = 0;
+  for (size_t k = 0; k < ref.final_state.mag.size(); ++k) larger += ref.final_state.mag_sd[k] > ref.final_state.mag[k];
+  CHECK(larger > 0);
+}
+
+TEST_CASE("final state: a fixture's state.<part> tensors are proven on read", "[state][final][io]") {
+  const BatchProblem p = batch_with_state(normalized(Variant::hla3), 1, 2, 30, 4, 3, 9, false);
+  const io::Fixture f = check::make_fixture(p, engine::compute_reference(p), {});
+  REQUIRE(!f.final_state.empty());
+  check::verify_fixture(f);
+  io::Fixture forged = f;
+  forged.final_state[3] += 1e-6 * forged.mag_final_state[3] + 1e-300;
+  CHECK_THROWS_WITH(check::verify_fixture(forged), Catch::Contains("does not match its inputs") && Catch::Contains("state[3]"));
+  forged = f;
+  forged.mag_final_state[5] *= 2;
+  CHECK_THROWS_WITH(check::verify_fixture(forged), Catch::Contains("mag_state[5]"));
 }
 
 TEST_CASE("state: initial_state.<part> tensors round-trip through inputs and fixtures, and bad ones are refused", "[state][io]") {
