@@ -646,36 +646,37 @@ std::string Report::text() const {
   for (const auto& [name, count] : histogram)
     if (count) os << "    " << name << ": " << count << "\n";
   auto print_rows = [&](const std::vector<GradientRow>& rows, const char* no_rule3) {
-      for (const GradientRow& g : rows) {
-        if (!g.checked) {
-          os << "    " << g.name << ": not checked (the candidate has no " << g.name << ")\n";
-          continue;
-        }
-        os << "    " << g.name << ": " << (g.fails() ? "FAIL" : "ok") << ", elements " << g.elements << ": scored "
-           << g.scored << ", non-finite " << g.nonfinite << ", over bound " << g.over_bound;
-        if (g.ill_conditioned) os << ", ill-conditioned (not scored) " << g.ill_conditioned;
-        if (g.out_of_range) os << ", beyond the dtype's range " << g.out_of_range;
-        if (g.underflow) os << ", in the underflow regime " << g.underflow;
-        os << "; worst score " << fmt(g.max_score);
-        if (g.exact_tier) os << "; exact tier: " << g.exact_mismatches << " differ";
-        if (g.baseline_applied)
-          os << "; ours worst " << fmt(g.baseline_max_score) << (g.baseline_worst_form.empty() ? "" : " (" + g.baseline_worst_form + ")")
-             << ", ratio " << fmt(g.baseline_ratio) << " (limit " << fmt(g.ratio_limit) << ")";
-        else
-          os << "; rule 3 not applied (" << no_rule3 << ")";
-        os << "\n";
-        if (g.worst.empty() || g.max_score == 0) continue;
-        const bool st = g.name.rfind("dstate.", 0) == 0 || g.name.rfind("state.", 0) == 0;  // b: the sequence, t: the row
-        os << "      worst elements of " << g.name << (st ? ":\n          seq head   row column      candidate      reference      magnitude     score\n"
-                                                          : ":\n        batch head token column      candidate      reference      magnitude     score\n");
-        for (size_t i = 0; i < std::min<size_t>(g.worst.size(), 5); ++i) {
-          const Element& e = g.worst[i];
-          char line[200];
-          std::snprintf(line, sizeof line, "        %5ld %4ld %5ld %6ld %14.7g %14.7g %14.7g %9.4g\n", static_cast<long>(e.b),
-                        static_cast<long>(e.h), static_cast<long>(e.t), static_cast<long>(e.c), e.candidate, e.reference, e.magnitude, e.score);
-          os << line;
-        }
+    for (const GradientRow& g : rows) {
+      if (!g.checked) {
+        os << "    " << g.name << ": not checked (the candidate has no " << g.name << ")\n";
+        continue;
       }
+      os << "    " << g.name << ": " << (g.fails() ? "FAIL" : "ok") << ", elements " << g.elements << ": scored " << g.scored
+         << ", non-finite " << g.nonfinite << ", over bound " << g.over_bound;
+      if (g.ill_conditioned) os << ", ill-conditioned (not scored) " << g.ill_conditioned;
+      if (g.out_of_range) os << ", beyond the dtype's range " << g.out_of_range;
+      if (g.underflow) os << ", in the underflow regime " << g.underflow;
+      os << "; worst score " << fmt(g.max_score);
+      if (g.exact_tier) os << "; exact tier: " << g.exact_mismatches << " differ";
+      if (g.baseline_applied)
+        os << "; ours worst " << fmt(g.baseline_max_score) << (g.baseline_worst_form.empty() ? "" : " (" + g.baseline_worst_form + ")")
+           << ", ratio " << fmt(g.baseline_ratio) << " (limit " << fmt(g.ratio_limit) << ")";
+      else os << "; rule 3 not applied (" << no_rule3 << ")";
+      os << "\n";
+      if (g.worst.empty() || g.max_score == 0) continue;
+      const bool st = g.name.rfind("dstate.", 0) == 0 || g.name.rfind("state.", 0) == 0;  // b: the sequence, t: the row
+      os << "      worst elements of " << g.name
+         << (st ? ":\n          seq head   row column      candidate      reference      magnitude     score\n"
+                : ":\n        batch head token column      candidate      reference      magnitude     score\n");
+      for (size_t i = 0; i < std::min<size_t>(g.worst.size(), 5); ++i) {
+        const Element& e = g.worst[i];
+        char line[200];
+        std::snprintf(line, sizeof line, "        %5ld %4ld %5ld %6ld %14.7g %14.7g %14.7g %9.4g\n", static_cast<long>(e.b),
+                      static_cast<long>(e.h), static_cast<long>(e.t), static_cast<long>(e.c), e.candidate, e.reference, e.magnitude,
+                      e.score);
+        os << line;
+      }
+    }
   };
   bool any_checked = false;
   for (const GradientRow& g : gradients) any_checked = any_checked || g.checked;
@@ -685,7 +686,8 @@ std::string Report::text() const {
     print_rows(gradients, "this variant has no backward form of ours in the engine");
   }
   if (!states.empty()) {
-    os << "  final state (SPEC §8): scores are |candidate - reference| / (u * M), M the part's magnitude in the class; bound K+1 = " << fmt(bound) << "\n";
+    os << "  final state (SPEC §8): scores are |candidate - reference| / (u * M), M the part's magnitude in the class; bound K+1 = "
+       << fmt(bound) << "\n";
     print_rows(states, "no subtracting order of ours for this part");
   }
   if (!gradients_note.empty()) os << "  " << gradients_note << "\n";
@@ -715,13 +717,26 @@ nlohmann::json Report::json() const {
       gw.push_back({{st ? "sequence" : "batch", e.b}, {"head", e.h}, {st ? "row" : "token", e.t},
                     {"column", e.c < 0 ? nlohmann::json(nullptr) : nlohmann::json(e.c)}, {"candidate", num(e.candidate)},
                     {"reference", num(e.reference)}, {"magnitude", num(e.magnitude)}, {"score", num(e.score)}});
-    return {{"name", g.name}, {"checked", g.checked}, {"pass", g.checked && !g.fails()}, {"elements", g.elements},
-                     {"scored", g.scored}, {"nonfinite", g.nonfinite}, {"over_bound", g.over_bound}, {"ill_conditioned", g.ill_conditioned},
-                     {"out_of_range", g.out_of_range}, {"underflow", g.underflow}, {"max_score", num(g.max_score)}, {"worst", gw},
-                     {"baseline_applied", g.baseline_applied}, {"baseline_max_score", num(g.baseline_max_score)},
-                     {"baseline_worst_form", g.baseline_worst_form}, {"baseline_ratio", num(g.baseline_ratio)},
-                     {"ratio_limit", g.ratio_limit}, {"over_ratio", g.over_ratio}, {"exact_tier", g.exact_tier},
-                     {"exact_mismatches", g.exact_mismatches}};
+    return {{"name", g.name},
+            {"checked", g.checked},
+            {"pass", g.checked && !g.fails()},
+            {"elements", g.elements},
+            {"scored", g.scored},
+            {"nonfinite", g.nonfinite},
+            {"over_bound", g.over_bound},
+            {"ill_conditioned", g.ill_conditioned},
+            {"out_of_range", g.out_of_range},
+            {"underflow", g.underflow},
+            {"max_score", num(g.max_score)},
+            {"worst", gw},
+            {"baseline_applied", g.baseline_applied},
+            {"baseline_max_score", num(g.baseline_max_score)},
+            {"baseline_worst_form", g.baseline_worst_form},
+            {"baseline_ratio", num(g.baseline_ratio)},
+            {"ratio_limit", g.ratio_limit},
+            {"over_ratio", g.over_ratio},
+            {"exact_tier", g.exact_tier},
+            {"exact_mismatches", g.exact_mismatches}};
   };
   nlohmann::json states_json = nlohmann::json::array();
   for (const GradientRow& g : gradients) grads.push_back(row_json(g));

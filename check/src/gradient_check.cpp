@@ -132,7 +132,8 @@ void finish(const Judge& j, const CheckOptions& opt, Report& r, GradientRow& row
   if (row.nonfinite) r.reasons.push_back(row.name + ": " + std::to_string(row.nonfinite) + " non-finite values where the reference is finite");
   if (row.over_bound) {
     const Element& w = row.worst.front();
-    std::snprintf(buf, sizeof buf, " elements exceed the a priori %s %.4g u·magnitude (worst score %.4g at ", j.bound_name, j.bound, w.score);
+    std::snprintf(buf, sizeof buf, " elements exceed the a priori %s %.4g u·magnitude (worst score %.4g at ", j.bound_name, j.bound,
+                  w.score);
     r.reasons.push_back(row.name + ": " + std::to_string(row.over_bound) + buf + at(w) + ")");
   }
   if (row.exact_mismatches)
@@ -248,12 +249,14 @@ void part_rows(const Judge& j, const CheckOptions& opt, const PartTensor& x, Rep
       RowMaps maps(map_layout(p, row.name, p.sequence_count() * p.heads, p.heads, 1, m.rows, false), j.bases.size());
       p.for_each_state_entry([&](Index seq, Index h, size_t i_m, Index rr, Index c, size_t at) {
         if (i_m != mi || (c == m.cols) != ones) return;
-        score(j, row, all, Element{seq, h, rr, ones ? -1 : c, mine[at], x.ref[at], x.mag[at]}, x.dtype,
-              [&](const CandidateOutputs& o) -> double {
-                for (size_t k = 0; k < j.bases.size(); ++k)
-                  if (&j.bases[k].second == &o) return ours[k].empty() || !row.baseline_applied ? NAN : ours[k][at];
-                return NAN;
-              }, maps, seq * p.heads + h);
+        score(
+            j, row, all, Element{seq, h, rr, ones ? -1 : c, mine[at], x.ref[at], x.mag[at]}, x.dtype,
+            [&](const CandidateOutputs& o) -> double {
+              for (size_t k = 0; k < j.bases.size(); ++k)
+                if (&j.bases[k].second == &o) return ours[k].empty() || !row.baseline_applied ? NAN : ours[k][at];
+              return NAN;
+            },
+            maps, seq* p.heads + h);
       });
       finish(j, opt, r, row, std::move(all), [](const Element& w) {
         return "sequence " + std::to_string(w.b) + " head " + std::to_string(w.h) + " row " + std::to_string(w.t) +
@@ -271,7 +274,8 @@ void state_rows(const Judge& j, const CheckOptions& opt, const CandidateOutputs&
   const BatchProblem& p = j.p;
   if (!p.has_state() || g.dstate.size() != p.state.size()) return;
   if (!cand.dstate_parts.empty() && cand.dstate.size() != p.state.size())
-    throw InputError("candidate dstate holds " + std::to_string(cand.dstate.size()) + " values, expected " + std::to_string(p.state.size()));
+    throw InputError("candidate dstate holds " + std::to_string(cand.dstate.size()) + " values, expected " +
+                     std::to_string(p.state.size()));
   part_rows(j, opt, {"dstate.", cand.dstate, cand.dstate_parts, cand.dstate_dtype, g.dstate, y.state, &CandidateOutputs::dstate, true}, r,
             missing);
 }
@@ -320,8 +324,8 @@ void check_gradients(const BatchProblem& p, const Reference& ref, const Candidat
   Bases bases = has_any ? gradient_baselines(p, g, r.precision, opt.form_class, replay ? &memo->gradient_bases : nullptr) : Bases{};
   if (memo) memo->evaluated += bases.size() - std::min(reused, bases.size());
   const bool exact_tier = opt.exact_tier && (!cand.dq.empty() || !cand.dk.empty() || !cand.dv.empty()) && gradient_exact_tier(p, g);
-  const Judge j{p, r, bases, exact_tier, info(r.precision).smallest_normal(), flat_path_ratio(p.opt, Lmax, p.d, opt.form_class),
-                r.gradient_bound};
+  const Judge j{
+      p, r, bases, exact_tier, info(r.precision).smallest_normal(), flat_path_ratio(p.opt, Lmax, p.d, opt.form_class), r.gradient_bound};
   std::vector<std::string> missing;
   const size_t reasons_before = r.reasons.size();
   token_rows(j, opt, cand, g, y, r, missing);

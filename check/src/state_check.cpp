@@ -32,8 +32,8 @@ void check_final_state(const BatchProblem& p, const Reference& ref, const Candid
   // No exact tier: its inputs keep the outputs' magnitudes below 2^24, not the state's.
   Judge j{p, r, bases, false, info(r.precision).smallest_normal(), 1, r.bound, "bound", &Report::states, "orders"};
   std::vector<std::string> missing;
-  PartTensor x{"state.", cand.final_state, cand.final_state_parts, cand.final_state_dtype, s.values, sd ? s.mag_sd : s.mag,
-               &CandidateOutputs::final_state};
+  PartTensor x{"state.", cand.final_state,      cand.final_state_parts,        cand.final_state_dtype,
+               s.values, sd ? s.mag_sd : s.mag, &CandidateOutputs::final_state};
   if (sd && !subtracting) x.no_rule3 = [](const StatePart& m) { return m.name == "F"; };
   // Flagged entries (not certified) are judged as the outputs' are: the reference's own bound is far below u·M.
   part_rows(j, opt, x, r, missing);
@@ -53,7 +53,8 @@ void verify_final_state(const io::Fixture& f, const std::function<void(const std
       add("state_flags", "state_flags[" + std::to_string(i) + "] says ill-conditioned, which only a normalized output can be");
   for (size_t i = 0; i < ours.values.size(); ++i) {
     auto compare = [&](const char* tensor, double stored, double x, double tol) {
-      const bool same = std::isfinite(stored) && std::isfinite(x) ? std::fabs(stored - x) <= tol : !std::isfinite(stored) && !std::isfinite(x);
+      const bool same =
+          std::isfinite(stored) && std::isfinite(x) ? std::fabs(stored - x) <= tol : !std::isfinite(stored) && !std::isfinite(x);
       if (!same)
         add(tensor, std::string(tensor) + "[" + std::to_string(i) + "] = " + num(stored) + ", but the inputs give " + num(x) +
                         " (allowed difference " + num(tol) + ")");

@@ -88,8 +88,8 @@ bool fast_state(const BatchProblem& p, const BatchProblem& a, const StateTask& t
     const DD x = X[i].val.at(r, c);
     const double m = M[i].val.at(r, c), up = (m + (M[i].tiny ? M[i].alpha : 0)) * (1 + 2 * (M[i].phi + 2) * 0x1p-53);
     const f113 v = fast::f113_from_dd(x);
-    const f113 e = (f113(X[i].phi) * f113(0x1p-106) * f113(up) + f113(X[i].tiny ? X[i].alpha : 0)) * (1 + f113(0x1p-60)) +
-                   abs(v) * f113(0x1p-112);
+    const f113 e =
+        (f113(X[i].phi) * f113(0x1p-106) * f113(up) + f113(X[i].tiny ? X[i].alpha : 0)) * (1 + f113(0x1p-60)) + abs(v) * f113(0x1p-112);
     s.values[at] = static_cast<double>(v);
     s.mag[at] = m;  // as computed (its upward bound certifies)
     if (!certifies(v, e)) s.flags[at] |= kUncertified;
@@ -193,8 +193,7 @@ void fill_state_difference_state_magnitude(const BatchProblem& p, StateReference
         for (Index r = 0; r < m.rows(); ++r)
           for (Index c = 0; c < m.cols(); ++c) U.back()(r, c) = m.val.at(r, c);
       }
-    else
-      U = final_state(un.head<double>(t.b, t.h, t.t0, t.t1), un.head_state<double>(t.seq, t.h));
+    else U = final_state(un.head<double>(t.b, t.h, t.t0, t.t1), un.head_state<double>(t.seq, t.h));
     // hla2 (S, C, ·): S·C; hla3 (S, P, SQ): S·SQ·P. The ones column rides along (m, z).
     const Mat<double> prod = p.opt.variant == Variant::hla3 ? Mat<double>(U[0] * U[2] * U[1]) : Mat<double>(U[0] * U[1]);
     for_each_entry(p, t.seq, t.h, [&](size_t i, Index r, Index c, size_t at) {
@@ -244,9 +243,9 @@ std::vector<std::pair<std::string, std::vector<double>>> state_baselines(const B
   if (!has_state(given.opt.variant) || !fast::supports(given.opt.variant)) return out;
   const BatchProblem p = finite_inputs(given);
   const BatchProblem r = with_reversed_features(p);
-  for (const BaselineForm& f : {BaselineForm{Form::streaming, 1}, BaselineForm{Form::streaming, 1, true}, BaselineForm{Form::chunked_matmul, 8},
-                                BaselineForm{Form::chunked_matmul, 16, true}, BaselineForm{Form::chunked_matmul, 32},
-                                BaselineForm{Form::chunked_matmul, 64}}) {
+  for (const BaselineForm& f :
+       {BaselineForm{Form::streaming, 1}, BaselineForm{Form::streaming, 1, true}, BaselineForm{Form::chunked_matmul, 8},
+        BaselineForm{Form::chunked_matmul, 16, true}, BaselineForm{Form::chunked_matmul, 32}, BaselineForm{Form::chunked_matmul, 64}}) {
     if (!f.reversed_features) {
       out.emplace_back(f.name(), fast_ours_state(p, prec, f));
       continue;

@@ -261,7 +261,7 @@ Verdict run_and_check(Adapter& a, const FuzzCase& c, const engine::Reference& re
   for (const auto& g : rep.gradients) grad_nonfinite = grad_nonfinite || g.nonfinite > 0;
   if (c.probe == Probe::nan_causality && rep.nonfinite > 0 && nan_travelled(a, c, ref, r.out, nullptr)) kind = "nan_causality";
   else if (!forward_fails(rep) && std::none_of(rep.gradients.begin(), rep.gradients.end(), [](const auto& g) { return g.fails(); }))
-    kind = "final_state";  // the outputs and gradients are right, the returned final state is not
+    kind = "final_state";        // the outputs and gradients are right, the returned final state is not
   else if (!forward_fails(rep))  // the outputs are right, their gradients are not
     kind = c.probe == Probe::grad_nan_causality && grad_nonfinite && nan_travelled(a, c, ref, r.out, zero_ref)
                ? "gradient_nan_causality"

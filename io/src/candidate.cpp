@@ -21,7 +21,8 @@ void put_parts(SafetensorsFile& st, const BatchProblem& p, const std::vector<dou
                std::string_view prefix, DType dtype, size_t want, const char* what, const char* whose) {
   if (parts.empty()) return;
   if (values.size() != want)
-    throw InputError(std::string("candidate ") + what + " holds " + std::to_string(values.size()) + " values, expected " + std::to_string(want) + whose);
+    throw InputError(std::string("candidate ") + what + " holds " + std::to_string(values.size()) + " values, expected " +
+                     std::to_string(want) + whose);
   for (auto& [name, t] : state_part_tensors(p, values, prefix, dtype))
     if (std::find(parts.begin(), parts.end(), name.substr(prefix.size())) != parts.end()) st.tensors.emplace(name, std::move(t));
 }
@@ -70,8 +71,8 @@ Candidate candidate_from_safetensors(const SafetensorsFile& file, const Fixture&
     if (has_prefix(name, kStatePrefix)) {
       if (fx.final_state.empty())
         throw fail("tensor '" + name + "' is a final state, but the fixture carries no final state to judge it against" +
-                   (has_state(fx.problem.opt.variant) ? " (regenerate it with this hla)" : " (" + to_string(fx.problem.opt.variant) +
-                                                                                              " has no streaming state)"));
+                   (has_state(fx.problem.opt.variant) ? " (regenerate it with this hla)"
+                                                      : " (" + to_string(fx.problem.opt.variant) + " has no streaming state)"));
       continue;  // all parts at once, below
     }
     throw fail("unknown tensor '" + name + "' (expected " + expected_names(fx) + ")");
@@ -106,8 +107,10 @@ SafetensorsFile candidate_to_safetensors(const Candidate& c, const Fixture& fx) 
   if (c.dq) st.tensors["dq"] = float_tensor(c.dq_dtype, q_shape(p), *c.dq, "candidate dq");
   if (c.dk) st.tensors["dk"] = float_tensor(c.dk_dtype, k_shape(p), *c.dk, "candidate dk");
   if (c.dv) st.tensors["dv"] = float_tensor(c.dv_dtype, v_shape(p), *c.dv, "candidate dv");
-  put_parts(st, fx.problem, c.dstate, c.dstate_parts, kDstatePrefix, c.dstate_dtype, fx.problem.state.size(), "dstate", " (the initial state's)");
-  put_parts(st, fx.problem, c.final_state, c.final_state_parts, kStatePrefix, c.final_state_dtype, fx.final_state.size(), "final state", "");
+  put_parts(st, fx.problem, c.dstate, c.dstate_parts, kDstatePrefix, c.dstate_dtype, fx.problem.state.size(), "dstate",
+            " (the initial state's)");
+  put_parts(st, fx.problem, c.final_state, c.final_state_parts, kStatePrefix, c.final_state_dtype, fx.final_state.size(), "final state",
+            "");
   return st;
 }
 

@@ -152,7 +152,8 @@ void validate_fixture(const Fixture& f) {
     throw InputError("a state's gradient (ref_dstate) without gradients from an initial state");
   }
   if (!f.final_state.empty() || !f.mag_final_state.empty() || !f.final_state_flags.empty()) {
-    if (!has_state(p.opt.variant)) throw InputError("a final state (state.<part>), but " + to_string(p.opt.variant) + " has no streaming state");
+    if (!has_state(p.opt.variant))
+      throw InputError("a final state (state.<part>), but " + to_string(p.opt.variant) + " has no streaming state");
     const std::vector<std::int64_t> final_shape{p.sequence_count() * p.heads * state_size(state_layout(p.opt, p.d, p.dv))};
     size("state", f.final_state.size(), final_shape);
     size("mag_state", f.mag_final_state.size(), final_shape);
@@ -437,8 +438,7 @@ struct FixtureReader {
       StateParts ref = read_state_parts(file.tensors, p, kStatePrefix, source, true);
       StateParts mag = read_state_parts(file.tensors, p, kMagState, source, true);
       const StateParts flags = read_state_parts(file.tensors, p, kStateFlags, source, true, PartKind::flags);
-      if (ref.given.empty() || mag.given.empty())
-        throw InputError("a final state needs both state.<part> and mag_state.<part> tensors");
+      if (ref.given.empty() || mag.given.empty()) throw InputError("a final state needs both state.<part> and mag_state.<part> tensors");
       for (const StateParts* x : {&ref, &mag})
         if (x->dtype != DType::f64) throw InputError("the state/mag_state tensors must be F64");
       f.final_state = std::move(ref.values), f.mag_final_state = std::move(mag.values);
@@ -451,10 +451,15 @@ struct FixtureReader {
   void no_unknown_tensors() const {
     for (const auto& [name, t] : file.tensors)
       if (!seen.count(name))
-        throw fail("unknown tensor '" + printable(name, 60) + "' (a fixture holds q, k, v, offsets, ref_out, ref_den, mag_num, mag_den, "
-                   "flags, den_flags, initial_state.<part>, state.<part>, mag_state.<part>, state_flags.<part>" + std::string(version == "1" ? "" : ", ref_num, mag_num_unmasked, mag_den_unmasked") +
-                   std::string(version == "1" || version == "2" ? "" : "; gradients: do, dden, ref_dq, ref_dk, ref_dv, mag_dq, mag_dk, mag_dv, "
-                                                                       "dq_flags, dk_flags, dv_flags, ref_dstate.<part>, mag_dstate.<part>, dstate_flags.<part>") + ")");
+        throw fail("unknown tensor '" + printable(name, 60) +
+                   "' (a fixture holds q, k, v, offsets, ref_out, ref_den, mag_num, mag_den, "
+                   "flags, den_flags, initial_state.<part>, state.<part>, mag_state.<part>, state_flags.<part>" +
+                   std::string(version == "1" ? "" : ", ref_num, mag_num_unmasked, mag_den_unmasked") +
+                   std::string(version == "1" || version == "2"
+                                   ? ""
+                                   : "; gradients: do, dden, ref_dq, ref_dk, ref_dv, mag_dq, mag_dk, mag_dv, "
+                                     "dq_flags, dk_flags, dv_flags, ref_dstate.<part>, mag_dstate.<part>, dstate_flags.<part>") +
+                   ")");
   }
 };
 

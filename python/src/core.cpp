@@ -207,10 +207,9 @@ io::Candidate candidate_of(const BatchProblem& p, const TensorArg& out, const st
 // `hla ref` reads them (io::upstream_from_tensors); InputError when gradients
 // are given without do or do without gradients.
 std::optional<io::Upstream> upstream_of(const BatchProblem& p, const std::map<std::string, TensorArg>& grads, io::Layout l) {
-  const bool has_do = grads.count("do") > 0,
-             has_any = std::any_of(grads.begin(), grads.end(), [](const auto& x) {
-               return x.first != "do" && x.first != "dden" && !io::has_prefix(x.first, io::kStatePrefix);
-             });
+  const bool has_do = grads.count("do") > 0, has_any = std::any_of(grads.begin(), grads.end(), [](const auto&x) {
+                                               return x.first != "do" && x.first != "dden" && !io::has_prefix(x.first, io::kStatePrefix);
+                                             });
   if (grads.count("dden") && !has_do) throw InputError("dden= needs do= (the upstream gradient of out)");
   if (has_any && !has_do)
     throw InputError("dq, dk, dv (and dstate) are judged as gradients of L = Σ⟨do, out⟩ + Σ dden·den: pass the upstream do= "

@@ -477,8 +477,8 @@ TEST_CASE("final state: the reference is the exact final state, by each engine",
   for (const Variant v : kStateVariants)
     for (const bool packed : {false, true}) {
       const BatchProblem p = batch_with_state(normalized(v), 2, 2, 24, 4, 3, 11, packed);
-      const engine::StateReference exact = engine::compute_state_reference(p);           // rationals
-      const engine::StateReference f113 = engine::compute_state_reference(p, 0);         // binary128
+      const engine::StateReference exact = engine::compute_state_reference(p);    // rationals
+      const engine::StateReference f113 = engine::compute_state_reference(p, 0);  // binary128
       REQUIRE(exact.values.size() == static_cast<size_t>(p.sequence_count() * p.heads * state_size(state_layout(p.opt, p.d, p.dv))));
       size_t certified = 0;
       p.for_each_sequence([&](Index b, Index h, Index t0, Index t1) {

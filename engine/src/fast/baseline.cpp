@@ -68,8 +68,8 @@ void state_head(const BatchProblem& p, const BaselineForm& f, std::vector<double
     return [&, index](Index t, Index c) { return input_as<S>(x[(p.*index)(b, h, t0 + t, c)], p.dtype); };
   };
   const bool one_token = f.form == Form::streaming;
-  fast::FastHead<S> fh = fast::make_fast_head<S>(p.opt, t1 - t0, p.d, p.dv, at(p.q, &BatchProblem::q_index), at(p.k, &BatchProblem::k_index),
-                                                 at(p.v, &BatchProblem::v_index), one_token ? 1 : f.chunk);
+  fast::FastHead<S> fh = fast::make_fast_head<S>(p.opt, t1 - t0, p.d, p.dv, at(p.q, &BatchProblem::q_index),
+                                                 at(p.k, &BatchProblem::k_index), at(p.v, &BatchProblem::v_index), one_token ? 1 : f.chunk);
   fh.full_carry = true;
   const BatchProblem::StateView X0 = p.state_of(b, h, t0);
   fast::set_initial_carry(fh, X0.layout, [&](size_t i, Index r, Index c) { return input_as<S>(X0.at(i, r, c), p.state_dtype); });
@@ -95,11 +95,15 @@ std::vector<double> fast_ours_state(const BatchProblem& p, Precision prec, const
   parallel_for(tasks.size(), worker_threads(), [&](size_t i) {
     const Task& t = tasks[i];
     switch (prec) {
-      case Precision::f64: return state_head<double>(p, f, state, t.b, t.h, t.t0, t.t1);
+      case Precision::f64:
+        return state_head<double>(p, f, state, t.b, t.h, t.t0, t.t1);
       case Precision::f32:
-      case Precision::tf32: return state_head<fast::Emu<0>>(p, f, state, t.b, t.h, t.t0, t.t1);
-      case Precision::bf16: return state_head<fast::Emu<1>>(p, f, state, t.b, t.h, t.t0, t.t1);
-      case Precision::f16: return state_head<fast::Emu<2>>(p, f, state, t.b, t.h, t.t0, t.t1);
+      case Precision::tf32:
+        return state_head<fast::Emu<0>>(p, f, state, t.b, t.h, t.t0, t.t1);
+      case Precision::bf16:
+        return state_head<fast::Emu<1>>(p, f, state, t.b, t.h, t.t0, t.t1);
+      case Precision::f16:
+        return state_head<fast::Emu<2>>(p, f, state, t.b, t.h, t.t0, t.t1);
     }
   });
   return state;

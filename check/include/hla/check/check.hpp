@@ -114,7 +114,7 @@ struct Tally {
 // our backward forms were all exact. Exact tier (SPEC §9): dq, dk, dv of an
 // exact-tier case in f32/f64.
 struct GradientRow : Tally {
-  std::string name;  // dq, dk, dv, dstate.<part> (from an initial state), or state.<part> (a final state)
+  std::string name;      // dq, dk, dv, dstate.<part> (from an initial state), or state.<part> (a final state)
   bool checked = false;  // the candidate has it
   size_t ill_conditioned = 0;  // not scored: depends on a den ⊕ ε within its error bound of 0 (or of a clamp jump)
   bool baseline_applied = false;  // rule 3 applies: we have backward forms of this variant

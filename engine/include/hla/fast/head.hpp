@@ -37,8 +37,8 @@ template <class S> struct FastHead {
   bool ridge = false;
   BMat<S> scale;  // 1 × 1: the factor q was multiplied by (the backward's dq carries it)
   bool scaled = false;
-  bool magnitudes = true;  // compute mag (else only the bounds: see BMat::has_mag)
-  Idx w = 64;              // chunk width
+  bool magnitudes = true;   // compute mag (else only the bounds: see BMat::has_mag)
+  Idx w = 64;               // chunk width
   bool full_carry = false;  // carry every state member (hla2's C also where no output reads it): a final state is wanted
   // The carry before token 0 (an initial state, hla/state.hpp: members in the
   // variant's State order, which is the order of the carries); empty: zero.
