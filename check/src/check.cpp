@@ -682,7 +682,9 @@ std::string Report::text() const {
   for (const GradientRow& g : gradients) any_checked = any_checked || g.checked;
   if (any_checked) {
     os << "  gradients (SPEC §9): scores are |candidate - reference| / (u * M), M the gradient's magnitude"
-       << " (where normalized: M* = (K_b M + K_q M_kappa)/K_g, each token's upstream weighed by the conditioning of its den + eps); bound K_g+1 = " << fmt(gradient_bound) << "\n";
+       << " (where normalized: M* = (K_b M + K_q M_kappa)/K_g, each token's upstream weighed by the conditioning of its den + eps); bound "
+          "K_g+1 = "
+       << fmt(gradient_bound) << "\n";
     print_rows(gradients, "this variant has no backward form of ours in the engine");
   }
   if (!states.empty()) {
