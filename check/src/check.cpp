@@ -604,6 +604,41 @@ static std::string diagnosis_text(const std::vector<Diagnosis>& ds) {
     s += "  diagnosis: matches " + d.id + " on " + fmt(100 * d.fraction) + "% of " + d.part + ": " + d.what + "; fix: " + d.fix + "\n";
   return s;
 }
+namespace {
+// The report's lines of gradient or final-state rows (no_rule3: why rule 3 did not judge a row).
+void print_rows(std::ostream& os, const std::vector<GradientRow>& rows, const char* no_rule3) {
+  for (const GradientRow& g : rows) {
+    if (!g.checked) {
+      os << "    " << g.name << ": not checked (the candidate has no " << g.name << ")\n";
+      continue;
+    }
+    os << "    " << g.name << ": " << (g.fails() ? "FAIL" : "ok") << ", elements " << g.elements << ": scored " << g.scored
+       << ", non-finite " << g.nonfinite << ", over bound " << g.over_bound;
+    if (g.ill_conditioned) os << ", ill-conditioned (not scored) " << g.ill_conditioned;
+    if (g.out_of_range) os << ", beyond the dtype's range " << g.out_of_range;
+    if (g.underflow) os << ", in the underflow regime " << g.underflow;
+    os << "; worst score " << fmt(g.max_score);
+    if (g.exact_tier) os << "; exact tier: " << g.exact_mismatches << " differ";
+    if (g.baseline_applied)
+      os << "; ours worst " << fmt(g.baseline_max_score) << (g.baseline_worst_form.empty() ? "" : " (" + g.baseline_worst_form + ")")
+         << ", ratio " << fmt(g.baseline_ratio) << " (limit " << fmt(g.ratio_limit) << ")";
+    else os << "; rule 3 not applied (" << no_rule3 << ")";
+    os << "\n";
+    if (g.worst.empty() || g.max_score == 0) continue;
+    const bool st = g.name.rfind("dstate.", 0) == 0 || g.name.rfind("state.", 0) == 0;  // b: the sequence, t: the row
+    os << "      worst elements of " << g.name
+       << (st ? ":\n          seq head   row column      candidate      reference      magnitude     score\n"
+              : ":\n        batch head token column      candidate      reference      magnitude     score\n");
+    for (size_t i = 0; i < std::min<size_t>(g.worst.size(), 5); ++i) {
+      const Element& e = g.worst[i];
+      char line[200];
+      std::snprintf(line, sizeof line, "        %5ld %4ld %5ld %6ld %14.7g %14.7g %14.7g %9.4g\n", static_cast<long>(e.b),
+                    static_cast<long>(e.h), static_cast<long>(e.t), static_cast<long>(e.c), e.candidate, e.reference, e.magnitude, e.score);
+      os << line;
+    }
+  }
+}
+}  // namespace
 
 std::string Report::text() const {
   std::ostringstream os;
@@ -645,39 +680,6 @@ std::string Report::text() const {
   os << "  score histogram:\n";
   for (const auto& [name, count] : histogram)
     if (count) os << "    " << name << ": " << count << "\n";
-  auto print_rows = [&](const std::vector<GradientRow>& rows, const char* no_rule3) {
-    for (const GradientRow& g : rows) {
-      if (!g.checked) {
-        os << "    " << g.name << ": not checked (the candidate has no " << g.name << ")\n";
-        continue;
-      }
-      os << "    " << g.name << ": " << (g.fails() ? "FAIL" : "ok") << ", elements " << g.elements << ": scored " << g.scored
-         << ", non-finite " << g.nonfinite << ", over bound " << g.over_bound;
-      if (g.ill_conditioned) os << ", ill-conditioned (not scored) " << g.ill_conditioned;
-      if (g.out_of_range) os << ", beyond the dtype's range " << g.out_of_range;
-      if (g.underflow) os << ", in the underflow regime " << g.underflow;
-      os << "; worst score " << fmt(g.max_score);
-      if (g.exact_tier) os << "; exact tier: " << g.exact_mismatches << " differ";
-      if (g.baseline_applied)
-        os << "; ours worst " << fmt(g.baseline_max_score) << (g.baseline_worst_form.empty() ? "" : " (" + g.baseline_worst_form + ")")
-           << ", ratio " << fmt(g.baseline_ratio) << " (limit " << fmt(g.ratio_limit) << ")";
-      else os << "; rule 3 not applied (" << no_rule3 << ")";
-      os << "\n";
-      if (g.worst.empty() || g.max_score == 0) continue;
-      const bool st = g.name.rfind("dstate.", 0) == 0 || g.name.rfind("state.", 0) == 0;  // b: the sequence, t: the row
-      os << "      worst elements of " << g.name
-         << (st ? ":\n          seq head   row column      candidate      reference      magnitude     score\n"
-                : ":\n        batch head token column      candidate      reference      magnitude     score\n");
-      for (size_t i = 0; i < std::min<size_t>(g.worst.size(), 5); ++i) {
-        const Element& e = g.worst[i];
-        char line[200];
-        std::snprintf(line, sizeof line, "        %5ld %4ld %5ld %6ld %14.7g %14.7g %14.7g %9.4g\n", static_cast<long>(e.b),
-                      static_cast<long>(e.h), static_cast<long>(e.t), static_cast<long>(e.c), e.candidate, e.reference, e.magnitude,
-                      e.score);
-        os << line;
-      }
-    }
-  };
   bool any_checked = false;
   for (const GradientRow& g : gradients) any_checked = any_checked || g.checked;
   if (any_checked) {
@@ -685,12 +687,12 @@ std::string Report::text() const {
        << " (where normalized: M* = (K_b M + K_q M_kappa)/K_g, each token's upstream weighed by the conditioning of its den + eps); bound "
           "K_g+1 = "
        << fmt(gradient_bound) << "\n";
-    print_rows(gradients, "this variant has no backward form of ours in the engine");
+    print_rows(os, gradients, "this variant has no backward form of ours in the engine");
   }
   if (!states.empty()) {
     os << "  final state (SPEC §8): scores are |candidate - reference| / (u * M), M the part's magnitude in the class; bound K+1 = "
        << fmt(bound) << "\n";
-    print_rows(states, "no subtracting order of ours for this part");
+    print_rows(os, states, "no subtracting order of ours for this part");
   }
   if (!gradients_note.empty()) os << "  " << gradients_note << "\n";
   if (!gradients_ill_tokens.empty()) os << "  " << gradients_ill_tokens << "\n";
