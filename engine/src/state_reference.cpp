@@ -176,7 +176,7 @@ void fill_state_difference_state_magnitude(const BatchProblem& p, StateReference
   // The unmasked problem's initial state: the members both share (an unmasked-only one, hla3's SQ, zero).
   if (p.has_state()) {
     std::vector<double> x(un.state.size(), 0);
-    p.for_each_state_entry([&](Index seq, Index h, size_t i, Index r, Index c, size_t at) {
+    p.for_each_state_entry([&](Index, Index, size_t i, Index, Index, size_t at) {
       if (masked[i].name == unmasked[i].name) x[at] = un.state[at];
     });
     un.state = std::move(x);

@@ -32,6 +32,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "selftest"))
 import backward  # noqa: E402
 import correct  # noqa: E402
+import final_state  # noqa: E402
 import state_difference  # noqa: E402
 from magnitude import unmasked_magnitude  # noqa: E402
 
@@ -197,8 +198,28 @@ def main():
     except subprocess.TimeoutExpired:
         check(True, "exec_slow outlives a 2 s timeout")
 
+    check_final_states(fixtures)
     print("all ok" if not FAILS else f"FAILED: {len(FAILS)} failure(s)")
     return 1 if FAILS else 0
+
+
+def check_final_states(fixtures):
+    """final_state.py reproduces every fixture's final state (state.<part>) within 1e-9 x its magnitude and
+    its outputs as correct.py does; each bug changes the state and leaves the outputs as they are."""
+    for path in fixtures:
+        t, md = correct.read(str(path))
+        if md["variant"] == "hla3_paper" or not any(k.startswith("state.") for k in t) or not np.all(np.isfinite(t["q"])):
+            continue
+        worst = {}
+        for bug in ("", "not_decayed", "stale_part"):
+            with np.errstate(all="ignore"):
+                out, den, states = final_state.compute(str(path), final_state.Bugs(**({bug: True} if bug else {})))
+            worst[bug] = max(float(np.max(np.abs(x - t[k]) / (REL * t["mag_" + k] + 1e-300), initial=0.0)) for k, x in states.items())
+            check(max_err_ratio(path, out, den) <= 1, f"final_state.py{' --bug ' + bug if bug else ''}: outputs of {path.name}")
+        check(worst[""] <= 1, f"final_state.py matches the final state of {path.name} (worst err/tol {worst[''] :.3g})")
+        decays = md["gamma"] != "1" and int(md["n"]) >= 2  # a carry before the last token, and a decay to miss
+        check(worst["stale_part"] > 1 and (not decays or worst["not_decayed"] > 1),
+              f"final_state.py's bugs change the final state of {path.name}")
 
 
 if __name__ == "__main__":
