@@ -475,11 +475,10 @@ void decide_verdict(const BatchProblem& p, const Reference& ref, const Candidate
   // (a state's entries that depend on NaN/Inf inputs, its only unscored kind, are not counted).
   for (const auto* v : {&r.gradients, &r.states})
     for (const GradientRow& g : *v) {
-      const size_t considered = g.elements - (v == &r.states ? g.ill_conditioned : 0), unscored = considered - g.scored;
-      if (g.checked && considered > 0 && static_cast<double>(unscored) > kMaxUnscoredFraction * static_cast<double>(considered) &&
-          r.reasons.empty()) {
+      const size_t counted = g.elements - (v == &r.states ? g.ill_conditioned : 0), left = counted - g.scored;
+      if (g.checked && counted > 0 && static_cast<double>(left) > kMaxUnscoredFraction * static_cast<double>(counted) && r.reasons.empty()) {
         r.inconclusive = true;
-        r.reasons.push_back(g.name + ": " + std::to_string(unscored) + " of its " + std::to_string(considered) +
+        r.reasons.push_back(g.name + ": " + std::to_string(left) + " of its " + std::to_string(counted) +
                             " elements are not scored (ill-conditioned, out of range or underflowing): too little was checked");
       }
     }
