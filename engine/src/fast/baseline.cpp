@@ -81,12 +81,8 @@ void state_head(const BatchProblem& p, const BaselineForm& f, std::vector<double
         state[out.start[i] + static_cast<size_t>(r * out.layout[i].width() + c)] = static_cast<double>(X[i].val.at(r, c));
 }
 
-}  // namespace
-
-std::vector<double> fast_ours_state(const BatchProblem& p, Precision prec, const BaselineForm& f) {
-  if (!fast_baseline_applies(p, f, true) || f.form == Form::streaming_paper_state)
-    throw std::logic_error("fast_ours_state: not a form the fast engine evaluates");
-  std::vector<double> state(static_cast<size_t>(p.sequence_count() * p.heads * state_size(state_layout(p.opt, p.d, p.dv))), 0);
+// run(S(), b, h, t0, t1) for every head and sequence of p, heads in parallel, S the engine's scalar for prec.
+template <class Run> void each_head_in(const BatchProblem& p, Precision prec, Run&& run) {
   struct Task {
     Index b, h, t0, t1;
   };
@@ -95,17 +91,22 @@ std::vector<double> fast_ours_state(const BatchProblem& p, Precision prec, const
   parallel_for(tasks.size(), worker_threads(), [&](size_t i) {
     const Task& t = tasks[i];
     switch (prec) {
-      case Precision::f64:
-        return state_head<double>(p, f, state, t.b, t.h, t.t0, t.t1);
+      case Precision::f64: return run(double(), t.b, t.h, t.t0, t.t1);
       case Precision::f32:
-      case Precision::tf32:
-        return state_head<fast::Emu<0>>(p, f, state, t.b, t.h, t.t0, t.t1);
-      case Precision::bf16:
-        return state_head<fast::Emu<1>>(p, f, state, t.b, t.h, t.t0, t.t1);
-      case Precision::f16:
-        return state_head<fast::Emu<2>>(p, f, state, t.b, t.h, t.t0, t.t1);
+      case Precision::tf32: return run(fast::Emu<0>(), t.b, t.h, t.t0, t.t1);
+      case Precision::bf16: return run(fast::Emu<1>(), t.b, t.h, t.t0, t.t1);
+      case Precision::f16: return run(fast::Emu<2>(), t.b, t.h, t.t0, t.t1);
     }
   });
+}
+
+}  // namespace
+
+std::vector<double> fast_ours_state(const BatchProblem& p, Precision prec, const BaselineForm& f) {
+  if (!fast_baseline_applies(p, f, true) || f.form == Form::streaming_paper_state)
+    throw std::logic_error("fast_ours_state: not a form the fast engine evaluates");
+  std::vector<double> state(static_cast<size_t>(p.sequence_count() * p.heads * state_size(state_layout(p.opt, p.d, p.dv))), 0);
+  each_head_in(p, prec, [&](auto s, Index b, Index h, Index t0, Index t1) { state_head<decltype(s)>(p, f, state, b, h, t0, t1); });
   return state;
 }
 
@@ -119,29 +120,7 @@ CandidateOutputs fast_ours(const BatchProblem& p, Precision prec, const Baseline
   if (!fast_baseline_applies(p, f, true)) throw std::logic_error("fast_ours: not a form the fast engine evaluates");
   CandidateOutputs out{std::vector<double>(static_cast<size_t>(p.batch * p.heads * p.n * p.dv)),
                        std::vector<double>(static_cast<size_t>(p.batch * p.heads * p.n)), out_dtype, out_dtype};
-  struct Task {
-    Index b, h, t0, t1;
-  };
-  std::vector<Task> tasks;
-  p.for_each_sequence([&](Index b, Index h, Index t0, Index t1) { tasks.push_back({b, h, t0, t1}); });
-  parallel_for(tasks.size(), worker_threads(), [&](size_t i) {
-    const Task& t = tasks[i];
-    switch (prec) {
-      case Precision::f64:
-        run_head<double>(p, f, out, out_dtype, t.b, t.h, t.t0, t.t1);
-        break;
-      case Precision::f32:
-      case Precision::tf32:
-        run_head<fast::Emu<0>>(p, f, out, out_dtype, t.b, t.h, t.t0, t.t1);
-        break;
-      case Precision::bf16:
-        run_head<fast::Emu<1>>(p, f, out, out_dtype, t.b, t.h, t.t0, t.t1);
-        break;
-      case Precision::f16:
-        run_head<fast::Emu<2>>(p, f, out, out_dtype, t.b, t.h, t.t0, t.t1);
-        break;
-    }
-  });
+  each_head_in(p, prec, [&](auto s, Index b, Index h, Index t0, Index t1) { run_head<decltype(s)>(p, f, out, out_dtype, b, h, t0, t1); });
   return out;
 }
 
