@@ -476,7 +476,8 @@ void decide_verdict(const BatchProblem& p, const Reference& ref, const Candidate
   for (const auto* v : {&r.gradients, &r.states})
     for (const GradientRow& g : *v) {
       const size_t counted = g.elements - (v == &r.states ? g.ill_conditioned : 0), left = counted - g.scored;
-      if (g.checked && counted > 0 && static_cast<double>(left) > kMaxUnscoredFraction * static_cast<double>(counted) && r.reasons.empty()) {
+      if (g.checked && counted > 0 && static_cast<double>(left) > kMaxUnscoredFraction * static_cast<double>(counted) &&
+          r.reasons.empty()) {
         r.inconclusive = true;
         r.reasons.push_back(g.name + ": " + std::to_string(left) + " of its " + std::to_string(counted) +
                             " elements are not scored (ill-conditioned, out of range or underflowing): too little was checked");

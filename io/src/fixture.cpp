@@ -434,7 +434,7 @@ struct FixtureReader {
       if (is_final_state_tensor(name)) any = true, seen.insert(name);
     if (!any) return;
     try {
-      p.opt.validate();  // an option error first (the parts depend on the options)
+      p.validate(true);  // an option or dims error first (the parts depend on them)
       StateParts ref = read_state_parts(file.tensors, p, kStatePrefix, source, true);
       StateParts mag = read_state_parts(file.tensors, p, kMagState, source, true);
       const StateParts flags = read_state_parts(file.tensors, p, kStateFlags, source, true, PartKind::flags);

@@ -146,15 +146,21 @@ TEST_CASE("trust: corrupted references are refused, not judged", "[check][trust]
            }},
       };
       refused_after(good, edits);
-      // The variant and the mask are part of the options too.
+      if (!good.final_state.empty())  // the final state (SPEC §8), proven as the outputs are
+        refused_after(good, {{"one final-state entry off by 1e-9 relative", [](io::Fixture& f) { f.final_state[1] *= 1 + 1e-9; }},
+                             {"a NaN in the final state", [](io::Fixture& f) { f.final_state.back() = NAN; }},
+                             {"mag_state of the first entry x 2", [](io::Fixture& f) { f.mag_final_state[0] *= 2; }}});
+      // The variant and the mask are part of the options too (a forger drops the final state, laid out by them).
       io::Fixture other = good;
       other.problem.opt.variant = v == Variant::hla2 ? Variant::ahla : Variant::hla2;
       other.problem.opt.lambda = 0;
+      other.final_state.clear(), other.mag_final_state.clear(), other.final_state_flags.clear();
       require_input_error([&] { (void)check_fixture(roundtrip(other), garbage(other)); }, {"does not match its inputs"});
       if (has_unmasked(v)) {
         io::Fixture unmasked = good;
         unmasked.problem.opt.masked = false;
         unmasked.mag_num_unmasked.clear(), unmasked.mag_den_unmasked.clear();
+        unmasked.final_state.clear(), unmasked.mag_final_state.clear(), unmasked.final_state_flags.clear();
         require_input_error([&] { (void)check_fixture(roundtrip(unmasked), garbage(unmasked)); }, {"does not match its inputs"});
       }
     }

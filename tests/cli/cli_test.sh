@@ -49,8 +49,10 @@ for t in ("q", "k", "v"):
     scale(t, 2.0 ** -40)
 for t in ("ref_out", "mag_num"):
     scale(t, 2.0 ** -120)
-for t in ("ref_den", "mag_den"):
+for t in ("ref_den", "mag_den", "state.P", "mag_state.P"):  # the final state: P = sum k v^T, z = sum k
     scale(t, 2.0 ** -80)
+for t in ("state.z", "mag_state.z"):
+    scale(t, 2.0 ** -40)
 open(sys.argv[2], "wb").write(hff.serialize(parts))
 PY
 "$hla" eval "$work/tiny.safetensors" --precision f64 --out "$work/tiny.candidate.safetensors" >/dev/null

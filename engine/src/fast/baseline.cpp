@@ -91,11 +91,15 @@ template <class Run> void each_head_in(const BatchProblem& p, Precision prec, Ru
   parallel_for(tasks.size(), worker_threads(), [&](size_t i) {
     const Task& t = tasks[i];
     switch (prec) {
-      case Precision::f64: return run(double(), t.b, t.h, t.t0, t.t1);
+      case Precision::f64:
+        return run(double(), t.b, t.h, t.t0, t.t1);
       case Precision::f32:
-      case Precision::tf32: return run(fast::Emu<0>(), t.b, t.h, t.t0, t.t1);
-      case Precision::bf16: return run(fast::Emu<1>(), t.b, t.h, t.t0, t.t1);
-      case Precision::f16: return run(fast::Emu<2>(), t.b, t.h, t.t0, t.t1);
+      case Precision::tf32:
+        return run(fast::Emu<0>(), t.b, t.h, t.t0, t.t1);
+      case Precision::bf16:
+        return run(fast::Emu<1>(), t.b, t.h, t.t0, t.t1);
+      case Precision::f16:
+        return run(fast::Emu<2>(), t.b, t.h, t.t0, t.t1);
     }
   });
 }
