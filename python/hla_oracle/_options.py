@@ -65,6 +65,26 @@ def kwargs_for(kwargs, fn, rename=None):
     if missing:
         raise NotExpressible(f"{getattr(fn, '__name__', fn)!s} takes no parameter for {', '.join(missing)} "
                              f"(rename maps our option names to its own)")
+    return _as_old_normalize(out, params, rename.get("normalize", "normalize"), fn)
+
+
+def _as_old_normalize(out, params, its, fn):
+    """A kernel written for the old spelling (its normalize parameter defaults to
+    a bool) gets normalize=bool, and eps_mode= when it takes one: 'none' would
+    be truthy there. A clamp fixture it cannot express (no eps_mode) is NotExpressible."""
+    p = params.get(its)
+    if its not in out or p is None or not isinstance(p.default, bool):
+        return out
+    mode = out[its]
+    warnings.warn(f"{getattr(fn, '__name__', fn)!s} takes normalize as a bool, the old spelling: it gets "
+                  f"normalize={mode != 'none'} (the next release hands 'none', 'add' or 'clamp')", DeprecationWarning,
+                  stacklevel=4)
+    out[its] = mode != "none"
+    if "eps_mode" in params:
+        out["eps_mode"] = "clamp" if mode == "clamp" else "add"
+    elif mode == "clamp":
+        raise NotExpressible(f"{getattr(fn, '__name__', fn)!s} takes normalize as a bool and no eps_mode, "
+                             "so it cannot express normalize='clamp'")
     return out
 
 

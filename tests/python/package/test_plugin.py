@@ -110,6 +110,30 @@ def test_kwargs_for_offers_the_options_a_signature_takes_under_its_names():
         assert "ridge" in str(e)
 
 
+def test_kwargs_for_hands_a_bool_to_a_kernel_of_the_old_normalize_spelling():
+    import pytest
+    fixtures = [hla_oracle.load_fixture(p) for p in hla_oracle.golden_fixtures(
+        Support(variants=["hla2"], features=["normalize", "clamp"]))]
+    by_mode = {f.options["normalize"]: f for f in fixtures}
+    assert {"none", "add", "clamp"} <= set(by_mode), sorted(by_mode)
+
+    def old(q, k, v, normalize=False, eps=1e-6):
+        return q
+
+    def old_with_mode(q, k, v, normalize=False, eps_mode="add"):
+        return q
+
+    with pytest.warns(DeprecationWarning, match="bool"):
+        assert by_mode["none"].kwargs_for(old)["normalize"] is False  # 'none' would be truthy
+    with pytest.warns(DeprecationWarning):
+        assert by_mode["add"].kwargs_for(old)["normalize"] is True
+    with pytest.warns(DeprecationWarning), pytest.raises(hla_oracle.NotExpressible, match="clamp"):
+        by_mode["clamp"].kwargs_for(old)
+    with pytest.warns(DeprecationWarning):
+        got = by_mode["clamp"].kwargs_for(old_with_mode)
+    assert got["normalize"] is True and got["eps_mode"] == "clamp"
+
+
 def test_kwargs_for_skips_the_fixtures_a_kernel_cannot_express(pytester):
     pytester.makepyfile('''
 import pytest
