@@ -249,9 +249,9 @@ void python_jobs(fuzz::Jobs& jobs, nb::handle in_job) {
 }
 
 nb::dict fuzz_callable(nb::callable run_case, const nb::dict& support, uint64_t seed, size_t max_cases, double seconds,
-                       const std::string& findings, size_t shrink_attempts, size_t stop_after, bool progress, size_t shard,
-                       size_t shards, std::optional<Index> exact_max_n, std::optional<nb::callable> run_backward_case,
-                       std::optional<nb::callable> log, size_t examples_per_group, unsigned jobs, nb::object in_job) {
+                       const std::string& findings, size_t shrink_attempts, size_t stop_after, bool progress, size_t shard, size_t shards,
+                       std::optional<Index> exact_max_n, std::optional<nb::callable> run_backward_case, std::optional<nb::callable> log,
+                       size_t examples_per_group, unsigned jobs, nb::object in_job) {
   const fuzz::Supports s = supports_of(support);
   fuzz::CampaignOptions o;
   o.seed = seed, o.max_cases = max_cases, o.max_seconds = seconds, o.findings_dir = findings, o.shrink_attempts = shrink_attempts,
@@ -261,13 +261,15 @@ nb::dict fuzz_callable(nb::callable run_case, const nb::dict& support, uint64_t 
   if (log) log_reports(o, *log, progress, stop);
   auto make_adapter = [&] {
     return fuzz::make_function_adapter(
-        s, [&](const BatchProblem& p, const std::vector<double>* state_in, bool want_state) {
+        s,
+        [&](const BatchProblem& p, const std::vector<double>* state_in, bool want_state) {
           return call(run_case, p, state_in, want_state, stop);
         },
-        run_backward_case ? fuzz::BackwardFunction([&](const BatchProblem& p, const std::vector<double>& dout, const std::vector<double>& dden) {
-          return call_backward(*run_backward_case, p, dout, dden, stop);
-        })
-                          : fuzz::BackwardFunction{});
+        run_backward_case
+            ? fuzz::BackwardFunction([&](const BatchProblem& p, const std::vector<double>& dout, const std::vector<double>& dden) {
+                return call_backward(*run_backward_case, p, dout, dden, stop);
+              })
+            : fuzz::BackwardFunction{});
   };
   fuzz::Summary sum;
   try {
