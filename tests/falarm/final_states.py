@@ -67,7 +67,7 @@ def run(c):
     q, k, v = (c[x].detach().clone().requires_grad_(True) for x in "qkv")
     init = tuple(x.clone().requires_grad_(True) for x in c["initial"]) if c["state"] else None
     kw = dict(gamma=c["gamma"], scale=c["scale"], initial_state=init, output_final_state=True, cu_seqlens=c.get("cu"),
-              normalize=c["normalize"] != "none", eps=1e-6, eps_mode=c["normalize"] if c["normalize"] != "none" else "add")
+              normalize=c["normalize"], eps=1e-6)
     if c["form"] == "chunk":
         out, final = torch_hla.chunk_hla2(q, k, v, chunk_size=c["chunk"], **kw)
     else:
@@ -81,8 +81,7 @@ def run(c):
 def judge(c):
     out, final, grads = run(c)
     state = lambda xs: {p: x.detach() for p, x in zip(PARTS, xs)}  # noqa: E731
-    norm = c["normalize"] != "none"
-    kw = dict(variant="hla2", gamma=c["gamma"], normalize=norm, eps_mode=c["normalize"] if norm else "add", eps="1/1000000",
+    kw = dict(variant="hla2", gamma=c["gamma"], normalize=c["normalize"], eps="1/1000000",
               scale=c["scale"], layout="bthd", cu_seqlens=c.get("cu"), initial_state=state(c["initial"]) if c["state"] else None,
               precision={"bf16": "f32", "f32": "f32", "f64": "f64"}[c["dtype"]], final_state=state(final))
     # Gradients where they are judged fast: f32 and f64 (the bf16 backward orders take seconds a case), and not
