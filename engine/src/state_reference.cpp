@@ -173,13 +173,17 @@ void fill_state_difference_state_magnitude(const BatchProblem& p, StateReference
   BatchProblem un = abs_problem_of(p);
   un.opt.masked = false;
   const std::vector<StatePart> masked = state_layout(p.opt, p.d, p.dv), unmasked = state_layout(un.opt, p.d, p.dv);
-  // The unmasked problem's initial state: the members both share (an unmasked-only one, hla3's SQ, zero).
+  // The unmasked problem's initial state: the members both share, each entry at its member's
+  // offset in the unmasked layout (it differs in size and order: hla3 adds SQ, hla2 drops F); SQ zero.
   if (p.has_state()) {
-    std::vector<double> x(un.state.size(), 0);
-    p.for_each_state_entry([&](Index, Index, size_t i, Index, Index, size_t at) {
-      if (masked[i].name == unmasked[i].name) x[at] = un.state[at];
+    const std::vector<double> abs_masked = std::move(un.state);
+    un.state.assign(static_cast<size_t>(p.sequence_count() * p.heads) * static_cast<size_t>(state_size(unmasked)), 0.0);
+    p.for_each_state_entry([&](Index seq, Index h, size_t i, Index r, Index c, size_t at) {
+      const BatchProblem::StateView U = un.state_view(seq, h);
+      for (size_t j = 0; j < unmasked.size(); ++j)
+        if (unmasked[j].name == masked[i].name)
+          un.state[U.start[j] + static_cast<size_t>(r * unmasked[j].width() + c)] = abs_masked[at];
     });
-    un.state = std::move(x);
   }
   const double up = 1 + 4 * depth_bound(p.opt.variant, longest_sequence(p), p.d) * 0x1p-53;
   std::vector<StateTask> tasks;
