@@ -181,8 +181,7 @@ void fill_state_difference_state_magnitude(const BatchProblem& p, StateReference
     p.for_each_state_entry([&](Index seq, Index h, size_t i, Index r, Index c, size_t at) {
       const BatchProblem::StateView U = un.state_view(seq, h);
       for (size_t j = 0; j < unmasked.size(); ++j)
-        if (unmasked[j].name == masked[i].name)
-          un.state[U.start[j] + static_cast<size_t>(r * unmasked[j].width() + c)] = abs_masked[at];
+        if (unmasked[j].name == masked[i].name) un.state[U.start[j] + static_cast<size_t>(r * unmasked[j].width() + c)] = abs_masked[at];
     });
   }
   const double up = 1 + 4 * depth_bound(p.opt.variant, longest_sequence(p), p.d) * 0x1p-53;
