@@ -29,8 +29,11 @@ void check_final_state(const BatchProblem& p, const Reference& ref, const Candid
   }
   // Where the class changes the magnitude (F, f) rule 3 needs a subtracting order of ours.
   const bool subtracting = std::any_of(bases.begin(), bases.end(), [](const auto& b) { return b.first.rfind("paper state", 0) == 0; });
-  // No exact tier: its inputs keep the outputs' magnitudes below 2^24, not the state's.
-  Judge j{p, r, bases, false, info(r.precision).smallest_normal(), 1, r.bound, "bound", &Report::states, "orders"};
+  // No exact tier: its inputs keep the outputs' magnitudes below 2^24, not the state's. A flat
+  // class: no flat order of ours for a state, so our nested orders' worst times the class's path
+  // ratio sets rule 3's bar, as for gradients (a state entry is a sum no deeper than an output).
+  const double path_ratio = engine::flat_path_ratio(p.opt, longest_sequence(p), p.d, opt.form_class);
+  Judge j{p, r, bases, false, info(r.precision).smallest_normal(), path_ratio, r.bound, "bound", &Report::states, "orders"};
   std::vector<std::string> missing;
   PartTensor x{"state.", cand.final_state,      cand.final_state_parts,        cand.final_state_dtype,
                s.values, sd ? s.mag_sd : s.mag, &CandidateOutputs::final_state};
