@@ -207,30 +207,6 @@ void fill_state_difference_state_magnitude(const BatchProblem& p, StateReference
 
 namespace {
 
-// hla2's paper state (SPEC §3, S·C − G) from X0 in T, every operation in T:
-// the final state with F = S·C − G formed by subtracting, as a
-// state-difference kernel returns it. X0's F gives G0 = S0·C0 − F0.
-template <class T> void paper_state_final(const BatchProblem& p, std::vector<double>& out) {
-  const T gamma = from_rational<T>(p.opt.gamma), scale = from_rational<T>(p.opt.scale);
-  p.for_each_sequence([&](Index b, Index h, Index t0, Index t1) {
-    const Index seq = p.sequence_of(b, t0);
-    const Problem<T> ph = p.head<T>(b, h, t0, t1);
-    StateMats<T> X = p.head_state<T>(seq, h);
-    Mat<T> S = X[0], C = X[1], G = Mat<T>(S * C) - X[2];
-    for (Index t = 0; t < t1 - t0; ++t) {
-      const Vec<T> q = ph.q.row(t).transpose() * scale, k = ph.k.row(t).transpose();
-      RowVec<T> v(p.dv + 1);
-      v.head(p.dv) = ph.v.row(t);
-      v(p.dv) = T(1);
-      G = gamma * gamma * G + gamma * k * (k.transpose() * C);
-      S = gamma * S + k * k.transpose();
-      C = gamma * C + q * v;
-    }
-    X[0] = S, X[1] = C, X[2] = Mat<T>(S * C) - G;
-    for_each_entry(p, seq, h, [&](size_t i, Index r, Index c, size_t at) { out[at] = static_cast<double>(X[i](r, c)); });
-  });
-}
-
 // p with NaN/Inf inputs set to 0: the final states they reach are not scored.
 BatchProblem finite_inputs(BatchProblem p) {
   for (auto* x : {&p.q, &p.k, &p.v, &p.state})
@@ -257,13 +233,8 @@ std::vector<std::pair<std::string, std::vector<double>>> state_baselines(const B
     reverse_state_features(p, x);
     out.emplace_back(f.name(), std::move(x));
   }
-  if (cls == FormClass::state_difference && p.opt.variant == Variant::hla2 && p.opt.masked && !fast_baseline_wanted(p) &&
-      (prec == Precision::f32 || prec == Precision::tf32 || prec == Precision::f64)) {
-    std::vector<double> x(out.front().second.size(), 0);
-    if (prec == Precision::f64) paper_state_final<double>(p, x);
-    else paper_state_final<float>(p, x);
-    out.emplace_back("paper state (S*C - G)", std::move(x));
-  }
+  if (cls == FormClass::state_difference && info(p.opt.variant).forms.has(Form::streaming_paper_state) && p.opt.masked)
+    out.emplace_back("paper state (S*C - G)", fast_ours_state(p, prec, BaselineForm{Form::streaming_paper_state, 1}));
   return out;
 }
 

@@ -73,12 +73,15 @@ void state_head(const BatchProblem& p, const BaselineForm& f, std::vector<double
   fh.full_carry = true;
   const BatchProblem::StateView X0 = p.state_of(b, h, t0);
   fast::set_initial_carry(fh, X0.layout, [&](size_t i, Index r, Index c) { return input_as<S>(X0.at(i, r, c), p.state_dtype); });
-  const fast::Carry<S> X = fast::final_carry(fh);
+  std::vector<fast::Dense<S>> X;
+  if (f.form == Form::streaming_paper_state) X = fast::paper_state_final(fh);
+  else
+    for (fast::BMat<S>& m : fast::final_carry(fh)) X.push_back(std::move(m.val));
   const BatchProblem::StateView out = p.state_view(p.sequence_of(b, t0), h);
   for (size_t i = 0; i < X.size() && i < out.layout.size(); ++i)
-    for (Index r = 0; r < X[i].rows(); ++r)
-      for (Index c = 0; c < X[i].cols(); ++c)
-        state[out.start[i] + static_cast<size_t>(r * out.layout[i].width() + c)] = static_cast<double>(X[i].val.at(r, c));
+    for (Index r = 0; r < X[i].rows; ++r)
+      for (Index c = 0; c < X[i].cols; ++c)
+        state[out.start[i] + static_cast<size_t>(r * out.layout[i].width() + c)] = static_cast<double>(X[i].at(r, c));
 }
 
 // run(S(), b, h, t0, t1) for every head and sequence of p, heads in parallel, S the engine's scalar for prec.
@@ -107,7 +110,7 @@ template <class Run> void each_head_in(const BatchProblem& p, Precision prec, Ru
 }  // namespace
 
 std::vector<double> fast_ours_state(const BatchProblem& p, Precision prec, const BaselineForm& f) {
-  if (!fast_baseline_applies(p, f, true) || f.form == Form::streaming_paper_state)
+  if (!fast_baseline_applies(p, f, true) || (f.form == Form::streaming_paper_state && !p.opt.masked))
     throw std::logic_error("fast_ours_state: not a form the fast engine evaluates");
   std::vector<double> state(static_cast<size_t>(p.sequence_count() * p.heads * state_size(state_layout(p.opt, p.d, p.dv))), 0);
   each_head_in(p, prec, [&](auto s, Index b, Index h, Index t0, Index t1) { state_head<decltype(s)>(p, f, state, b, h, t0, t1); });

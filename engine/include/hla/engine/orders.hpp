@@ -78,9 +78,10 @@ CandidateOutputs fast_ours(const BatchProblem& p, Precision prec, const Baseline
 std::vector<double> fast_ours_state(const BatchProblem& p, Precision prec, const BaselineForm& f);
 // Rule 3's orders for a final state, named: the streaming recurrence (also
 // with reversed features) and the chunked form at widths 8, 16 (reversed),
-// 32, 64; for the state-difference class of masked hla2, in f32 or f64, also
-// F = S·C − G from the paper state's recurrence (none elsewhere: then
-// rule 3 does not judge the parts whose magnitude that class changes).
+// 32, 64; for the state-difference class of masked hla2 also F = S·C − G by
+// the paper state's streaming recurrence (fast::paper_state_final), in every
+// precision and size (none for hla3: rule 3 then does not judge the parts
+// whose magnitude that class changes).
 std::vector<std::pair<std::string, std::vector<double>>> state_baselines(const BatchProblem& p, Precision prec, FormClass c);
 
 // Σ over heads × sequences of n·d·(d + dv) above 2^24: the golden fixtures and

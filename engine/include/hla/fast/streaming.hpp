@@ -84,4 +84,28 @@ template <class S> Dense<S> streaming_head(const FastHead<S>& h, bool paper_stat
   return Y;
 }
 
+// hla2's paper state after the head's last token, from its carry (S0, C0, F0;
+// G0 = S0·C0 − F0) or zero: (S, C, F = S·C − G) with F formed by subtracting,
+// as a state-difference kernel returns its final state; every product and sum
+// rounded to the precision (the state-difference class's order for a final state).
+template <class S> std::vector<Dense<S>> paper_state_final(const FastHead<S>& h) {
+  using St = detail::Streamer<S>;
+  detail::StreamState<S> s(h, true);
+  // A·C − X row by row (A = S, symmetric: its row i is its column i).
+  auto sc_minus = [&](const Dense<S>& A, const Dense<S>& C, const Dense<S>& X) {
+    Dense<S> R = Dense<S>::zero(s.d, s.dv1);
+    for (Idx i = 0; i < s.d; ++i) {
+      St::vecmat(St::ptr(A) + i * A.ld, C, s.y.data());
+      for (Idx c = 0; c < s.dv1; ++c) St::ptr(R)[i * R.ld + c] = St::add(s.y[c], -St::ptr(X)[i * X.ld + c]);
+    }
+    return R;
+  };
+  if (!h.carry0.empty()) s.Sm = h.carry0[0].val, s.C = h.carry0[1].val, s.F = sc_minus(s.Sm, s.C, h.carry0[2].val);
+  std::vector<typename St::T> out(static_cast<size_t>(s.dv1));
+  for (Idx t = 0; t < h.n(); ++t)
+    detail::Hla2::template stream<St>(s, St::ptr(h.q.val) + t * h.q.val.ld, St::ptr(h.k.val) + t * h.k.val.ld,
+                                      St::ptr(h.v.val) + t * h.v.val.ld, out.data());
+  return {s.Sm, s.C, sc_minus(s.Sm, s.C, s.F)};  // s.F holds G
+}
+
 }  // namespace hla::fast
