@@ -30,11 +30,7 @@ template <class F, class G = void (*)(CandidateOutputs&)>
 Forms changed(
     BatchProblem p, F&& change, G after = [](CandidateOutputs&) {}) {
   change(p);
-  BatchProblem a = p;
-  for (auto* x : {&a.q, &a.k, &a.v, &a.state})
-    for (double& e : *x) e = std::fabs(e);
-  a.opt.normalize = false, a.opt.scale = abs(a.opt.scale);
-  Forms f{{"", f64(p), f64(a)}};
+  Forms f{{"", f64(p), f64(engine::abs_problem_of(p))}};
   after(f[0].values), after(f[0].magnitude);
   return f;
 }

@@ -597,14 +597,15 @@ Report check(const BatchProblem& p, const CandidateOutputs& cand, const CheckOpt
   return check(p, compute_reference(p), cand, opt);
 }
 
+namespace {
 // The diagnosis lines of a report's text.
-static std::string diagnosis_text(const std::vector<Diagnosis>& ds) {
+std::string diagnosis_text(const std::vector<Diagnosis>& ds) {
   std::string s;
   for (const Diagnosis& d : ds)
     s += "  diagnosis: matches " + d.id + " on " + fmt(100 * d.fraction) + "% of " + d.part + ": " + d.what + "; fix: " + d.fix + "\n";
   return s;
 }
-namespace {
+
 // The report's lines of gradient or final-state rows (no_rule3: why rule 3 did not judge a row).
 void print_rows(std::ostream& os, const std::vector<GradientRow>& rows, const char* no_rule3) {
   for (const GradientRow& g : rows) {

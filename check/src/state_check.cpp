@@ -40,11 +40,8 @@ void check_final_state(const BatchProblem& p, const Reference& ref, const Candid
   if (sd && !subtracting) x.no_rule3 = [](const StatePart& m) { return m.name == "F"; };
   // Flagged entries (not certified) are judged as the outputs' are: the reference's own bound is far below u·M.
   part_rows(j, opt, x, r, missing);
-  if (!missing.empty()) {
-    std::string list;
-    for (const auto& m : missing) list += (list.empty() ? "" : ", ") + m;
-    throw InputError("the candidate's final state lacks " + list + " (a final state gives every part its variant needs)");
-  }
+  if (!missing.empty())
+    throw InputError("the candidate's final state lacks " + join(missing, ", ", ", ") + " (a final state gives every part its variant needs)");
 }
 
 void verify_final_state(const io::Fixture& f, const std::function<void(const std::string&, const std::string&)>& add) {

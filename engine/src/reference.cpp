@@ -269,6 +269,12 @@ bool exact_options_cheap(const Options& o) {
   return bits(o.gamma) <= 128 && bits(o.scale) <= 256 && bits(o.eps) <= 256 && bits(o.lambda) <= 256;
 }
 
+bool exact_applies(const BatchProblem& p, Index exact_max_n) {
+  bool exact = p.d <= 16 && p.dv <= 16 && p.all_finite() && exact_options_cheap(p.opt);
+  for (const auto& [t0, t1] : p.sequences()) exact = exact && t1 - t0 <= exact_max_n;
+  return exact;
+}
+
 Reference compute_reference(const BatchProblem& p, Index exact_max_n, double max_seconds) {
   ReferenceOptions o;
   o.exact_max_n = exact_max_n;
@@ -360,17 +366,10 @@ template <class Run, class Done> void run_tasks(size_t total, int threads, std::
 
 }  // namespace
 
-Reference compute_reference(const BatchProblem& p, const ReferenceOptions& opt) {
-  p.validate(true);  // NaN/Inf inputs (causality probes) propagate through binary128
-  const bool finite = p.all_finite();
-  bool exact = p.d <= 16 && p.dv <= 16 && finite && exact_options_cheap(p.opt);
-  for (const auto& [t0, t1] : p.sequences()) exact = exact && t1 - t0 <= opt.exact_max_n;
-  if (exact && opt.engine_first) {
-    ReferenceOptions o = opt;
-    o.exact_max_n = 0, o.recompute_work = 0, o.engine_first = false;  // no binary128 redo: exact rationals then
-    Reference r = compute_reference(p, o);
-    if (r.stats.uncertified == 0) return r;
-  }
+namespace {
+
+// The outputs' reference (all but the final state), every head exact or none.
+Reference outputs_reference(const BatchProblem& p, const ReferenceOptions& opt, bool exact) {
   Reference ref;
   const size_t no = static_cast<size_t>(p.batch * p.heads * p.n * p.dv), nd = static_cast<size_t>(p.batch * p.heads * p.n);
   for (auto* x : {&ref.out, &ref.num, &ref.mag_num, &ref.mag_num_sd}) x->assign(no, 0);
@@ -411,11 +410,28 @@ Reference compute_reference(const BatchProblem& p, const ReferenceOptions& opt) 
   if (ref.bits == 0 && !exact) ref.bits = 113;
   // Binary128 and fast heads: the state-difference magnitude in double (exact heads filled it exactly).
   if (ref.bits != 0) fill_state_difference_magnitude(p, ref);
-  ref.final_state = compute_state_reference(p, opt.exact_max_n);
   ref.stats.heads = total;
   ref.stats.elements = no + nd;
   for (uint8_t f : ref.flags) ref.stats.uncertified += (f & kUncertified) != 0;
   for (uint8_t f : ref.den_flags) ref.stats.uncertified += (f & kUncertified) != 0;
+  return ref;
+}
+
+}  // namespace
+
+Reference compute_reference(const BatchProblem& p, const ReferenceOptions& opt) {
+  p.validate(true);  // NaN/Inf inputs (causality probes) propagate through binary128
+  bool exact = exact_applies(p, opt.exact_max_n), done = false;
+  Reference ref;
+  if (exact && opt.engine_first) {
+    ReferenceOptions o = opt;
+    o.recompute_work = 0;  // no binary128 redo: exact rationals then
+    ref = outputs_reference(p, o, false);
+    done = ref.stats.uncertified == 0, exact = !done;
+  }
+  if (!done) ref = outputs_reference(p, opt, exact);
+  // The final state by the path the outputs took (exact, or the engine first).
+  ref.final_state = compute_state_reference(p, exact ? opt.exact_max_n : 0);
   return ref;
 }
 

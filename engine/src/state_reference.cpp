@@ -17,31 +17,15 @@ namespace {
 
 using fast::DD;
 
-// p on absolute values (inputs, state, scale, λ), unnormalized: its final state is the magnitude's.
-BatchProblem abs_problem_of(BatchProblem a) {
-  for (auto* x : {&a.q, &a.k, &a.v, &a.state})
-    for (double& e : *x) e = std::fabs(e);
-  a.opt.scale = abs(a.opt.scale), a.opt.lambda = abs(a.opt.lambda), a.opt.normalize = false;
-  return a;
-}
-
 struct StateTask {
   Index b, h, t0, t1, seq;
 };
-
-// Calls f(member, r, c, at) for every entry of (seq, h)'s final state; at: its index in the laid-out vector.
-template <class F> void for_each_entry(const BatchProblem& p, Index seq, Index h, F&& f) {
-  const BatchProblem::StateView X = p.state_view(seq, h);
-  for (size_t i = 0; i < X.layout.size(); ++i)
-    for (Index r = 0; r < X.layout[i].rows; ++r)
-      for (Index c = 0; c < X.layout[i].width(); ++c) f(i, r, c, X.start[i] + static_cast<size_t>(r * X.layout[i].width() + c));
-}
 
 // Exact rationals (the magnitude likewise, on absolute values): correctly rounded.
 void exact_state(const BatchProblem& p, const BatchProblem& a, const StateTask& t, StateReference& s) {
   const StateMats<Rational> X = exact::final_state(p.head<Rational>(t.b, t.h, t.t0, t.t1), p.head_state<Rational>(t.seq, t.h));
   const StateMats<Rational> M = exact::final_state(a.head<Rational>(t.b, t.h, t.t0, t.t1), a.head_state<Rational>(t.seq, t.h));
-  for_each_entry(p, t.seq, t.h, [&](size_t i, Index r, Index c, size_t at) {
+  p.for_each_state_entry(t.seq, t.h, [&](size_t i, Index r, Index c, size_t at) {
     s.values[at] = to_double(X[i](r, c));
     s.mag[at] = to_double(M[i](r, c));
   });
@@ -52,16 +36,13 @@ void f113_state(const BatchProblem& p, const BatchProblem& a, const StateTask& t
   const StateMats<f113> X = final_state(p.head<f113>(t.b, t.h, t.t0, t.t1), p.head_state<f113>(t.seq, t.h));
   const StateMats<f113> M = final_state(a.head<f113>(t.b, t.h, t.t0, t.t1), a.head_state<f113>(t.seq, t.h));
   const f113 k = f113(depth_bound(p.opt.variant, t.t1 - t.t0, p.d)) * f113(0x1p-112);
-  for_each_entry(p, t.seq, t.h, [&](size_t i, Index r, Index c, size_t at) {
+  p.for_each_state_entry(t.seq, t.h, [&](size_t i, Index r, Index c, size_t at) {
     s.values[at] = static_cast<double>(X[i](r, c));
     s.mag[at] = static_cast<double>(M[i](r, c));
     if (!certifies(X[i](r, c), k * M[i](r, c))) s.flags[at] |= kUncertified;
   });
 }
 
-// The double-double engine's carry, certified from its running bound against
-// the double engine's magnitude on absolute values (rounded up by its own
-// bound); false when either does not stay finite.
 // Head (t.b, t.h)'s final carry by the fast engine in S (DD or double), from x's initial state.
 template <class S> fast::Carry<S> fast_final(const BatchProblem& x, const StateTask& t) {
   auto as = [](double v) {
@@ -79,12 +60,15 @@ template <class S> fast::Carry<S> fast_final(const BatchProblem& x, const StateT
   return fast::final_carry(fh);
 }
 
+// The double-double engine's carry, certified from its running bound against
+// the double engine's magnitude on absolute values (rounded up by its own
+// bound); false when either does not stay finite.
 bool fast_state(const BatchProblem& p, const BatchProblem& a, const StateTask& t, StateReference& s) {
   const fast::Carry<DD> X = fast_final<DD>(p, t);
   const fast::Carry<double> M = fast_final<double>(a, t);
   for (size_t i = 0; i < X.size(); ++i)
     if (!X[i].finite || !M[i].finite) return false;
-  for_each_entry(p, t.seq, t.h, [&](size_t i, Index r, Index c, size_t at) {
+  p.for_each_state_entry(t.seq, t.h, [&](size_t i, Index r, Index c, size_t at) {
     const DD x = X[i].val.at(r, c);
     const double m = M[i].val.at(r, c), up = (m + (M[i].tiny ? M[i].alpha : 0)) * (1 + 2 * (M[i].phi + 2) * 0x1p-53);
     const f113 v = fast::f113_from_dd(x);
@@ -99,15 +83,20 @@ bool fast_state(const BatchProblem& p, const BatchProblem& a, const StateTask& t
 
 }  // namespace
 
+BatchProblem abs_problem_of(BatchProblem a) {
+  for (auto* x : {&a.q, &a.k, &a.v, &a.state})
+    for (double& e : *x) e = std::fabs(e);
+  a.opt.scale = abs(a.opt.scale), a.opt.lambda = abs(a.opt.lambda), a.opt.normalize = false;
+  return a;
+}
+
 StateReference compute_state_reference(const BatchProblem& p, Index exact_max_n) {
   StateReference s;
   if (!has_state(p.opt.variant)) return s;
   const size_t size = static_cast<size_t>(p.sequence_count() * p.heads * state_size(state_layout(p.opt, p.d, p.dv)));
   s.values.assign(size, 0), s.mag.assign(size, 0), s.flags.assign(size, 0);
   const BatchProblem a = abs_problem_of(p);
-  const bool finite = p.all_finite();
-  bool exact = p.d <= 16 && p.dv <= 16 && finite && exact_options_cheap(p.opt);
-  for (const auto& [t0, t1] : p.sequences()) exact = exact && t1 - t0 <= exact_max_n;
+  const bool exact = exact_applies(p, exact_max_n);
   std::vector<StateTask> tasks;
   // The state after a sequence's last token: one task per (sequence, head).
   p.for_each_sequence([&](Index b, Index h, Index t0, Index t1) { tasks.push_back({b, h, t0, t1, p.sequence_of(b, t0)}); });
@@ -137,7 +126,7 @@ StateCheck double_final_state(const BatchProblem& p) {
       bool finite = true;
       for (size_t i = 0; i < X.size(); ++i) finite = finite && X[i].finite && M[i].finite;
       if (finite) {
-        for_each_entry(p, t.seq, t.h, [&](size_t i, Index r, Index c, size_t at) {
+        p.for_each_state_entry(t.seq, t.h, [&](size_t i, Index r, Index c, size_t at) {
           // Either run's own bound where it is larger than K (never tighter than the a priori one).
           const double phi = std::max({K, X[i].phi, M[i].phi}), alpha = (X[i].tiny ? X[i].alpha : 0) + (M[i].tiny ? M[i].alpha : 0);
           s.values[at] = X[i].val.at(r, c), s.mag[at] = M[i].val.at(r, c);
@@ -150,7 +139,7 @@ StateCheck double_final_state(const BatchProblem& p) {
       const StateMats<S> X = final_state(p.head<S>(t.b, t.h, t.t0, t.t1), p.head_state<S>(t.seq, t.h));
       const StateMats<S> M = final_state(a.head<S>(t.b, t.h, t.t0, t.t1), a.head_state<S>(t.seq, t.h));
       bool finite = true;
-      for_each_entry(p, t.seq, t.h, [&](size_t i, Index r, Index c, size_t at) {
+      p.for_each_state_entry(t.seq, t.h, [&](size_t i, Index r, Index c, size_t at) {
         s.values[at] = static_cast<double>(X[i](r, c)), s.mag[at] = static_cast<double>(M[i](r, c));
         s.tol[at] = (K + 2) * u * s.mag[at] + slack;
         finite = finite && std::isfinite(s.mag[at]);
@@ -199,7 +188,7 @@ void fill_state_difference_state_magnitude(const BatchProblem& p, StateReference
     else U = final_state(un.head<double>(t.b, t.h, t.t0, t.t1), un.head_state<double>(t.seq, t.h));
     // hla2 (S, C, ·): S·C; hla3 (S, P, SQ): S·SQ·P. The ones column rides along (m, z).
     const Mat<double> prod = p.opt.variant == Variant::hla3 ? Mat<double>(U[0] * U[2] * U[1]) : Mat<double>(U[0] * U[1]);
-    for_each_entry(p, t.seq, t.h, [&](size_t i, Index r, Index c, size_t at) {
+    p.for_each_state_entry(t.seq, t.h, [&](size_t i, Index r, Index c, size_t at) {
       if (masked[i].name == "F") s.mag_sd[at] = (s.mag[at] + prod(r, c)) * up;
     });
   });

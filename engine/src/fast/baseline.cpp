@@ -77,11 +77,10 @@ void state_head(const BatchProblem& p, const BaselineForm& f, std::vector<double
   if (f.form == Form::streaming_paper_state) X = fast::paper_state_final(fh);
   else
     for (fast::BMat<S>& m : fast::final_carry(fh)) X.push_back(std::move(m.val));
-  const BatchProblem::StateView out = p.state_view(p.sequence_of(b, t0), h);
-  for (size_t i = 0; i < X.size() && i < out.layout.size(); ++i)
-    for (Index r = 0; r < X[i].rows; ++r)
-      for (Index c = 0; c < X[i].cols; ++c)
-        state[out.start[i] + static_cast<size_t>(r * out.layout[i].width() + c)] = static_cast<double>(X[i].at(r, c));
+  p.for_each_state_entry(p.sequence_of(b, t0), h,
+                         [&](size_t i, Index r, Index c, size_t at) {
+                           if (i < X.size()) state[at] = static_cast<double>(X[i].at(r, c));
+                         });
 }
 
 // run(S(), b, h, t0, t1) for every head and sequence of p, heads in parallel, S the engine's scalar for prec.

@@ -87,13 +87,14 @@ struct BatchProblem {
   // in `state` (or in anything laid out like it: a state's gradient).
   template <class F> void for_each_state_entry(F&& f) const {
     for (Index seq = 0; seq < sequence_count(); ++seq)
-      for (Index h = 0; h < heads; ++h) {
-        const StateView X = state_view(seq, h);
-        for (size_t i = 0; i < X.layout.size(); ++i)
-          for (Index r = 0; r < X.layout[i].rows; ++r)
-            for (Index c = 0; c < X.layout[i].width(); ++c)
-              f(seq, h, i, r, c, X.start[i] + static_cast<size_t>(r * X.layout[i].width() + c));
-      }
+      for (Index h = 0; h < heads; ++h) for_each_state_entry(seq, h, [&](size_t i, Index r, Index c, size_t at) { f(seq, h, i, r, c, at); });
+  }
+  // The same for sequence seq's head h alone: f(member, r, c, at).
+  template <class F> void for_each_state_entry(Index seq, Index h, F&& f) const {
+    const StateView X = state_view(seq, h);
+    for (size_t i = 0; i < X.layout.size(); ++i)
+      for (Index r = 0; r < X.layout[i].rows; ++r)
+        for (Index c = 0; c < X.layout[i].width(); ++c) f(i, r, c, X.start[i] + static_cast<size_t>(r * X.layout[i].width() + c));
   }
   // The state of batch entry b's sequence starting at t0, head h; no members when there is none.
   StateView state_of(Index b, Index h, Index t0) const { return has_state() ? state_view(sequence_of(b, t0), h) : StateView{}; }

@@ -171,6 +171,8 @@ Reference compute_reference(const BatchProblem& p, const ReferenceOptions& opt);
 // Whether exact rational evaluation stays cheap: gamma of at most 128 bits
 // (numerator + denominator; it is raised to the power 3n), the other options 256.
 bool exact_options_cheap(const Options& o);
+// The policy above: every head of p takes exact rationals (outputs and final state alike).
+bool exact_applies(const BatchProblem& p, Index exact_max_n);
 
 // One head's sequence [t0, t1) of batch entry b by the streaming form in S
 // (Rational, f113, double), from p's initial state when it has one: its
@@ -193,6 +195,9 @@ bool has_state_difference_magnitude(const Options& o);
 // streaming pass over absolute values).
 void fill_state_difference_magnitude(const BatchProblem& p, Reference& ref);
 
+// p on absolute values (inputs, state, scale, λ), unnormalized: its outputs and
+// final state are p's SPEC §7 magnitudes.
+BatchProblem abs_problem_of(BatchProblem p);
 // The final state's reference: exact rationals where compute_reference takes
 // them, else the double-double engine's carry (certified from its running
 // bound) on large finite heads, else binary128; then its mag_sd.
