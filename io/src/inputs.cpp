@@ -8,7 +8,6 @@
 #include <charconv>
 #include <cmath>
 #include <cstring>
-#include <iostream>
 #include <tuple>
 
 namespace hla::io {
@@ -18,9 +17,7 @@ OptionText::OptionText() {
 }
 
 bool OptionText::set(const std::string& key, const std::string& value) {
-  auto old_spelling = [](const std::string& old, std::string_view now) {
-    std::cerr << "hla: warning: " << old << "= is the old spelling of " << now << "= (removed in the next release)\n";
-  };
+  auto old_spelling = [](const std::string& old, std::string_view now) { warn_old_spelling(old + "=", std::string(now) + "="); };
   if (key == "unmasked") {  // masked=false's old spelling
     old_spelling(key, "masked");
     (*this)[Option::masked] = value == "true" ? "false" : value == "false" ? "true" : value;

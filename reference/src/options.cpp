@@ -1,5 +1,6 @@
 #include "hla/options.hpp"
 
+#include <iostream>
 #include <sstream>
 #include <vector>
 
@@ -45,6 +46,10 @@ std::string type_and_range(const OptionInfo& r) { return std::string(r.type) + (
 }  // namespace
 
 std::string option_values(const OptionInfo& r) { return r.id == Option::variant ? variant_names(true) : type_and_range(r); }
+
+void warn_old_spelling(std::string_view old, std::string_view now) {
+  std::cerr << "hla: warning: " << old << " is the old spelling of " << now << " (removed in the next release)\n";
+}
 
 // One row per option; where its flag or fixture key is not its name, the help says so.
 std::string options_markdown() {

@@ -2,7 +2,6 @@
 
 #include "commands.hpp"
 
-#include <cstdio>
 #include <iostream>
 
 namespace hla::cli {
@@ -15,7 +14,7 @@ void add_option_flag(CLI::App* c, const OptionInfo& r, std::string& text, const 
   c->add_option_function<std::string>(
        old,
        [&text, old, flag](const std::string& v) {
-         std::fprintf(stderr, "hla: warning: %s is the old spelling of %s (removed in the next release)\n", old.c_str(), flag.c_str());
+         warn_old_spelling(old, flag);
          text = v;
        },
        help)

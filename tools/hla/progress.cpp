@@ -1,5 +1,7 @@
 #include "progress.hpp"
 
+#include "hla/options.hpp"
+
 #include <CLI/CLI.hpp>
 
 #include <algorithm>
@@ -17,7 +19,7 @@ void add_progress_flags(CLI::App* c, bool& off, bool& force) {
   c->add_flag("--progress", force, "draw the progress display even when stderr is not a terminal");
   c->add_flag_callback("--quiet", [&off] {
      off = true;
-     std::fprintf(stderr, "hla: warning: --quiet is the old spelling of --no-progress (removed in the next release)\n");
+     warn_old_spelling("--quiet", "--no-progress");
    })->group("");  // hidden: an alias for one release
 }
 

@@ -50,6 +50,9 @@ inline std::string bool_text(bool b) { return b ? "true" : "false"; }
 namespace detail {
 std::string normalize_text(const Options& o);
 void set_normalize(Options& o, const std::string& s);
+// The semantics of an exact rational option, member m of Options.
+template <Rational Options::*m> std::string rational_text(const Options& o) { return to_string(o.*m); }
+template <Rational Options::*m> void set_rational(Options& o, const std::string& s) { o.*m = parse_rational(s); }
 }  // namespace detail
 
 // One row per option, in enum order.
@@ -87,8 +90,8 @@ inline constexpr std::array kOptions{
                .key = "gamma",
                .help = "decay γ",
                .alias = "",
-               .text = [](const Options& o) { return to_string(o.gamma); },
-               .set = [](Options& o, const std::string& s) { o.gamma = parse_rational(s); },
+               .text = detail::rational_text<&Options::gamma>,
+               .set = detail::set_rational<&Options::gamma>,
                .in_range = [](const Options& o) { return o.gamma > 0 && o.gamma <= 1; }},
     OptionInfo{.id = Option::normalize,
                .name = "normalize",
@@ -121,8 +124,8 @@ inline constexpr std::array kOptions{
                .key = "eps",
                .help = "ε of normalize",
                .alias = "",
-               .text = [](const Options& o) { return to_string(o.eps); },
-               .set = [](Options& o, const std::string& s) { o.eps = parse_rational(s); },
+               .text = detail::rational_text<&Options::eps>,
+               .set = detail::set_rational<&Options::eps>,
                .in_range = [](const Options& o) { return o.eps > 0; }},
     OptionInfo{.id = Option::lam,
                .name = "lam",
@@ -133,8 +136,8 @@ inline constexpr std::array kOptions{
                .key = "lambda",
                .help = "ridge λ (hla2)",
                .alias = "lambda",
-               .text = [](const Options& o) { return to_string(o.lambda); },
-               .set = [](Options& o, const std::string& s) { o.lambda = parse_rational(s); },
+               .text = detail::rational_text<&Options::lambda>,
+               .set = detail::set_rational<&Options::lambda>,
                .in_range = [](const Options& o) { return o.lambda >= 0; }},
     OptionInfo{.id = Option::scale,
                .name = "scale",
@@ -145,8 +148,8 @@ inline constexpr std::array kOptions{
                .key = "scale",
                .help = "multiplies q",
                .alias = "",
-               .text = [](const Options& o) { return to_string(o.scale); },
-               .set = [](Options& o, const std::string& s) { o.scale = parse_rational(s); },
+               .text = detail::rational_text<&Options::scale>,
+               .set = detail::set_rational<&Options::scale>,
                .in_range = nullptr},
 };
 
@@ -161,6 +164,8 @@ std::string option_names();
 void set_option(Options& o, const OptionInfo& r, const std::string& text);
 // A row's values for help and docs: the variants' names, or its type and range.
 std::string option_values(const OptionInfo& r);
+// On stderr: "hla: warning: <old> is the old spelling of <now> (removed in the next release)".
+void warn_old_spelling(std::string_view old, std::string_view now);
 // The option table of docs/using.md, as `hla options --markdown` prints it.
 std::string options_markdown();
 
