@@ -430,8 +430,8 @@ Reference compute_reference(const BatchProblem& p, const ReferenceOptions& opt) 
     done = ref.stats.uncertified == 0, exact = !done;
   }
   if (!done) ref = outputs_reference(p, opt, exact);
-  // The final state by the path the outputs took (exact, or the engine first).
-  ref.final_state = compute_state_reference(p, exact ? opt.exact_max_n : 0);
+  // The final state by the outputs' route: the engine first where they try it, exact where it applies.
+  if (opt.final_state) ref.final_state = compute_state_reference(p, opt.exact_max_n, opt.engine_first);
   return ref;
 }
 

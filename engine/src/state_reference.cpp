@@ -62,22 +62,34 @@ template <class S> fast::Carry<S> fast_final(const BatchProblem& x, const StateT
 
 // The double-double engine's carry, certified from its running bound against
 // the double engine's magnitude on absolute values (rounded up by its own
-// bound); false when either does not stay finite.
-bool fast_state(const BatchProblem& p, const BatchProblem& a, const StateTask& t, StateReference& s) {
+// bound); false (nothing written) when either does not stay finite, or when
+// `all_certified` asks for every entry certified and one is not.
+bool fast_state(const BatchProblem& p, const BatchProblem& a, const StateTask& t, StateReference& s, bool all_certified) {
   const fast::Carry<DD> X = fast_final<DD>(p, t);
   const fast::Carry<double> M = fast_final<double>(a, t);
   for (size_t i = 0; i < X.size(); ++i)
     if (!X[i].finite || !M[i].finite) return false;
+  struct Entry {
+    size_t at;
+    double value, mag;
+    bool certified;
+  };
+  std::vector<Entry> entries;
+  bool all = true;
   p.for_each_state_entry(t.seq, t.h, [&](size_t i, Index r, Index c, size_t at) {
     const DD x = X[i].val.at(r, c);
     const double m = M[i].val.at(r, c), up = (m + (M[i].tiny ? M[i].alpha : 0)) * (1 + 2 * (M[i].phi + 2) * 0x1p-53);
     const f113 v = fast::f113_from_dd(x);
     const f113 e =
         (f113(X[i].phi) * f113(0x1p-106) * f113(up) + f113(X[i].tiny ? X[i].alpha : 0)) * (1 + f113(0x1p-60)) + abs(v) * f113(0x1p-112);
-    s.values[at] = static_cast<double>(v);
-    s.mag[at] = m;  // as computed (its upward bound certifies)
-    if (!certifies(v, e)) s.flags[at] |= kUncertified;
+    entries.push_back({at, static_cast<double>(v), m, certifies(v, e)});  // m as computed: its upward bound certifies
+    all = all && entries.back().certified;
   });
+  if (all_certified && !all) return false;
+  for (const Entry& e : entries) {
+    s.values[e.at] = e.value, s.mag[e.at] = e.mag;
+    if (!e.certified) s.flags[e.at] |= kUncertified;
+  }
   return true;
 }
 
@@ -90,7 +102,7 @@ BatchProblem abs_problem_of(BatchProblem a) {
   return a;
 }
 
-StateReference compute_state_reference(const BatchProblem& p, Index exact_max_n) {
+StateReference compute_state_reference(const BatchProblem& p, Index exact_max_n, bool engine_first) {
   StateReference s;
   if (!has_state(p.opt.variant)) return s;
   const size_t size = static_cast<size_t>(p.sequence_count() * p.heads * state_size(state_layout(p.opt, p.d, p.dv)));
@@ -102,9 +114,11 @@ StateReference compute_state_reference(const BatchProblem& p, Index exact_max_n)
   p.for_each_sequence([&](Index b, Index h, Index t0, Index t1) { tasks.push_back({b, h, t0, t1, p.sequence_of(b, t0)}); });
   parallel_for(tasks.size(), exact ? 1 : worker_threads(), [&](size_t k) {  // tasks write disjoint entries
     const StateTask& t = tasks[k];
-    if (exact) return exact_state(p, a, t, s);
+    // The engine first (campaigns: as the outputs), taken only when it certifies every entry; large heads: always.
     const bool large = static_cast<double>(t.t1 - t.t0) * p.d * (p.d + p.dv) > 0x1p22;
-    if (large && fast::supports(p.opt.variant) && p.head_finite(t.b, t.h, t.t0, t.t1) && fast_state(p, a, t, s)) return;
+    const bool try_fast = (engine_first || (large && !exact)) && fast::supports(p.opt.variant) && p.head_finite(t.b, t.h, t.t0, t.t1);
+    if (try_fast && fast_state(p, a, t, s, engine_first)) return;
+    if (exact) return exact_state(p, a, t, s);
     f113_state(p, a, t, s);
   });
   fill_state_difference_state_magnitude(p, s);

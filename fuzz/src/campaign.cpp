@@ -365,17 +365,19 @@ Verdict replay_timeout(Adapter& a, const FuzzCase& c, const engine::Reference& r
 
 // The reference of c; without gradients or the exact tier, the engine first
 // where exact rationals would serve (ReferenceOptions::engine_first).
-engine::Reference case_reference(const FuzzCase& c, double budget, Index exact_max_n) {
+engine::Reference case_reference(const FuzzCase& c, double budget, Index exact_max_n, bool final_state) {
   engine::ReferenceOptions o;
   o.exact_max_n = exact_max_n, o.max_seconds = budget;
   o.engine_first = !c.grad && !c.exact_tier;
+  o.final_state = final_state;  // only for a candidate that can return one (nothing else reads it)
   engine::Reference r = engine::compute_reference(c.p, o);
   return c.grad ? with_gradients(c, std::move(r), false) : r;
 }
 }  // namespace
 
 Verdict judge(Adapter& a, const FuzzCase& c, double reference_budget, Index exact_max_n) {
-  engine::Reference ref = timed(&Summary::Phases::reference, [&] { return case_reference(c, reference_budget, exact_max_n); });
+  engine::Reference ref =
+      timed(&Summary::Phases::reference, [&] { return case_reference(c, reference_budget, exact_max_n, a.returns_final_state()); });
   std::optional<engine::Reference> zero_ref;  // a NaN upstream's: the reference with the NaN as 0, unhidden
   if (c.grad && c.probe == Probe::grad_nan_causality) zero_ref = ref, hide_reach(c, ref);
   Verdict v = run_and_check(a, c, ref, zero_ref ? &*zero_ref : nullptr);

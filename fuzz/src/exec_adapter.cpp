@@ -83,6 +83,7 @@ class ExecAdapter final : public Adapter {
   }
   const Supports& supports() const override { return s_; }
   void allow_startup() override { startup_.allow(); }
+  bool returns_final_state() const override { return true; }
 
   RunResult run(const BatchProblem& p, const engine::Reference* ref, const std::vector<double>* state_in, bool want_state) override {
     const fs::path in = dir_ / "problem.safetensors", out = dir_ / "candidate.safetensors", log = dir_ / "candidate.log";

@@ -119,7 +119,8 @@ struct ReferenceOptions {
   // exact ones rounded), the magnitudes within a rounding, and the state-
   // difference ones upper bounds within K·2^-52 (the fuzzer: 5–10× faster).
   bool engine_first = false;
-  int threads = 0;  // 0: every core (HLA_THREADS in the environment overrides)
+  bool final_state = true;  // false: Reference::final_state left empty (compute_state_reference when needed)
+  int threads = 0;          // 0: every core (HLA_THREADS in the environment overrides)
   // Called from one thread at a time with the work done and the total (for progress bars).
   std::function<void(double done, double total)> progress;
 };
@@ -200,8 +201,10 @@ void fill_state_difference_magnitude(const BatchProblem& p, Reference& ref);
 BatchProblem abs_problem_of(BatchProblem p);
 // The final state's reference: exact rationals where compute_reference takes
 // them, else the double-double engine's carry (certified from its running
-// bound) on large finite heads, else binary128; then its mag_sd.
-StateReference compute_state_reference(const BatchProblem& p, Index exact_max_n = kExactMaxN);
+// bound) on large finite heads, else binary128; then its mag_sd. engine_first
+// (campaigns): the engine's carry on every finite head whose entries it all
+// certifies, the above for the others.
+StateReference compute_state_reference(const BatchProblem& p, Index exact_max_n = kExactMaxN, bool engine_first = false);
 // The final state in double for verifying a stored one (check::verify_fixture):
 // the fast engine's carry where it applies (finite inputs), else the streaming
 // recurrence (binary128 where double overflows); tol: the most a stored f64

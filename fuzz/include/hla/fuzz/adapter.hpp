@@ -73,6 +73,9 @@ class Adapter {
   // The next start of a worker or server gets Supports::startup_timeout more
   // (the first start has it already): the warm-up before a timeout's replay.
   virtual void allow_startup() {}
+  // Whether run() may return a final state per part (state.<part>; exec
+  // candidates): its case's reference then carries the final state's.
+  virtual bool returns_final_state() const { return false; }
   // Runs the candidate on p. `ref`, when given, is p's reference (exec writes
   // it into the fixture file it hands over; computed there when null).
   // state_in / want_state only with HLA_FEAT_STATE.
