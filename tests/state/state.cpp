@@ -477,8 +477,10 @@ TEST_CASE("final state: the reference is the exact final state, by each engine",
   for (const Variant v : kStateVariants)
     for (const bool packed : {false, true}) {
       const BatchProblem p = batch_with_state(normalized(v), 2, 2, 24, 4, 3, 11, packed);
-      const engine::StateReference exact = engine::compute_state_reference(p);    // rationals
-      const engine::StateReference f113 = engine::compute_state_reference(p, 0);  // binary128
+      const engine::StateReference exact = engine::compute_state_reference(p);                            // rationals
+      const engine::StateReference f113 = engine::compute_state_reference(p, 0);                          // binary128
+      const engine::StateReference first = engine::compute_state_reference(p, engine::kExactMaxN, true);  // the engine first
+      CHECK(first.flags == exact.flags);  // certified everywhere: the engine's where it certifies all, else exact rationals
       REQUIRE(exact.values.size() == static_cast<size_t>(p.sequence_count() * p.heads * state_size(state_layout(p.opt, p.d, p.dv))));
       size_t certified = 0;
       p.for_each_sequence([&](Index b, Index h, Index t0, Index t1) {
@@ -492,6 +494,8 @@ TEST_CASE("final state: the reference is the exact final state, by each engine",
               INFO(to_string(v) << " entry " << k);
               CHECK(exact.values[k] == to_double(X[i](r, c)));  // correctly rounded
               CHECK(std::fabs(exact.values[k]) <= exact.mag[k]);
+              CHECK(first.values[k] == exact.values[k]);
+              CHECK(std::fabs(first.mag[k] - exact.mag[k]) <= 0x1p-40 * exact.mag[k]);  // the engine's, as computed in double
               CHECK(exact.mag_sd[k] >= exact.mag[k]);
               if (f113.flags[k] & engine::kUncertified) continue;
               ++certified;
