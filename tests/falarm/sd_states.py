@@ -2,8 +2,10 @@
 39.4): torch.autograd through forwards that subtract unmasked partial sums,
 declared form_class='state_difference', judged by hla_oracle.check with dq,
 dk, dv and the initial state's gradient dstate. Every honest case must PASS
-(any other verdict is a false alarm of the judge); every planted case must
-FAIL (a judge that passes it is blind).
+(any other verdict is a false alarm of the judge, except INCONCLUSIVE with
+too little of a normalized gradient scored, issue 39.2, counted apart); every planted case that
+moves some gradient by more than 1% of the largest must FAIL (one that passes
+is a blind spot); smaller effects are counted apart. Exits 1 on either.
 
   hla2  paper_state_torch.py: S·C − G from (S, C, m, F, f), G0 = S0·C0 − F0
   hla3  below: S·SQ·P − G (SPEC §3 masked hla3 as the unmasked product minus
@@ -73,8 +75,11 @@ def hla3_sequence(q, k, v, gamma, init=None, bug=None):
 def draw(rng):
     c = dict(variant=str(rng.choice(["hla2", "hla3"])), dtype=str(rng.choice(["f32", "bf16"])), B=int(rng.integers(1, 3)),
              Hkv=int(rng.integers(1, 3)), d=int(rng.integers(2, 9)), dv=int(rng.integers(2, 9)),
-             gamma=float(rng.choice([1.0, 0.99, 0.95, 0.8])), normalize=str(rng.choice(["none", "add", "clamp"])),
+             gamma=float(rng.choice([1.0, 0.99, 0.95, 0.8])), normalize="none",
              scale=float(rng.choice([1.0, 0.5])), state=bool(rng.random() < 0.8), dden=bool(rng.random() < 0.5))
+    # Normalized: in f32 (in bf16 Gaussian den's error bound covers |den| at most tokens: too little scored, issue 39.2).
+    norm = str(rng.choice(["none", "add", "clamp"]))
+    c["normalize"] = norm if c["dtype"] == "f32" or rng.random() < 0.2 else "none"
     c["T"] = int(rng.integers(1, 49 if c["variant"] == "hla2" else 25))
     c["H"] = c["Hkv"] * int(rng.integers(1, 3))
     dt = DT[c["dtype"]]
@@ -149,6 +154,16 @@ def run(c, bug=None):
     return out.detach(), den.detach(), grads[:3], dstate
 
 
+def effect(c, bug):
+    """How far the planted bug moves the gradients: max |Δ| / max |g| over dq, dk, dv, dstate."""
+    _, _, g0, s0 = run(c)
+    _, _, g1, s1 = run(c, bug)
+    a = g0 + (list(s0.values()) if s0 else [])
+    b = g1 + (list(s1.values()) if s1 else [])
+    top = max(float(x.abs().max()) if x.numel() else 0.0 for x in a)
+    return max(float((x.double() - y.double()).abs().max()) if x.numel() else 0.0 for x, y in zip(a, b)) / max(top, 1e-300)
+
+
 def judge(c, bug=None):
     out, den, (dq, dk, dv), dstate = run(c, bug)
     f = lambda x: x.float().numpy()  # noqa: E731 (exact: bf16 and f32 values are f32 values)
@@ -182,7 +197,9 @@ def main():
                 w = g["baseline_ratio"] / g["ratio_limit"]
                 if w > worst.get(key, (0, ""))[0]:
                     worst[key] = (w, f"case {i} {g['name']} by {g['baseline_worst_form']}")
-        if js["verdict"] != "PASS":
+        if js["verdict"] == "INCONCLUSIVE" and all("too little was checked" in r_ for r_ in js["reasons"]):
+            pass  # a normalized gradient with too little scored (issue 39.2): counted above, not a false alarm
+        elif js["verdict"] != "PASS":
             alarms.append(i)
             print(f"FALSE ALARM case {i} {key}: {js['verdict']}: {js['reasons'][:3]}")
         if a.planted:
@@ -190,16 +207,18 @@ def main():
                 if bug == "state_C_detached" and not c["state"]:
                     continue
                 v = judge(c, bug).json()["verdict"]
-                counts[f"{key}:{bug}:{v}"] = counts.get(f"{key}:{bug}:{v}", 0) + 1
-                if v == "PASS":
-                    blind.append((i, bug))
+                e = effect(c, bug)
+                size = "effect>1e-2" if e > 1e-2 else "effect<=1e-2"
+                counts[f"{key}:{bug}:{size}:{v}"] = counts.get(f"{key}:{bug}:{size}:{v}", 0) + 1
+                if v == "PASS" and e > 1e-2:  # a planted error that moves a gradient by 1% of the largest, passed
+                    blind.append((i, bug, f"{e:.2g}"))
     print(f"{a.cases} cases (seed {a.seed}) in {time.time() - start:.1f} s")
     for k_ in sorted(counts):
         print(f"  {k_}: {counts[k_]}")
     for k_ in sorted(worst):
         print(f"  worst rule-3 ratio/limit {k_}: {worst[k_][0]:.3g} ({worst[k_][1]})")
     print(f"false alarms: {len(alarms)}; planted bugs passed: {len(blind)} {blind[:10]}")
-    return 1 if alarms else 0
+    return 1 if alarms or blind else 0
 
 
 if __name__ == "__main__":

@@ -668,3 +668,25 @@ TEST_CASE("state gradient: our state-difference backward (hla2, hla3) from a sta
       }
     }
 }
+
+TEST_CASE("state gradient: ahla declared state_difference is judged as masked, and the report says so", "[state][gradients]") {
+  const Options o = normalized(Variant::ahla);
+  const BatchProblem p = batch_with_state(o, 1, 2, 16, 4, 3, 5, false);
+  const Upstream u = upstream_of(p, 2);
+  engine::Reference ref = engine::compute_reference(p);
+  ref.grad = engine::compute_gradient_reference(p, ref, u.dout, u.dden);
+  engine::CandidateOutputs c = f32_kernel(p, false);
+  engine::ours_gradients(p, u.dout, u.dden, BackwardForm::chunked, 7, DType::f32, c);
+  const check::Report m = check::check(p, ref, c, {.precision = engine::Precision::f32});
+  const check::Report s =
+      check::check(p, ref, c, {.precision = engine::Precision::f32, .form_class = engine::FormClass::state_difference});
+  INFO(s.text());
+  CHECK(s.pass);
+  CHECK(s.gradients_note.find("judged as masked") != std::string::npos);
+  REQUIRE(s.gradients.size() == m.gradients.size());
+  for (size_t i = 0; i < s.gradients.size(); ++i) {  // the same orders and magnitudes: the same scores and bar
+    CHECK(s.gradients[i].max_score == m.gradients[i].max_score);
+    CHECK(s.gradients[i].baseline_max_score == m.gradients[i].baseline_max_score);
+    CHECK(s.gradients[i].baseline_applied);
+  }
+}
