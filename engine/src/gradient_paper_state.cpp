@@ -58,7 +58,9 @@ template <class T> struct Inputs {
 };
 
 template <class T> struct Hla2 {
-  struct State { Mat<T> S, C, G; };
+  struct State {
+    Mat<T> S, C, G;
+  };
   using Prev = Mat<T>;  // C_{t−1}
   const Inputs<T>& in;
   size_t iS = 0, iC = 0, iF = 0;
@@ -105,13 +107,15 @@ template <class T> struct Hla2 {
 };
 
 template <class T> struct Hla3 {
-  struct State { Mat<T> S, SQ, P, G; };
-  struct Prev { Mat<T> S, SQ; };
+  struct State {
+    Mat<T> S, SQ, P, G;
+  };
+  struct Prev {
+    Mat<T> S, SQ;
+  };
   const Inputs<T>& in;
   size_t iS = 0, iP = 0, iF = 0;
-  State zero(Index d, Index dv1) const {
-    return {Mat<T>::Zero(d, d), Mat<T>::Zero(d, d), Mat<T>::Zero(d, dv1), Mat<T>::Zero(d, dv1)};
-  }
+  State zero(Index d, Index dv1) const { return {Mat<T>::Zero(d, d), Mat<T>::Zero(d, d), Mat<T>::Zero(d, dv1), Mat<T>::Zero(d, dv1)}; }
   State initial(const BatchProblem& p, const StateMats<T>& X0) {
     iS = member(p, "S"), iP = member(p, "P"), iF = member(p, "F");
     return {X0[iS], Mat<T>::Zero(p.d, p.d), X0[iP], -X0[iF]};  // SQ0 = 0: G0 = −F0
@@ -258,10 +262,14 @@ template <class T> CandidateOutputs gradients(const BatchProblem& p, const std::
 CandidateOutputs paper_state_gradients(const BatchProblem& p, Precision prec, const std::vector<double>& dout,
                                        const std::vector<double>& dden) {
   switch (prec) {
-    case Precision::f64: return gradients<double>(p, dout, dden);
-    case Precision::bf16: return gradients<bf16>(p, dout, dden);
-    case Precision::f16: return gradients<f16>(p, dout, dden);
-    default: return gradients<float>(p, dout, dden);  // f32, tf32
+    case Precision::f64:
+      return gradients<double>(p, dout, dden);
+    case Precision::bf16:
+      return gradients<bf16>(p, dout, dden);
+    case Precision::f16:
+      return gradients<f16>(p, dout, dden);
+    default:
+      return gradients<float>(p, dout, dden);  // f32, tf32
   }
 }
 

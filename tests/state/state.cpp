@@ -623,7 +623,7 @@ TEST_CASE("state: initial_state.<part> tensors round-trip through inputs and fix
   CHECK_THROWS_WITH(io::problem_from_tensors(t, paper, io::Layout::bhtd, "test"), Catch::Contains("no streaming state"));
 }
 
-TEST_CASE("state gradient: our state-difference backward (hla2, hla3) from a state passes its class; a moved element fails",
+TEST_CASE("state gradient: our state-difference backward (hla2, hla3) from a state passes its class and a moved element fails",
           "[state][gradients]") {
   for (const Variant v : {Variant::hla2, Variant::hla3})
     for (const bool packed : {false, true}) {
@@ -680,8 +680,7 @@ TEST_CASE("state gradient: ahla declared state_difference is judged as masked, a
   engine::CandidateOutputs c = f32_kernel(p, false);
   engine::ours_gradients(p, u.dout, u.dden, BackwardForm::chunked, 7, DType::f32, c);
   const check::Report m = check::check(p, ref, c, {.precision = engine::Precision::f32});
-  const check::Report s =
-      check::check(p, ref, c, {.precision = engine::Precision::f32, .form_class = engine::FormClass::state_difference});
+  const check::Report s = check::check(p, ref, c, {.precision = engine::Precision::f32, .form_class = engine::FormClass::state_difference});
   INFO(s.text());
   CHECK(s.pass);
   CHECK(s.gradients_note.find("judged as masked") != std::string::npos);
