@@ -628,14 +628,14 @@ TEST_CASE("state gradient: our state-difference backward (hla2, hla3) from a sta
   for (const Variant v : {Variant::hla2, Variant::hla3})
     for (const bool packed : {false, true}) {
       Options o = normalized(v);
-      o.normalize = !packed;  // (normalized in bf16: Gaussian den's error bound covers |den|, nothing scored)
+      o.normalize = !packed;  // (normalized in bf16, f16: Gaussian den's error bound covers |den|, nothing scored)
       const BatchProblem p = batch_with_state(o, 2, 2, v == Variant::hla3 ? 14 : 24, 4, 3, 7, packed);
       const Upstream u = upstream_of(p, 3);
       engine::Reference ref = engine::compute_reference(p);
       ref.grad = engine::compute_gradient_reference(p, ref, u.dout, u.dden);
       for (const auto& [prec, dt] : {std::pair{engine::Precision::f64, DType::f64}, std::pair{engine::Precision::f32, DType::f32},
-                                     std::pair{engine::Precision::bf16, DType::bf16}}) {
-        if (o.normalize && prec == engine::Precision::bf16) continue;
+                                     std::pair{engine::Precision::bf16, DType::bf16}, std::pair{engine::Precision::f16, DType::f16}}) {
+        if (o.normalize && (prec == engine::Precision::bf16 || prec == engine::Precision::f16)) continue;
         // Our subtracting order as the kernel's gradients (the forward: our streaming order in prec).
         engine::CandidateOutputs c = engine::ours(p, prec, Form::streaming, 1, dt);
         const engine::CandidateOutputs g = engine::paper_state_gradients(p, prec, u.dout, u.dden);
