@@ -1,7 +1,10 @@
-// Every form of every operator equals its naive definition, exactly.
+// Every form of every operator equals its naive definition, exactly; hla3 by
+// state difference also from a state.
 #include "generators.hpp"
 #include "harness.hpp"
 #include "per_operator.hpp"
+
+#include "hla/state.hpp"
 
 using namespace hla;
 using namespace hla::test;
@@ -51,5 +54,35 @@ TEST_CASE("hla3 masked with gamma = 1 is (((W Wt) . L) W) V", "[forms][hla3]") {
     p.opt.gamma = 1;
     const auto [W, L] = masked_scores(p);
     RC_ASSERT(evaluate(p, Form::naive).num == Mat<Rational>((W * W.transpose()).cwiseProduct(L) * W * p.v));
+  });
+}
+
+TEST_CASE("hla3 by state difference from a state: S*SQ*P - G with SQ0 = 0, G0 = -F0", "[forms][hla3][state]") {
+  // The carry our state-difference backward order starts from (engine
+  // gradient_paper_state.cpp): a state (S0, P0, F0) without SQ continues as
+  // the masked operator with SQ0 = 0 and G0 = −F0, since F_t = S_tSQ_tP_t − G_t
+  // obeys F_t = γ³F_{t−1} + (S_tq_t)(q_tᵀP_t) from any (S, SQ, P, G).
+  prop("hla3: S·SQ·P − G from (S0, 0, P0, −F0) == the streaming recurrence from (S0, P0, F0) (SPEC §3, §8)", [] {
+    const auto p = *problem_gen({.variant = Variant::hla3, .max_n = 10, .max_d = 4, .random_masked = false, .random_normalize = false});
+    const Index d = p.d(), dv1 = p.dv() + 1;
+    StateMats<Rational> X0;  // layout S, P|z, F|f
+    for (const StatePart& m : state_layout(p.opt, d, p.dv())) X0.push_back(*rational_matrix(m.rows, m.width()));
+    RC_PRE(X0.size() == 3u);
+    const Rational g = p.opt.gamma;
+    Mat<Rational> S = X0[0], SQ = Mat<Rational>::Zero(d, d), P = X0[1], G = -X0[2], Y(p.n(), dv1);
+    for (Index t = 0; t < p.n(); ++t) {
+      const Vec<Rational> q = p.q.row(t).transpose(), k = p.k.row(t).transpose();
+      RowVec<Rational> v(dv1);
+      v << p.v.row(t), Rational(1);
+      const Vec<Rational> a = SQ * k, c = S * a;
+      S = g * S + k * k.transpose();
+      SQ = g * SQ + q * q.transpose();
+      P = g * P + k * v;
+      G = g * g * g * G + g * k * (a.transpose() * P) + g * g * c * v;
+      Y.row(t) = ((q.transpose() * S) * SQ) * P - q.transpose() * G;
+    }
+    const Output<Rational> want = evaluate_from(p, X0);
+    RC_ASSERT(Mat<Rational>(Y.leftCols(p.dv())) == want.num);
+    RC_ASSERT(Vec<Rational>(Y.col(p.dv())) == want.den);
   });
 }

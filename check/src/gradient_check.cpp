@@ -341,10 +341,17 @@ void check_gradients(const BatchProblem& p, const Reference& ref, const Candidat
                         "returns no den: a kernel whose loss does not see den is judged against a fixture written with dden=false "
                         "(hla gen --case ...,grad=true,dden=false)");
   if (memo && !replay) memo->gradient_bases = std::move(bases);
+  // A variant without a subtracting form (ahla: Alg. 2 only adds) has no
+  // state-difference order or magnitude of ours: the class is judged as masked.
+  if (has_any && opt.form_class == FormClass::state_difference && p.opt.masked &&
+      !info(p.opt.variant).forms.has(Form::streaming_paper_state))
+    r.gradients_note = to_string(p.opt.variant) + " has no state-difference form of ours (its forms only add): its gradients are " +
+                       "judged as masked, against the masked orders and magnitudes";
   if (!missing.empty()) {
     std::string list;
     for (const auto& s : missing) list += (list.empty() ? "" : ", ") + s;
-    r.gradients_note = (has_any ? "not checked: the candidate has no " : "gradients not checked: the candidate has no ") + list;
+    r.gradients_note += std::string(r.gradients_note.empty() ? "" : "; ") +
+                        (has_any ? "not checked: the candidate has no " : "gradients not checked: the candidate has no ") + list;
     if (opt.require_gradients) r.reasons.push_back("the candidate lacks " + list + ", required by --require-grad");
   }
 }

@@ -73,15 +73,15 @@ std::vector<std::pair<std::string, CandidateOutputs>> gradient_baselines(
     std::vector<std::pair<std::string, CandidateOutputs>>* masked_done) {
   std::vector<std::pair<std::string, CandidateOutputs>> out;
   // The state-difference class: our own subtracting backward (hla2's paper
-  // state, S·C − G), also with reversed features, whose honest error the
-  // cancellation of unmasked terms makes 10-50x the masked orders' (measured
-  // on a correct autograd through S·C − G: tests/falarm).
-  const bool sd = cls == FormClass::state_difference && info(p.opt.variant).forms.has(Form::streaming_paper_state) && p.opt.masked &&
-                  !p.has_state() && (prec == Precision::f32 || prec == Precision::tf32 || prec == Precision::f64);
+  // state, S·C − G; hla3's, S·SQ·P − G; from a state too), also with reversed
+  // features, in every precision, whose honest error the cancellation of
+  // unmasked terms makes 10-50x the masked orders' (measured on a correct
+  // autograd through S·C − G: tests/falarm).
+  const bool sd = cls == FormClass::state_difference && info(p.opt.variant).forms.has(Form::streaming_paper_state) && p.opt.masked;
   if (sd) {
-    out.emplace_back("paper state (S*C - G)", paper_state_gradients(p, prec, g.dout, g.dden));
-    out.emplace_back("paper state (S*C - G), reversed features",
-                     unreversed(p, paper_state_gradients(with_reversed_features(p), prec, g.dout, g.dden)));
+    const std::string name = p.opt.variant == Variant::hla3 ? "paper state (S*SQ*P - G)" : "paper state (S*C - G)";
+    out.emplace_back(name, paper_state_gradients(p, prec, g.dout, g.dden));
+    out.emplace_back(name + ", reversed features", unreversed(p, paper_state_gradients(with_reversed_features(p), prec, g.dout, g.dden)));
   }
   if (masked_done) {  // the rest does not depend on the class
     std::move(masked_done->begin(), masked_done->end(), std::back_inserter(out));

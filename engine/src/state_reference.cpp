@@ -236,7 +236,7 @@ std::vector<std::pair<std::string, std::vector<double>>> state_baselines(const B
     reverse_state_features(p, x);
     out.emplace_back(f.name(), std::move(x));
   }
-  if (cls == FormClass::state_difference && info(p.opt.variant).forms.has(Form::streaming_paper_state) && p.opt.masked)
+  if (cls == FormClass::state_difference && p.opt.variant == Variant::hla2 && p.opt.masked)  // hla3's: not yet
     out.emplace_back("paper state (S*C - G)", fast_ours_state(p, prec, BaselineForm{Form::streaming_paper_state, 1}));
   return out;
 }

@@ -9,9 +9,10 @@ torch.autograd through this forward. Written from SPEC.md only.
 
 It subtracts the unmasked partial sum u·C_t − q_tᵀG_t, so it is a
 state-difference kernel (SPEC §7): declare form_class='state_difference'.
-Planted bug (hla2_paper_state(..., bug="G_k_detached"), for the tests): G's
+Planted bugs (hla2_paper_state(..., bug="G_k_detached"), for the tests): G's
 update reads k_t through a detached copy for its left factor, so the forward
-is unchanged and autograd drops that factor's term from dk.
+is unchanged and autograd drops that factor's term from dk; "state_C_detached"
+(_sequence from a state): G0 = S0·C0 − F0 reads C0 detached (dstate.C loses S0ᵀḠ).
 Layout [B, H, T, D] (k, v with Hkv heads: GQA), cu_seqlens for packed
 sequences (B = 1); computes in float64 for f64 inputs, float32 otherwise.
 """
@@ -22,8 +23,10 @@ def _ct(x):
     return torch.float64 if x.dtype == torch.float64 else torch.float32
 
 
-def _sequence(q, k, v, gamma, lam, masked, bug=None):
-    """One sequence: q, k [H, n, d], v [H, n, dv] -> num [H, n, dv], den [H, n]."""
+def _sequence(q, k, v, gamma, lam, masked, bug=None, init=None):
+    """One sequence: q, k [H, n, d], v [H, n, dv] -> num [H, n, dv], den [H, n]. init: the state it
+    continues, {part: [H, ...]} (docs/using.md "Initial states": S, C, m, F, f), the paper's carry
+    G = S·C − F, h = S·m − f formed from it by subtracting (autograd reaches the parts through it)."""
     H, n, d = q.shape
     dv = v.shape[2]
     z = dict(dtype=q.dtype)
@@ -32,6 +35,11 @@ def _sequence(q, k, v, gamma, lam, masked, bug=None):
     m = torch.zeros(H, d, **z)
     G = torch.zeros(H, d, dv, **z)
     h = torch.zeros(H, d, **z)
+    if init is not None:
+        S, C, m = init["S"], init["C"], init["m"]
+        if masked:
+            G = torch.einsum("hde,hec->hdc", S, C.detach() if bug == "state_C_detached" else C) - init["F"]
+            h = torch.einsum("hde,he->hd", S, m) - init["f"]
     g2 = gamma * gamma
     num, den = [], []
     for t in range(n):

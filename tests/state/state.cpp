@@ -14,6 +14,8 @@
 #include "hla/check/fixture.hpp"
 #include "hla/check/gradient.hpp"
 #include "hla/engine/detail.hpp"
+#include "hla/engine/gradient_reference.hpp"
+#include "hla/engine/orders.hpp"
 #include "hla/engine/reference.hpp"
 #include "hla/exact.hpp"
 #include "hla/fast/engine.hpp"
@@ -623,4 +625,73 @@ TEST_CASE("state: initial_state.<part> tensors round-trip through inputs and fix
   Options paper = o;
   paper.variant = Variant::hla3_paper, paper.gamma = 1;
   CHECK_THROWS_WITH(io::problem_from_tensors(t, paper, io::Layout::bhtd, "test"), Catch::Contains("no streaming state"));
+}
+
+TEST_CASE("state gradient: our state-difference backward (hla2, hla3) from a state passes its class and a moved element fails",
+          "[state][gradients]") {
+  for (const Variant v : {Variant::hla2, Variant::hla3})
+    for (const bool packed : {false, true}) {
+      Options o = normalized(v);
+      o.normalize = !packed;  // (normalized in bf16, f16: Gaussian den's error bound covers |den|, nothing scored)
+      const BatchProblem p = batch_with_state(o, 2, 2, v == Variant::hla3 ? 14 : 24, 4, 3, 7, packed);
+      const Upstream u = upstream_of(p, 3);
+      engine::Reference ref = engine::compute_reference(p);
+      ref.grad = engine::compute_gradient_reference(p, ref, u.dout, u.dden);
+      for (const auto& [prec, dt] : {std::pair{engine::Precision::f64, DType::f64}, std::pair{engine::Precision::f32, DType::f32},
+                                     std::pair{engine::Precision::bf16, DType::bf16}, std::pair{engine::Precision::f16, DType::f16}}) {
+        if (o.normalize && (prec == engine::Precision::bf16 || prec == engine::Precision::f16)) continue;
+        // Our subtracting order as the kernel's gradients (the forward: our streaming order in prec).
+        engine::CandidateOutputs c = engine::ours(p, prec, Form::streaming, 1, dt);
+        const engine::CandidateOutputs g = engine::paper_state_gradients(p, prec, u.dout, u.dden);
+        c.dq = g.dq, c.dk = g.dk, c.dv = g.dv, c.dstate = g.dstate;
+        c.dq_dtype = c.dk_dtype = c.dv_dtype = c.dstate_dtype = dt;
+        for (const StatePart& m : state_layout(o, p.d, p.dv))
+          if (m.role != StatePart::Role::unused)
+            for (const std::string& name : {m.name, m.ones})
+              if (!name.empty()) c.dstate_parts.push_back(name);
+        check::CheckOptions opt{.precision = prec, .form_class = engine::FormClass::state_difference, .require_gradients = true};
+        const check::Report r = check::check(p, ref, c, opt);
+        INFO(to_string(v) << (packed ? " packed" : "") << " in " << to_string(prec) << ":\n" << r.text());
+        CHECK(r.pass);
+        size_t ours = 0;
+        for (const auto& row : r.gradients) {
+          CHECK((row.checked && row.scored > 0 && row.baseline_applied));
+          ours += row.baseline_worst_form.rfind("paper state", 0) == 0;
+        }
+        CHECK(ours > 0);  // our subtracting order is among rule 3's, and the worst somewhere
+        // One element of dk and one of dstate.F moved beyond the a priori bound: FAIL, each.
+        const check::GradientYardstick y =
+            check::gradient_yardstick(p, ref, *ref.grad, engine::FormClass::state_difference, engine::unit_roundoff(prec));
+        engine::CandidateOutputs bad = c;
+        bad.dk_dtype = DType::f64;
+        bad.dk[1] += 4 * (r.gradient_bound + 4) * engine::unit_roundoff(prec) * y.k[1];
+        CHECK_FALSE(check::check(p, ref, bad, opt).pass);
+        bad = c;
+        bad.dstate_dtype = DType::f64;
+        const size_t at = p.state_view(0, 0).start[2] + 1;  // F (layout S, C|P, F)
+        bad.dstate[at] += 4 * (r.gradient_bound + 4) * engine::unit_roundoff(prec) * y.state[at];
+        CHECK_FALSE(check::check(p, ref, bad, opt).pass);
+      }
+    }
+}
+
+TEST_CASE("state gradient: ahla declared state_difference is judged as masked, and the report says so", "[state][gradients]") {
+  const Options o = normalized(Variant::ahla);
+  const BatchProblem p = batch_with_state(o, 1, 2, 16, 4, 3, 5, false);
+  const Upstream u = upstream_of(p, 2);
+  engine::Reference ref = engine::compute_reference(p);
+  ref.grad = engine::compute_gradient_reference(p, ref, u.dout, u.dden);
+  engine::CandidateOutputs c = f32_kernel(p, false);
+  engine::ours_gradients(p, u.dout, u.dden, BackwardForm::chunked, 7, DType::f32, c);
+  const check::Report m = check::check(p, ref, c, {.precision = engine::Precision::f32});
+  const check::Report s = check::check(p, ref, c, {.precision = engine::Precision::f32, .form_class = engine::FormClass::state_difference});
+  INFO(s.text());
+  CHECK(s.pass);
+  CHECK(s.gradients_note.find("judged as masked") != std::string::npos);
+  REQUIRE(s.gradients.size() == m.gradients.size());
+  for (size_t i = 0; i < s.gradients.size(); ++i) {  // the same orders and magnitudes: the same scores and bar
+    CHECK(s.gradients[i].max_score == m.gradients[i].max_score);
+    CHECK(s.gradients[i].baseline_max_score == m.gradients[i].baseline_max_score);
+    CHECK(s.gradients[i].baseline_applied);
+  }
 }

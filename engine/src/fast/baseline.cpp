@@ -118,7 +118,7 @@ std::vector<double> fast_ours_state(const BatchProblem& p, Precision prec, const
 bool fast_baseline_applies(const BatchProblem& p, const BaselineForm& f, bool known_finite) {
   if (!fast::supports(p.opt.variant) || (!known_finite && !p.all_finite())) return false;
   return f.form == Form::streaming || f.form == Form::chunked_matmul ||
-         (f.form == Form::streaming_paper_state && info(p.opt.variant).forms.has(Form::streaming_paper_state));
+         (f.form == Form::streaming_paper_state && p.opt.variant == Variant::hla2);  // the engine's paper state is hla2's
 }
 
 CandidateOutputs fast_ours(const BatchProblem& p, Precision prec, const BaselineForm& f, DType out_dtype) {

@@ -26,7 +26,7 @@ enum class Variant : std::int32_t { la1, hla2, ahla, hla3, hla3_paper };
 enum class Form : std::int32_t {
   naive,                  // SPEC §2, the ground truth
   streaming,              // SPEC §3 (hla2: corrected state F)
-  streaming_paper_state,  // hla2 only: paper state (S, C, m, G, h), decay corrected
+  streaming_paper_state,  // hla2, hla3: paper state (S·C − G; S·SQ·P − G), decay corrected
   fold,                   // SPEC §4 operator, serial left fold
   blelloch,               // SPEC §4 operator, exclusive Blelloch scan + local inclusion
   chunked_scan,           // SPEC §4 operator, two-level chunked scan
@@ -151,15 +151,16 @@ inline constexpr std::array kVariants{
                 .has_backward = true,
                 .fast_engine = true},
     // hla3's forms, and the paper's third-order scan (the corrected F of
-    // Eq. 7.4), only add terms.
+    // Eq. 7.4), only add terms; its paper state (S·SQ·P − G, ops/hla3.hpp) subtracts.
     VariantInfo{.id = Variant::hla3,
                 .name = "hla3",
                 .order = 3,
                 .has_unmasked = true,
                 .has_ridge = false,
                 .needs_unit_gamma = false,
-                .forms = detail::kCommonForms,
-                .subtracting_forms = {},
+                .forms = {Form::naive, Form::streaming, Form::streaming_paper_state, Form::fold, Form::blelloch, Form::chunked_scan,
+                          Form::chunked_matmul, Form::literal, Form::literal_reversed, Form::chunked_pairs},
+                .subtracting_forms = {Form::streaming_paper_state},
                 .magnitude_as = Variant::hla3,
                 .magnitude_unmasked = false,
                 .paper_literal = false,

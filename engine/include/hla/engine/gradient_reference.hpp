@@ -107,8 +107,10 @@ std::vector<std::pair<std::string, CandidateOutputs>> gradient_baselines(
     std::vector<std::pair<std::string, CandidateOutputs>>* masked_done = nullptr);
 
 // hla2's state-difference backward (the reverse of the paper-state recurrence,
-// S·C − G; gradient_paper_state.cpp) in float (f32, tf32) or double (f64), no
-// initial state: rule 3's subtracting order for the state-difference class.
+// S·C − G; gradient_paper_state.cpp) in double (f64), float (f32, tf32), bf16
+// or f16 (every operation rounded), from an initial state too (dstate:
+// ∂L/∂X0 in p.state's layout): rule 3's subtracting order for the
+// state-difference class.
 CandidateOutputs paper_state_gradients(const BatchProblem& p, Precision prec, const std::vector<double>& dout,
                                        const std::vector<double>& dden);
 

@@ -45,6 +45,28 @@ struct hla3 {
     return Y;
   }
 
+  // State difference (the masked operator as the unmasked product minus a
+  // correction, as hla2's paper state; not the paper's Algorithm 3, E4):
+  //   F_t = S_tSQ_tP_t − G_t,  G_t = γ³G + γ k(kᵀSQ_{t−1}P_t) + γ²(S_{t−1}SQ_{t−1}k)v_tᵀ,
+  // G collecting the triples (i, u, j) of the product with u < max(i, j): at
+  // token t those with i = t or j = t and u < t (SQ_{t−1}, S_{t−1}: before the
+  // update); num = q_tᵀ(S_tSQ_tP_t − G_t). Unmasked: G stays zero.
+  template <class T> static Mat<T> streaming_paper_state(const Head<T>& h) {
+    Mat<T> S = Mat<T>::Zero(h.d(), h.d()), SQ = S, P = Mat<T>::Zero(h.d(), h.dv1()), G = P, Y(h.n(), h.dv1());
+    for (Index t = 0; t < h.n(); ++t) {
+      const Vec<T> q = h.q.row(t).transpose(), k = h.k.row(t).transpose();
+      const Vec<T> a = SQ * k;  // SQ_{t−1}k
+      const Vec<T> c = S * a;   // S_{t−1}SQ_{t−1}k
+      S = h.gamma * S + k * k.transpose();
+      SQ = h.gamma * SQ + q * q.transpose();
+      P = h.gamma * P + k * h.v.row(t);
+      if (h.masked) G = h.g(3) * G + h.gamma * k * (a.transpose() * P) + h.g(2) * c * h.v.row(t);
+      Y.row(t) = ((q.transpose() * S) * SQ) * P;
+      if (h.masked) Y.row(t) -= q.transpose() * G;
+    }
+    return Y;
+  }
+
   // Compact segment summary (S, P, Zq, X, Y, F, ρ) of SPEC §4; mK, x, η are the
   // ones columns of P, X, F. Inside a segment ending at T, S_{≤u} and P_{≤u}
   // the segment's own decayed moments at u:
