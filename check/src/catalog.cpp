@@ -143,6 +143,10 @@ CandidateOutputs grads(const BatchProblem& p, std::vector<double> dout, std::vec
   return c;
 }
 bool has_grad(const BatchProblem& p, const Reference& r) { return r.grad && !r.grad->dout.empty() && plain(p); }
+// The reference's values (c) judged at bf16 and f16 (catalog.hpp WrongForm::judged_at).
+Forms at_low_precision(const CandidateOutputs& c) {
+  return {{"/bf16", c, {}, Precision::bf16}, {"/f16", c, {}, Precision::f16}};
+}
 
 const std::vector<Mistake> kCatalog = {
     // The paper as printed (SPEC §6).
@@ -152,7 +156,11 @@ const std::vector<Mistake> kCatalog = {
      [](const BatchProblem& p, const Reference&) { return one(ours_paper(p, Precision::f64, PaperForm::E1_hla2_streaming)); }},
     {"E2", false, "hla2 summaries combined by the paper's G = ρ_B G_A + G_B + S_B(ρ_B C_A) (SPEC §6 E2)", "ρ_B² on G_A (SPEC §4)",
      [](const BatchProblem& p, const Reference&) { return hla2_masked(p) && decayed(p) && plain(p); },
-     [](const BatchProblem& p, const Reference&) { return one(ours_paper(p, Precision::f64, PaperForm::E2_hla2_scan)); }},
+     [](const BatchProblem& p, const Reference&) {  // as a scan of tokens, and as the carry between chunks of W
+       Forms f = one(ours_paper(p, Precision::f64, PaperForm::E2_hla2_scan));
+       for (WrongForm& x : per_width(p, [&](Index w) { return hla2_e2_chunk_carry(p, w); })) f.push_back(std::move(x));
+       return f;
+     }},
     {"E3", false, "ahla's R decayed in the concatenation, ρ_B R_A + R_B (SPEC §6 E3)", "R undecayed, cross term ρ_B R_B P_A (SPEC §4)",
      [](const BatchProblem& p, const Reference&) { return p.opt.variant == Variant::ahla && decayed(p) && plain(p); },
      [](const BatchProblem& p, const Reference&) { return one(ours_paper(p, Precision::f64, PaperForm::E3_ahla_scan)); }},
@@ -220,6 +228,15 @@ const std::vector<Mistake> kCatalog = {
     {"mask_missing", false, "the causal mask missing (the unmasked operator)", "mask: only i ≤ j ≤ t (SPEC §2)",
      [](const BatchProblem& p, const Reference&) { return p.opt.masked && info(p.opt.variant).has_unmasked; },
      [](const BatchProblem& p, const Reference&) { return changed(p, [](BatchProblem& x) { x.opt.masked = false; }); }},
+    {"mask_strict", false, "the causal mask strict inside chunks of W (< for ≤): la1 drops j = t; hla2 j = t and i = j; ahla i = t and j = i",
+     "mask with ≤: a token sees itself (tril with diagonal 0, an inclusive scan)",
+     [](const BatchProblem& p, const Reference&) {
+       return (p.opt.variant == Variant::la1 || hla2_masked(p) || p.opt.variant == Variant::ahla) && plain(p);
+     },
+     [](const BatchProblem& p, const Reference& r) {
+       if (p.opt.variant == Variant::la1) return one(strict_mask_in_chunks(p, r, longest_sequence(p)));
+       return per_width(p, [&](Index w) { return strict_mask_in_chunks(p, r, w); });
+     }},
     {"mask_exclusive", false, "la1's causal mask exclusive: token t does not see itself (the output read before the update)",
      "include the diagonal j = t: update the state, then read it",
      [](const BatchProblem& p, const Reference&) { return p.opt.variant == Variant::la1 && plain(p); },
@@ -294,7 +311,31 @@ const std::vector<Mistake> kCatalog = {
     {"varlen_no_reset", false, "packed sequences share one state: no reset at the cu_seqlens offsets", "reset the state at every offset",
      [](const BatchProblem& p, const Reference&) { return p.offsets.size() > 2 && plain(p); },
      [](const BatchProblem& p, const Reference&) { return changed(p, [](BatchProblem& x) { x.offsets.clear(); }); }},
+    // Precision: the reference judged at bf16 or f16 (the sums of a kernel declaring f32 kept in a 16-bit dtype).
+    {"low_precision_accumulation", false, "accumulated in a lower precision than the declared f32: within the pass rule judged at /bf16 or /f16",
+     "keep the state and running sums in f32", [](const BatchProblem&, const Reference&) { return true; },
+     [](const BatchProblem&, const Reference& r) { return at_low_precision(CandidateOutputs{r.out, r.den, DType::f64, DType::f64}); }},
+    {"low_precision_accumulation", true, "the backward's adjoints accumulated in a lower precision than the declared f32 (/bf16 or /f16)",
+     "keep the adjoint states in f32", [](const BatchProblem& p, const Reference& r) { return has_grad(p, r); },
+     [](const BatchProblem&, const Reference& r) {
+       CandidateOutputs c;
+       c.dq = r.grad->dq, c.dk = r.grad->dk, c.dv = r.grad->dv;
+       return at_low_precision(std::move(c));
+     }},
     // Gradients.
+    {"dk_no_cross", true, "hla2's dk_i = M_ik_i: the k_i half of d(k_ik_iᵀ) dropped (M: the adjoint of S)", "dk_i = (M_i + M_iᵀ)k_i",
+     [](const BatchProblem& p, const Reference& r) { return has_grad(p, r) && hla2_masked(p); },
+     [](const BatchProblem& p, const Reference& r) { return one(flawed_backward(p, r, BackwardFlaw::dk_no_cross)); }},
+    {"adjoint_decay_gamma", true, "hla2's reverse adjoint of F decayed by γ, not γ²: R_j = γR_{j+1} + q_jȲ_jᵀ",
+     "R_j = γ²R_{j+1} + q_jȲ_jᵀ (F carries two decayed indices)",
+     [](const BatchProblem& p, const Reference& r) { return has_grad(p, r) && hla2_masked(p) && decayed(p); },
+     [](const BatchProblem& p, const Reference& r) { return one(flawed_backward(p, r, BackwardFlaw::adjoint_decay_gamma)); }},
+    {"dq_carry_chunk_before", true, "dq's carry term at a chunk's first row from the chunk before's carry (its chunk index from t − 1)",
+     "the carry into t's own chunk: index t / W",
+     [](const BatchProblem& p, const Reference& r) { return has_grad(p, r) && (p.opt.variant == Variant::la1 || hla2_masked(p)); },
+     [](const BatchProblem& p, const Reference& r) {
+       return per_width(p, [&](Index w) { return flawed_backward(p, r, BackwardFlaw::dq_carry_chunk_before, w); });
+     }},
     {"dq_dk_swapped", true, "dq and dk swapped", "write ∂L/∂q to dq and ∂L/∂k to dk",
      [](const BatchProblem& p, const Reference& r) { return has_grad(p, r) && p.heads == p.kv_heads; },
      [](const BatchProblem&, const Reference& r) {
@@ -341,9 +382,12 @@ const std::vector<Mistake> kCatalog = {
          }
        return one(std::move(c));
      }},
+    // The forward resets its state at every offset (else the outputs fail first): la1's and hla2's
+    // adjoints run on across them; other variants (no flawed backward of ours): forward and backward unreset.
     {"varlen_backward_no_reset", true, "the backward's adjoints not reset at the cu_seqlens offsets", "reset them at every offset",
      [](const BatchProblem& p, const Reference& r) { return has_grad(p, r) && p.offsets.size() > 2; },
      [](const BatchProblem& p, const Reference& r) {
+       if (p.opt.variant == Variant::la1 || hla2_masked(p)) return one(flawed_backward(p, r, BackwardFlaw::adjoints_not_reset));
        BatchProblem x = p;
        x.offsets.clear();
        return one(grads(x, r.grad->dout, r.grad->dden));

@@ -5,6 +5,7 @@
 
 #include "internal.hpp"
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -15,10 +16,14 @@ namespace hla::check {
 // `magnitude`: where the form is ours on changed inputs, its SPEC §7
 // magnitudes (num in out, den in den: the same change on |q|, |k|, |v|),
 // which its rounding scales with; else empty.
+// `judged_at`: the candidate judged at this precision instead of its
+// declared f32 (values: the reference; a precision row, matched only where
+// f32 is declared).
 struct WrongForm {
   std::string suffix;
   CandidateOutputs values;
   CandidateOutputs magnitude{};
+  std::optional<Precision> judged_at{};
 };
 
 struct Mistake {

@@ -7,6 +7,8 @@
 // next to the bound. The error against a wrong form is measured against the
 // larger of the class's and the unmasked-order magnitude (a wrong form may
 // sum more than the masked terms), the error against the reference as the check does.
+// A precision row's form is the reference judged at a coarser u (bf16, f16)
+// than the declared f32: it names a failure only where no mistake row does.
 #include "catalog.hpp"
 
 #include "hla/bounds.hpp"
@@ -60,7 +62,7 @@ Count compare_outputs(const BatchProblem& p, const Reference& ref, const Candida
   auto wider = [](const std::vector<double>& a, const std::vector<double>& b, const std::vector<double>& c, size_t i) {
     return std::max({a[i], b.empty() ? 0.0 : b[i], c.empty() ? 0.0 : std::fabs(c[i])});
   };
-  const double eps = to_double(p.opt.eps), u = r.u;
+  const double eps = to_double(p.opt.eps), u = r.u, uf = form.judged_at ? unit_roundoff(*form.judged_at) : u;
   Count n;
   for (size_t i = 0; i < cand.out.size(); ++i) {
     const size_t di = i / static_cast<size_t>(p.dv);
@@ -73,7 +75,7 @@ Count compare_outputs(const BatchProblem& p, const Reference& ref, const Candida
     }
     if (!std::isfinite(ref.out[i]) || !(m > 0) || !std::isfinite(m)) continue;
     const DTypeLimits& lim = limits(cand.out_dtype);
-    n.add(error(cand.out[i], ref.out[i], lim), error(cand.out[i], w.out[i], lim), u * m, u * mw, element_bound(r, ref.out[i], m));
+    n.add(error(cand.out[i], ref.out[i], lim), error(cand.out[i], w.out[i], lim), u * m, uf * mw, element_bound(r, ref.out[i], m));
   }
   if (!cand.den.empty() && !w.den.empty())
     for (size_t i = 0; i < cand.den.size(); ++i) {
@@ -81,7 +83,7 @@ Count compare_outputs(const BatchProblem& p, const Reference& ref, const Candida
       if (!std::isfinite(ref.den[i]) || !(m > 0)) continue;
       const DTypeLimits& lim = limits(cand.den_dtype);
       n.add(error(cand.den[i], ref.den[i], lim), error(cand.den[i], w.den[i], lim), u * m,
-            u * wider(md, ref.mag_den_sd, form.magnitude.den, i), element_bound(r, ref.den[i], m));
+            uf * wider(md, ref.mag_den_sd, form.magnitude.den, i), element_bound(r, ref.den[i], m));
     }
   return n;
 }
@@ -102,8 +104,10 @@ std::optional<GradientTensor> tensor(const std::string& name, const CandidateOut
 
 // The failing gradients (dq, dk, dv) against the form's, each element against
 // the magnitude the check scores it with (M*: +inf where ill-conditioned, not scored).
-Count compare_gradients(const Reference& ref, const GradientYardstick& y, const CandidateOutputs& cand, const CandidateOutputs& w,
+Count compare_gradients(const Reference& ref, const GradientYardstick& y, const CandidateOutputs& cand, const WrongForm& form,
                         const Report& r) {
+  const CandidateOutputs& w = form.values;
+  const double uf = form.judged_at ? unit_roundoff(*form.judged_at) : r.u;
   Count n;
   for (const GradientRow& row : r.gradients) {
     const std::optional<GradientTensor> t = tensor(row.name, cand, *ref.grad, y, w);
@@ -115,7 +119,7 @@ Count compare_gradients(const Reference& ref, const GradientYardstick& y, const 
     for (size_t i = 0; i < t->ref->size(); ++i) {
       const double m = (*t->mag)[i], x = (*t->ref)[i], c = (*t->cand)[i];
       if ((flagged && ((*t->flags)[i] & engine::kIllConditioned)) || !std::isfinite(x) || !(m > 0) || !std::isfinite(m)) continue;
-      n.add(error(c, x, limits(t->dtype)), error(c, (*t->form)[i], limits(t->dtype)), r.u * m, r.u * m, bound);
+      n.add(error(c, x, limits(t->dtype)), error(c, (*t->form)[i], limits(t->dtype)), r.u * m, uf * m, bound);
     }
   }
   return n;
@@ -133,6 +137,7 @@ std::string failing_parts(const Report& r, bool gradients) {
 struct Scored {
   Diagnosis d;
   double closeness = 0;  // mean over the wrong elements (lower: closer)
+  bool precision = false;  // a precision row (WrongForm::judged_at): ranked after every mistake row
 };
 
 }  // namespace catalog_match
@@ -171,12 +176,13 @@ std::vector<Diagnosis> differential_diagnosis(const BatchProblem& p, const Refer
     }
     for (const WrongForm& f : forms) {
       if (m.gradients ? false : f.values.out.size() != cand.out.size()) continue;
-      const Count n = m.gradients ? compare_gradients(ref, *yard, cand, f.values, r) : compare_outputs(p, ref, cand, f, r);
+      if (f.judged_at && r.precision != Precision::f32) continue;  // a precision row: for a declared f32 only
+      const Count n = m.gradients ? compare_gradients(ref, *yard, cand, f, r) : compare_outputs(p, ref, cand, f, r);
       if (n.wrong == 0 || n.scored == 0) continue;
       const double fraction = static_cast<double>(n.match) / static_cast<double>(n.scored);
       if (fraction < kMatchFraction || static_cast<double>(n.wrong_match) < kMatchFraction * static_cast<double>(n.wrong)) continue;
       Scored s{{std::string(m.id) + f.suffix, m.what, m.fix, failing_parts(r, m.gradients), fraction},
-               n.closeness / static_cast<double>(n.wrong)};
+               n.closeness / static_cast<double>(n.wrong), f.judged_at.has_value()};
       if (!best[i] || s.d.fraction > best[i]->d.fraction || (s.d.fraction == best[i]->d.fraction && s.closeness < best[i]->closeness))
         best[i] = s;
     }
@@ -185,6 +191,7 @@ std::vector<Diagnosis> differential_diagnosis(const BatchProblem& p, const Refer
   for (auto& b : best)
     if (b) found.push_back(*b);
   std::stable_sort(found.begin(), found.end(), [](const Scored& a, const Scored& b) {
+    if (a.precision != b.precision) return b.precision;
     return a.d.fraction != b.d.fraction ? a.d.fraction > b.d.fraction : a.closeness < b.closeness;
   });
   std::vector<Diagnosis> out;
