@@ -148,6 +148,60 @@ Forms at_low_precision(const CandidateOutputs& c) {
   return {{"/bf16", c, {}, Precision::bf16}, {"/f16", c, {}, Precision::f16}};
 }
 
+// p's tokens in the ranges given per sequence (one per p.sequences(), in order), as sequences of their own.
+BatchProblem with_tokens(const BatchProblem& p, const std::vector<std::pair<Index, Index>>& ranges) {
+  BatchProblem s = p;
+  s.n = 0, s.offsets.clear();
+  for (const auto& [t0, t1] : ranges) {
+    if (!p.offsets.empty() && s.offsets.empty()) s.offsets.push_back(0);
+    s.n += t1 - t0;
+    if (!p.offsets.empty()) s.offsets.push_back(s.n);
+  }
+  s.resize_buffers();
+  s.state = p.state;
+  for (Index b = 0; b < p.batch; ++b) {
+    Index to = 0;
+    for (const auto& [t0, t1] : ranges)
+      for (Index t = t0; t < t1; ++t, ++to)
+        for (Index h = 0; h < p.heads; ++h) {
+          for (Index c = 0; c < p.d; ++c) s.q[s.q_index(b, h, to, c)] = p.q[p.q_index(b, h, t, c)];
+          for (Index c = 0; c < p.d; ++c) s.k[s.k_index(b, h, to, c)] = p.k[p.k_index(b, h, t, c)];
+          for (Index c = 0; c < p.dv; ++c) s.v[s.v_index(b, h, to, c)] = p.v[p.v_index(b, h, t, c)];
+        }
+  }
+  return s;
+}
+
+// Final-state rows: where p has one to compare, every sequence of ≥ 2 tokens.
+bool final_state_row(const BatchProblem& p, const Reference& r) {
+  const auto seqs = p.sequences();
+  return !r.final_state.values.empty() && std::all_of(seqs.begin(), seqs.end(), [](const auto& s) { return s.second - s.first >= 2; });
+}
+// The final state one token before each sequence's end (its last token dropped).
+std::vector<double> state_before_last(const BatchProblem& p) {
+  std::vector<std::pair<Index, Index>> r;
+  for (const auto& [t0, t1] : p.sequences()) r.emplace_back(t0, t1 - 1);
+  return engine::double_final_state(with_tokens(p, r)).values;
+}
+// One form per member of the state layout that `pick` takes: the reference's
+// final state with change(values, before, first entry, member) applied to that member of every (sequence, head).
+template <class Pick, class Change> Forms per_member(const BatchProblem& p, const Reference& r, Pick&& pick, Change&& change) {
+  const std::vector<StatePart> layout = state_layout(p.opt, p.d, p.dv);
+  const std::vector<double> before = state_before_last(p), &end = r.final_state.values;
+  Forms f;
+  size_t at = 0;
+  for (const StatePart& m : layout) {
+    if (pick(m)) {
+      CandidateOutputs c;
+      c.final_state = end;
+      for (size_t block = 0; block < end.size(); block += static_cast<size_t>(state_size(layout))) change(c.final_state, before, block + at, m);
+      f.push_back({"/" + (m.ones.empty() ? m.name : m.name + "|" + m.ones), std::move(c)});
+    }
+    at += static_cast<size_t>(m.size());
+  }
+  return f;
+}
+
 const std::vector<Mistake> kCatalog = {
     // The paper as printed (SPEC §6).
     {"E1", false, "hla2's G decayed as the paper prints it: G_t = γG_{t−1} + k_tk_tᵀC_{t−1} (SPEC §6 E1)",
@@ -311,6 +365,31 @@ const std::vector<Mistake> kCatalog = {
     {"varlen_no_reset", false, "packed sequences share one state: no reset at the cu_seqlens offsets", "reset the state at every offset",
      [](const BatchProblem& p, const Reference&) { return p.offsets.size() > 2 && plain(p); },
      [](const BatchProblem& p, const Reference&) { return changed(p, [](BatchProblem& x) { x.offsets.clear(); }); }},
+    // The final state (SPEC §8) handed to the next call; the outputs right.
+    {"final_state_not_decayed", false, "the final state's member X missing its last token's decay: X_{n−1} + T_n for γ^p X_{n−1} + T_n",
+     "decay the member before adding the last token", [](const BatchProblem& p, const Reference& r) { return final_state_row(p, r) && decayed(p); },
+     [](const BatchProblem& p, const Reference& r) {
+       return per_member(
+           p, r, [](const StatePart&) { return true; },
+           [&](std::vector<double>& x, const std::vector<double>& before, size_t at, const StatePart& m) {
+             const double lost = 1 - std::pow(to_double(p.opt.gamma), m.name == "F" ? order_of(p.opt.variant) : 1);
+             for (Index e = 0; e < m.size(); ++e) x[at + static_cast<size_t>(e)] += lost * before[at + static_cast<size_t>(e)];
+           });
+     },
+     true},
+    {"final_state_stale_column", false, "the final state's denominator column (z, m, e, f) the one before the last token",
+     "store the column after the last token's update", [](const BatchProblem& p, const Reference& r) { return final_state_row(p, r); },
+     [](const BatchProblem& p, const Reference& r) {
+       return per_member(
+           p, r, [](const StatePart& m) { return !m.ones.empty(); },
+           [](std::vector<double>& x, const std::vector<double>& before, size_t at, const StatePart& m) {
+             for (Index row = 0; row < m.rows; ++row) {
+               const size_t e = at + static_cast<size_t>(row * m.width() + m.cols);
+               x[e] = before[e];
+             }
+           });
+     },
+     true},
     // Precision: the reference judged at bf16 or f16 (the sums of a kernel declaring f32 kept in a 16-bit dtype).
     {"low_precision_accumulation", false, "accumulated in a lower precision than the declared f32: within the pass rule judged at /bf16 or /f16",
      "keep the state and running sums in f32", [](const BatchProblem&, const Reference&) { return true; },

@@ -35,6 +35,7 @@ struct Mistake {
   // problem, decay, ...); then its forms on p.
   bool (*applies)(const BatchProblem& p, const Reference& ref);
   std::vector<WrongForm> (*evaluate)(const BatchProblem& p, const Reference& ref);
+  bool final_state = false;  // compared on the final state (state.<part>; values.final_state) instead
 };
 
 const std::vector<Mistake>& mistake_catalog();

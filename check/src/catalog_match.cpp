@@ -125,6 +125,29 @@ Count compare_gradients(const Reference& ref, const GradientYardstick& y, const 
   return n;
 }
 
+// The failing final state against the form's (values.final_state), each
+// element against its magnitude in the candidate's class (and the form's
+// against the larger of both), the bound rule 2's and the loosest rule 3 line
+// of the state rows.
+Count compare_final_state(const Reference& ref, const CandidateOutputs& cand, const WrongForm& form, const Report& r) {
+  const engine::StateReference& s = ref.final_state;
+  const std::vector<double>& w = form.values.final_state;
+  Count n;
+  if (w.size() != s.values.size() || cand.final_state.size() != s.values.size() || s.mag.size() != s.values.size()) return n;
+  double rule3 = 0;
+  for (const GradientRow& row : r.states)
+    if (row.baseline_applied) rule3 = std::max(rule3, row.ratio_limit * std::max(row.baseline_max_score, kMinYardstick));
+  const double bound = std::max(1.0, rule3 > 0 ? std::min(r.bound, rule3) : r.bound);
+  const bool sd = r.form_class == FormClass::state_difference && s.mag_sd.size() == s.values.size();
+  for (size_t i = 0; i < s.values.size(); ++i) {
+    const double m = sd ? s.mag_sd[i] : s.mag[i], mw = std::max(s.mag[i], s.mag_sd.empty() ? 0.0 : s.mag_sd[i]);
+    if (!std::isfinite(s.values[i]) || !(m > 0) || !std::isfinite(m)) continue;
+    const DTypeLimits& lim = limits(cand.final_state_dtype);
+    n.add(error(cand.final_state[i], s.values[i], lim), error(cand.final_state[i], w[i], lim), r.u * m, r.u * mw, bound);
+  }
+  return n;
+}
+
 std::string failing_parts(const Report& r, bool gradients) {
   std::string s;
   for (const ScoreMap& m : r.maps) {
@@ -159,6 +182,7 @@ std::vector<Diagnosis> differential_diagnosis(const BatchProblem& p, const Refer
     (grad ? gradients_fail : outputs_fail) = (grad ? gradients_fail : outputs_fail) || m.fails;
   }
   outputs_fail = outputs_fail || r.nonfinite > 0 || r.over_bound > 0 || !(r.baseline_ratio <= r.ratio_limit);
+  const bool state_fails = std::any_of(r.states.begin(), r.states.end(), [](const GradientRow& g) { return g.fails(); });
   std::optional<GradientYardstick> yard;
   if (gradients_fail && ref.grad) yard = gradient_yardstick(p, ref, *ref.grad, r.form_class, r.u);
   const std::vector<Mistake>& cat = mistake_catalog();
@@ -166,7 +190,7 @@ std::vector<Diagnosis> differential_diagnosis(const BatchProblem& p, const Refer
   // Rows in parallel: each evaluates its forms alone, so the result does not depend on the threads.
   parallel_for(cat.size(), worker_threads(), [&](size_t i) {
     const Mistake& m = cat[i];
-    if (m.gradients ? !yard : !outputs_fail) return;
+    if (m.final_state ? !state_fails : m.gradients ? !yard : !outputs_fail) return;
     if (!m.applies(fp, ref)) return;
     std::vector<WrongForm> forms;
     try {
@@ -175,13 +199,15 @@ std::vector<Diagnosis> differential_diagnosis(const BatchProblem& p, const Refer
       return;  // a form our engine does not take on p (e.g. an option the wrong variant lacks)
     }
     for (const WrongForm& f : forms) {
-      if (m.gradients ? false : f.values.out.size() != cand.out.size()) continue;
+      if (!m.gradients && !m.final_state && f.values.out.size() != cand.out.size()) continue;
       if (f.judged_at && r.precision != Precision::f32) continue;  // a precision row: for a declared f32 only
-      const Count n = m.gradients ? compare_gradients(ref, *yard, cand, f, r) : compare_outputs(p, ref, cand, f, r);
+      const Count n = m.final_state ? compare_final_state(ref, cand, f, r)
+                      : m.gradients ? compare_gradients(ref, *yard, cand, f, r)
+                                    : compare_outputs(p, ref, cand, f, r);
       if (n.wrong == 0 || n.scored == 0) continue;
       const double fraction = static_cast<double>(n.match) / static_cast<double>(n.scored);
       if (fraction < kMatchFraction || static_cast<double>(n.wrong_match) < kMatchFraction * static_cast<double>(n.wrong)) continue;
-      Scored s{{std::string(m.id) + f.suffix, m.what, m.fix, failing_parts(r, m.gradients), fraction},
+      Scored s{{std::string(m.id) + f.suffix, m.what, m.fix, m.final_state ? "state" : failing_parts(r, m.gradients), fraction},
                n.closeness / static_cast<double>(n.wrong), f.judged_at.has_value()};
       if (!best[i] || s.d.fraction > best[i]->d.fraction || (s.d.fraction == best[i]->d.fraction && s.closeness < best[i]->closeness))
         best[i] = s;
