@@ -202,6 +202,46 @@ template <class Pick, class Change> Forms per_member(const BatchProblem& p, cons
   return f;
 }
 
+// A continuation check's parts of every sequence: [t0, m) and [m, t1) (CheckOptions::continuation_splits).
+using Ranges = std::vector<std::pair<Index, Index>>;
+std::pair<Ranges, Ranges> parts_at(const BatchProblem& p, const std::vector<Index>& splits) {
+  Ranges first, second;
+  const Ranges seqs = p.sequences();
+  if (splits.size() != seqs.size()) throw InputError("continuation splits do not fit the sequences");
+  for (size_t i = 0; i < seqs.size(); ++i) first.emplace_back(seqs[i].first, splits[i]), second.emplace_back(splits[i], seqs[i].second);
+  return {first, second};
+}
+// The rows in rs of x ([lead][n][cols]), as with_tokens lays them out; put_rows: back.
+std::vector<double> rows_in(const std::vector<double>& x, Index lead, Index n, const Ranges& rs, Index cols) {
+  std::vector<double> y;
+  for (Index l = 0; l < lead && !x.empty(); ++l)
+    for (const auto& [t0, t1] : rs) y.insert(y.end(), x.begin() + (l * n + t0) * cols, x.begin() + (l * n + t1) * cols);
+  return y;
+}
+void put_rows(std::vector<double>& x, const std::vector<double>& y, Index lead, Index n, const Ranges& rs, Index cols) {
+  auto from = y.begin();
+  for (Index l = 0; l < lead; ++l)
+    for (const auto& [t0, t1] : rs) from = std::copy_n(from, (t1 - t0) * cols, x.begin() + (l * n + t0) * cols);
+}
+// The second parts from the state the first leave (f64), changed by `change`.
+template <class F> BatchProblem second_part(const BatchProblem& p, const std::vector<Index>& splits, F&& change) {
+  const auto [first, second] = parts_at(p, splits);
+  BatchProblem p2 = with_tokens(p, second);
+  p2.state = engine::double_final_state(with_tokens(p, first)).values, p2.state_dtype = DType::f64;
+  change(p2.state);
+  return p2;
+}
+bool continues(const BatchProblem& p, const Reference&) { return plain(p) && info(p.opt.variant).has_state; }
+// The reference's gradients with the first parts' rows from g (laid out as with_tokens(p, first)).
+CandidateOutputs first_parts_from(const BatchProblem& p, const Reference& r, const Ranges& first, const CandidateOutputs& g) {
+  CandidateOutputs c;
+  c.dq = r.grad->dq, c.dk = r.grad->dk, c.dv = r.grad->dv;
+  put_rows(c.dq, g.dq, p.batch * p.heads, p.n, first, p.d);
+  put_rows(c.dk, g.dk, p.batch * p.kv_heads, p.n, first, p.d);
+  put_rows(c.dv, g.dv, p.batch * p.kv_heads, p.n, first, p.dv);
+  return c;
+}
+
 const std::vector<Mistake> kCatalog = {
     // The paper as printed (SPEC §6).
     {"E1", false, "hla2's G decayed as the paper prints it: G_t = γG_{t−1} + k_tk_tᵀC_{t−1} (SPEC §6 E1)",
@@ -390,6 +430,55 @@ const std::vector<Mistake> kCatalog = {
            });
      },
      true},
+    // State continuation (two calls per sequence, the state handed over: CheckOptions::continuation_splits).
+    {"state_member_dropped", false, "the state handed to the next call lacks a member (written as zero; the outputs of one call right)",
+     "write every member of the state", continues, nullptr, false,
+     [](const BatchProblem& p, const Reference& r, const std::vector<Index>& splits) {
+       const auto [first, second] = parts_at(p, splits);
+       const std::vector<StatePart> layout = state_layout(p.opt, p.d, p.dv);
+       Forms f;
+       size_t at = 0;
+       for (const StatePart& m : layout) {
+         const CandidateOutputs o = f64(second_part(p, splits, [&](std::vector<double>& x) {
+           for (size_t block = 0; block < x.size(); block += static_cast<size_t>(state_size(layout)))
+             std::fill_n(x.begin() + static_cast<long>(block + at), m.size(), 0.0);
+         }));
+         CandidateOutputs c{r.out, r.den, DType::f64, DType::f64};
+         put_rows(c.out, o.out, p.batch * p.heads, p.n, second, p.dv), put_rows(c.den, o.den, p.batch * p.heads, p.n, second, 1);
+         f.push_back({"/" + m.name, std::move(c)});
+         at += static_cast<size_t>(m.size());
+       }
+       return f;
+     }},
+    {"dstate_dropped", true, "the initial state's gradient handed back as zero: a prefix's backward never hears of the tokens after it",
+     "write ∂L/∂X0", [](const BatchProblem& p, const Reference& r) { return has_grad(p, r) && continues(p, r); }, nullptr, false,
+     [](const BatchProblem& p, const Reference& r, const std::vector<Index>& splits) {
+       const auto [first, second] = parts_at(p, splits);
+       const Index BH = p.batch * p.heads;
+       const CandidateOutputs g = grads(with_tokens(p, first), rows_in(r.grad->dout, BH, p.n, first, p.dv), rows_in(r.grad->dden, BH, p.n, first, 1));
+       return one(first_parts_from(p, r, first, g));
+     }},
+    {"dstate_next_sequence", true, "sequence i's initial-state gradient handed back from sequence i + 1 (the last its own): an off-by-one in the store",
+     "store ∂L/∂X0 of sequence i at i",
+     [](const BatchProblem& p, const Reference& r) {
+       return has_grad(p, r) && continues(p, r) && p.sequence_count() > 1 && (p.opt.variant == Variant::la1 || hla2_masked(p));
+     },
+     nullptr, false,
+     [](const BatchProblem& p, const Reference& r, const std::vector<Index>& splits) {
+       const auto [first, second] = parts_at(p, splits);
+       const Index BH = p.batch * p.heads;
+       auto rows = [&](const std::vector<double>& x, const Ranges& rs, Index cols) { return rows_in(x, BH, p.n, rs, cols); };
+       const BatchProblem p2 = second_part(p, splits, [](std::vector<double>&) {});
+       const CandidateOutputs g2 = grads(p2, rows(r.grad->dout, second, p.dv), rows(r.grad->dden, second, 1));
+       // Sequence i's ∂L/∂X0 where i − 1's belongs (per head; the last keeps its own).
+       std::vector<double> next = g2.dstate;
+       const size_t block = next.size() / static_cast<size_t>(p.sequence_count());
+       for (size_t s = 0; s + 1 < static_cast<size_t>(p.sequence_count()); ++s)
+         std::copy_n(g2.dstate.begin() + static_cast<long>((s + 1) * block), block, next.begin() + static_cast<long>(s * block));
+       const std::vector<double> dout1 = rows(r.grad->dout, first, p.dv), dden1 = rows(r.grad->dden, first, 1),
+                                 num1 = rows(r.num, first, p.dv), den1 = rows(r.den, first, 1);
+       return one(first_parts_from(p, r, first, la1_hla2_backward(with_tokens(p, first), {dout1, dden1, num1, den1, &next}, BackwardFlaw::none)));
+     }},
     // Precision: the reference judged at bf16 or f16 (the sums of a kernel declaring f32 kept in a 16-bit dtype).
     {"low_precision_accumulation", false, "accumulated in a lower precision than the declared f32: within the pass rule judged at /bf16 or /f16",
      "keep the state and running sums in f32", [](const BatchProblem&, const Reference&) { return true; },

@@ -36,11 +36,15 @@ struct Mistake {
   bool (*applies)(const BatchProblem& p, const Reference& ref);
   std::vector<WrongForm> (*evaluate)(const BatchProblem& p, const Reference& ref);
   bool final_state = false;  // compared on the final state (state.<part>; values.final_state) instead
+  // A continuation row: evaluated (instead of `evaluate`) only on a state-continuation check, with its splits.
+  std::vector<WrongForm> (*continued)(const BatchProblem& p, const Reference& ref, const std::vector<Index>& splits) = nullptr;
 };
 
 const std::vector<Mistake>& mistake_catalog();
 
 // The catalog's mistakes that cand matches (catalog_match.cpp), best first.
-std::vector<Diagnosis> differential_diagnosis(const BatchProblem& p, const Reference& ref, const CandidateOutputs& cand, const Report& r);
+// splits: a state-continuation check's (CheckOptions::continuation_splits).
+std::vector<Diagnosis> differential_diagnosis(const BatchProblem& p, const Reference& ref, const CandidateOutputs& cand, const Report& r,
+                                              const std::vector<Index>& splits = {});
 
 }  // namespace hla::check

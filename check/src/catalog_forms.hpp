@@ -28,15 +28,24 @@ engine::CandidateOutputs hla2_e2_chunk_carry(const BatchProblem& p, Index w);
 // j = i inside t's chunk), normalized as p says. la1's does not depend on w.
 engine::CandidateOutputs strict_mask_in_chunks(const BatchProblem& p, const engine::Reference& ref, Index w);
 
-// A flawed la1 / masked hla2 backward (SPEC §9 reverse recurrences), no state.
+// A la1 / masked hla2 backward (SPEC §9 reverse recurrences), with a flaw.
 enum class BackwardFlaw {
+  none,
   dk_no_cross,          // hla2: dk_i = M_ik_i, the k_i(…)ᵀ half of d(k_ik_iᵀ) dropped
   adjoint_decay_gamma,  // hla2: R_j = γR_{j+1} + q_jȲ_jᵀ, not γ²
   dq_carry_chunk_before,  // dq_t's carry F_{c0−1}Ȳ_t at a chunk start t = c0 read from the carry into the chunk before
   adjoints_not_reset,     // packed sequences: R, M not reset at a sequence's end (the forward resets its state)
 };
-// dq, dk, dv from the reference's upstream (non-finite entries as 0) and its
-// num, den (normalized upstream); w: the chunk width of dq_carry_chunk_before.
+// The upstream (non-finite entries as 0), the forward's num and den (for the
+// normalized upstream), laid out as p's, and the final state's upstream (as
+// BatchProblem::state; null: none). From p.state where p has one.
+struct BackwardInputs {
+  const std::vector<double>&dout, &dden, &num, &den;
+  const std::vector<double>* dstate_end = nullptr;
+};
+// dq, dk, dv; w: the chunk width of dq_carry_chunk_before.
+engine::CandidateOutputs la1_hla2_backward(const BatchProblem& p, const BackwardInputs& in, BackwardFlaw flaw, Index w = 16);
+// The same from the reference's upstream, num and den (no state).
 engine::CandidateOutputs flawed_backward(const BatchProblem& p, const engine::Reference& ref, BackwardFlaw flaw, Index w = 16);
 
 }  // namespace hla::check

@@ -165,7 +165,8 @@ struct Scored {
 
 }  // namespace catalog_match
 
-std::vector<Diagnosis> differential_diagnosis(const BatchProblem& p, const Reference& ref, const CandidateOutputs& cand, const Report& r) {
+std::vector<Diagnosis> differential_diagnosis(const BatchProblem& p, const Reference& ref, const CandidateOutputs& cand, const Report& r,
+                                              const std::vector<Index>& splits) {
   using namespace catalog_match;
   // NaN/Inf inputs reach only elements that are not scored; the forms are evaluated with them as 0.
   std::optional<BatchProblem> zeroed;
@@ -191,10 +192,11 @@ std::vector<Diagnosis> differential_diagnosis(const BatchProblem& p, const Refer
   parallel_for(cat.size(), worker_threads(), [&](size_t i) {
     const Mistake& m = cat[i];
     if (m.final_state ? !state_fails : m.gradients ? !yard : !outputs_fail) return;
+    if (m.continued && splits.empty()) return;  // a continuation row, on a one-pass check
     if (!m.applies(fp, ref)) return;
     std::vector<WrongForm> forms;
     try {
-      forms = m.evaluate(fp, ref);
+      forms = m.continued ? m.continued(fp, ref, splits) : m.evaluate(fp, ref);
     } catch (const std::exception&) {
       return;  // a form our engine does not take on p (e.g. an option the wrong variant lacks)
     }
