@@ -41,7 +41,8 @@ void check_final_state(const BatchProblem& p, const Reference& ref, const Candid
   // Flagged entries (not certified) are judged as the outputs' are: the reference's own bound is far below u·M.
   part_rows(j, opt, x, r, missing);
   if (!missing.empty())
-    throw InputError("the candidate's final state lacks " + join(missing, ", ", ", ") + " (a final state gives every part its variant needs)");
+    throw InputError("the candidate's final state lacks " + join(missing, ", ", ", ") +
+                     " (a final state gives every part its variant needs)");
 }
 
 void verify_final_state(const io::Fixture& f, const std::function<void(const std::string&, const std::string&)>& add) {

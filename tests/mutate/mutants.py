@@ -487,7 +487,7 @@ MUTANTS = [
          replacement="if (!eO) s.ref.flags[i] |= kUncertified;",
          tests=CHECK + "|^golden_fixtures_up_to_date$", description="the ill-conditioned flag is never set"),
     dict(id="exact_reference_threshold", area="check", file="engine/src/reference.cpp",
-         original="bool exact = p.d <= 16 && p.dv <= 16 && finite && exact_options_cheap(p.opt);",
+         original="bool exact = p.d <= 16 && p.dv <= 16 && p.all_finite() && exact_options_cheap(p.opt);",
          replacement="bool exact = p.d <= 16 && p.dv <= 16 && exact_options_cheap(p.opt);",
          tests=CHECK + "|^fuzz_unit:", description="exact rationals tried with NaN/Inf inputs",
          equivalent="since heads run one by one (compute_reference), a head with a NaN/Inf input throws "

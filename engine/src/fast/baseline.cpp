@@ -77,10 +77,9 @@ void state_head(const BatchProblem& p, const BaselineForm& f, std::vector<double
   if (f.form == Form::streaming_paper_state) X = fast::paper_state_final(fh);
   else
     for (fast::BMat<S>& m : fast::final_carry(fh)) X.push_back(std::move(m.val));
-  p.for_each_state_entry(p.sequence_of(b, t0), h,
-                         [&](size_t i, Index r, Index c, size_t at) {
-                           if (i < X.size()) state[at] = static_cast<double>(X[i].at(r, c));
-                         });
+  p.for_each_state_entry(p.sequence_of(b, t0), h, [&](size_t i, Index r, Index c, size_t at) {
+    if (i < X.size()) state[at] = static_cast<double>(X[i].at(r, c));
+  });
 }
 
 // run(S(), b, h, t0, t1) for every head and sequence of p, heads in parallel, S the engine's scalar for prec.

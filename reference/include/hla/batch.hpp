@@ -87,7 +87,8 @@ struct BatchProblem {
   // in `state` (or in anything laid out like it: a state's gradient).
   template <class F> void for_each_state_entry(F&& f) const {
     for (Index seq = 0; seq < sequence_count(); ++seq)
-      for (Index h = 0; h < heads; ++h) for_each_state_entry(seq, h, [&](size_t i, Index r, Index c, size_t at) { f(seq, h, i, r, c, at); });
+      for (Index h = 0; h < heads; ++h)
+        for_each_state_entry(seq, h, [&](size_t i, Index r, Index c, size_t at) { f(seq, h, i, r, c, at); });
   }
   // The same for sequence seq's head h alone: f(member, r, c, at).
   template <class F> void for_each_state_entry(Index seq, Index h, F&& f) const {
