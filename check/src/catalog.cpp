@@ -143,9 +143,9 @@ CandidateOutputs grads(const BatchProblem& p, std::vector<double> dout, std::vec
   return c;
 }
 bool has_grad(const BatchProblem& p, const Reference& r) { return r.grad && !r.grad->dout.empty() && plain(p); }
-// The reference's values (c) judged at bf16 and f16 (catalog.hpp WrongForm::judged_at).
+// The reference's values (c) judged at f16, then bf16 (catalog.hpp WrongForm::judged_at; the first that matches names it).
 Forms at_low_precision(const CandidateOutputs& c) {
-  return {{"/bf16", c, {}, Precision::bf16}, {"/f16", c, {}, Precision::f16}};
+  return {{"/f16", c, {}, Precision::f16}, {"/bf16", c, {}, Precision::bf16}};
 }
 
 // p's tokens in the ranges given per sequence (one per p.sequences(), in order), as sequences of their own.

@@ -211,6 +211,7 @@ std::vector<Diagnosis> differential_diagnosis(const BatchProblem& p, const Refer
       if (fraction < kMatchFraction || static_cast<double>(n.wrong_match) < kMatchFraction * static_cast<double>(n.wrong)) continue;
       Scored s{{std::string(m.id) + f.suffix, m.what, m.fix, m.final_state ? "state" : failing_parts(r, m.gradients), fraction},
                n.closeness / static_cast<double>(n.wrong), f.judged_at.has_value()};
+      if (best[i] && s.precision) continue;  // a precision row: its finest matching precision (the first)
       if (!best[i] || s.d.fraction > best[i]->d.fraction || (s.d.fraction == best[i]->d.fraction && s.closeness < best[i]->closeness))
         best[i] = s;
     }
