@@ -221,7 +221,10 @@ std::vector<double> rows_in(const std::vector<double>& x, Index lead, Index n, c
 void put_rows(std::vector<double>& x, const std::vector<double>& y, Index lead, Index n, const Ranges& rs, Index cols) {
   auto from = y.begin();
   for (Index l = 0; l < lead; ++l)
-    for (const auto& [t0, t1] : rs) from = std::copy_n(from, (t1 - t0) * cols, x.begin() + (l * n + t0) * cols);
+    for (const auto& [t0, t1] : rs) {
+      std::copy_n(from, (t1 - t0) * cols, x.begin() + (l * n + t0) * cols);
+      from += (t1 - t0) * cols;
+    }
 }
 // The second parts from the state the first leave (f64), changed by `change`.
 template <class F> BatchProblem second_part(const BatchProblem& p, const std::vector<Index>& splits, F&& change) {
