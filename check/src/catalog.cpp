@@ -172,16 +172,27 @@ BatchProblem with_tokens(const BatchProblem& p, const std::vector<std::pair<Inde
   return s;
 }
 
-// Final-state rows: where p has one to compare, every sequence of ≥ 2 tokens.
+// Final-state rows: where p has one to compare, every sequence of ≥ 1 token.
 bool final_state_row(const BatchProblem& p, const Reference& r) {
   const auto seqs = p.sequences();
-  return !r.final_state.values.empty() && std::all_of(seqs.begin(), seqs.end(), [](const auto& s) { return s.second - s.first >= 2; });
+  return !r.final_state.values.empty() && std::all_of(seqs.begin(), seqs.end(), [](const auto& s) { return s.second > s.first; });
 }
-// The final state one token before each sequence's end (its last token dropped).
+// The final state one token before each sequence's end (its last token
+// dropped; a sequence of one token: its initial state).
 std::vector<double> state_before_last(const BatchProblem& p) {
   std::vector<std::pair<Index, Index>> r;
-  for (const auto& [t0, t1] : p.sequences()) r.emplace_back(t0, t1 - 1);
-  return engine::double_final_state(with_tokens(p, r)).values;
+  for (const auto& [t0, t1] : p.sequences()) r.emplace_back(t0, t1 - (t1 - t0 > 1));
+  std::vector<double> x = engine::double_final_state(with_tokens(p, r)).values;
+  const size_t block = x.size() / static_cast<size_t>(p.sequence_count());  // one sequence's heads
+  const auto seqs = p.sequences();
+  for (Index s = 0; s < p.sequence_count(); ++s) {
+    const auto [t0, t1] = seqs[static_cast<size_t>(p.offsets.empty() ? 0 : s)];
+    if (t1 - t0 > 1) continue;
+    const auto at = x.begin() + static_cast<long>(static_cast<size_t>(s) * block);
+    if (p.has_state()) std::copy_n(p.state.begin() + static_cast<long>(static_cast<size_t>(s) * block), block, at);
+    else std::fill_n(at, block, 0.0);
+  }
+  return x;
 }
 // One form per member of the state layout that `pick` takes: the reference's
 // final state with change(values, before, first entry, member) applied to that member of every (sequence, head).
