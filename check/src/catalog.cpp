@@ -3,8 +3,11 @@
 // inputs. Where a mistake is a change of the inputs or options (scale
 // missing: scale 1; q and k swapped: the inputs swapped; the mask missing:
 // unmasked), the row changes them and runs our own streaming form, so that no
-// algebra is written twice; catalog_forms.cpp holds the few truly new forms.
-// Adding a row: one entry below plus its evaluation.
+// algebra is written twice; catalog_forms.cpp and catalog_backward.cpp hold
+// the few truly new forms. Rows compare the outputs, the gradients or the
+// final state; a precision row judges the reference at a coarser precision; a
+// continuation row runs only on the fuzzer's state-continuation checks, whose
+// split points it takes. Adding a row: one entry below plus its evaluation.
 #include "catalog.hpp"
 
 #include "catalog_forms.hpp"
@@ -342,7 +345,7 @@ const std::vector<Mistake> kCatalog = {
        return (p.opt.variant == Variant::la1 || hla2_masked(p) || p.opt.variant == Variant::ahla) && plain(p);
      },
      [](const BatchProblem& p, const Reference& r) {
-       if (p.opt.variant == Variant::la1) return one(strict_mask_in_chunks(p, r, longest_sequence(p)));
+       if (p.opt.variant == Variant::la1) return one(strict_mask_in_chunks(p, r, std::max<Index>(1, longest_sequence(p))));
        return per_width(p, [&](Index w) { return strict_mask_in_chunks(p, r, w); });
      }},
     {"mask_exclusive", false, "la1's causal mask exclusive: token t does not see itself (the output read before the update)",

@@ -12,6 +12,7 @@
 
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <random>
 #include <string>
 
@@ -117,6 +118,20 @@ TEST_CASE("diagnosis: a kernel declaring f32 that computes in f16 is named low_p
     REQUIRE(!r.pass);
     CHECK(cat_named(r) == "low_precision_accumulation/f16");
   }
+  // A mistake whose effect is near f16's rounding (ε added twice, ε = 1/1000) is named by its row, which
+  // the candidate matches as well as the precision row: that one ranks after every mistake row.
+  BatchProblem p = cat_problem(Variant::la1, DType::f32, 2, 2, 64, 8);
+  p.opt.normalize = true, p.opt.eps = Rational(1, 1000);
+  const Reference ref = compute_reference(p);
+  BatchProblem twice = p;
+  twice.opt.eps = p.opt.eps * 2;
+  CheckOptions o;
+  o.precision = Precision::f32;
+  const Report r = check::check(p, ref, ours(twice, Precision::f32, Form::streaming, 16, DType::f32), o);
+  INFO(r.text());
+  REQUIRE(!r.pass);
+  CHECK(cat_named(r) == "eps_twice");
+  CHECK(std::any_of(r.diagnosis.begin(), r.diagnosis.end(), [](const Diagnosis& d) { return d.id.rfind("low_precision", 0) == 0; }));
 }
 
 TEST_CASE("diagnosis: a causal mask strict inside chunks is named mask_strict with its width", "[check][diagnosis]") {
