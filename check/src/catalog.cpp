@@ -147,9 +147,7 @@ CandidateOutputs grads(const BatchProblem& p, std::vector<double> dout, std::vec
 }
 bool has_grad(const BatchProblem& p, const Reference& r) { return r.grad && !r.grad->dout.empty() && plain(p); }
 // The reference's values (c) judged at f16, then bf16 (catalog.hpp WrongForm::judged_at; the first that matches names it).
-Forms at_low_precision(const CandidateOutputs& c) {
-  return {{"/f16", c, {}, Precision::f16}, {"/bf16", c, {}, Precision::bf16}};
-}
+Forms at_low_precision(const CandidateOutputs& c) { return {{"/f16", c, {}, Precision::f16}, {"/bf16", c, {}, Precision::bf16}}; }
 
 // p's tokens in the ranges given per sequence (one per p.sequences(), in order), as sequences of their own.
 BatchProblem with_tokens(const BatchProblem& p, const std::vector<std::pair<Index, Index>>& ranges) {
@@ -208,7 +206,8 @@ template <class Pick, class Change> Forms per_member(const BatchProblem& p, cons
     if (pick(m)) {
       CandidateOutputs c;
       c.final_state = end;
-      for (size_t block = 0; block < end.size(); block += static_cast<size_t>(state_size(layout))) change(c.final_state, before, block + at, m);
+      for (size_t block = 0; block < end.size(); block += static_cast<size_t>(state_size(layout)))
+        change(c.final_state, before, block + at, m);
       f.push_back({"/" + (m.ones.empty() ? m.name : m.name + "|" + m.ones), std::move(c)});
     }
     at += static_cast<size_t>(m.size());
@@ -339,7 +338,8 @@ const std::vector<Mistake> kCatalog = {
     {"mask_missing", false, "the causal mask missing (the unmasked operator)", "mask: only i ≤ j ≤ t (SPEC §2)",
      [](const BatchProblem& p, const Reference&) { return p.opt.masked && info(p.opt.variant).has_unmasked; },
      [](const BatchProblem& p, const Reference&) { return changed(p, [](BatchProblem& x) { x.opt.masked = false; }); }},
-    {"mask_strict", false, "the causal mask strict inside chunks of W (< for ≤): la1 drops j = t; hla2 j = t and i = j; ahla i = t and j = i",
+    {"mask_strict", false,
+     "the causal mask strict inside chunks of W (< for ≤): la1 drops j = t; hla2 j = t and i = j; ahla i = t and j = i",
      "mask with ≤: a token sees itself (tril with diagonal 0, an inclusive scan)",
      [](const BatchProblem& p, const Reference&) {
        return (p.opt.variant == Variant::la1 || hla2_masked(p) || p.opt.variant == Variant::ahla) && plain(p);
@@ -424,7 +424,8 @@ const std::vector<Mistake> kCatalog = {
      [](const BatchProblem& p, const Reference&) { return changed(p, [](BatchProblem& x) { x.offsets.clear(); }); }},
     // The final state (SPEC §8) handed to the next call; the outputs right.
     {"final_state_not_decayed", false, "the final state's member X missing its last token's decay: X_{n−1} + T_n for γ^p X_{n−1} + T_n",
-     "decay the member before adding the last token", [](const BatchProblem& p, const Reference& r) { return final_state_row(p, r) && decayed(p); },
+     "decay the member before adding the last token",
+     [](const BatchProblem& p, const Reference& r) { return final_state_row(p, r) && decayed(p); },
      [](const BatchProblem& p, const Reference& r) {
        return per_member(
            p, r, [](const StatePart&) { return true; },
@@ -472,10 +473,12 @@ const std::vector<Mistake> kCatalog = {
      [](const BatchProblem& p, const Reference& r, const std::vector<Index>& splits) {
        const auto [first, second] = parts_at(p, splits);
        const Index BH = p.batch * p.heads;
-       const CandidateOutputs g = grads(with_tokens(p, first), rows_in(r.grad->dout, BH, p.n, first, p.dv), rows_in(r.grad->dden, BH, p.n, first, 1));
+       const CandidateOutputs g =
+           grads(with_tokens(p, first), rows_in(r.grad->dout, BH, p.n, first, p.dv), rows_in(r.grad->dden, BH, p.n, first, 1));
        return one(first_parts_from(p, r, first, g));
      }},
-    {"dstate_next_sequence", true, "sequence i's initial-state gradient handed back from sequence i + 1 (the last its own): an off-by-one in the store",
+    {"dstate_next_sequence", true,
+     "sequence i's initial-state gradient handed back from sequence i + 1 (the last its own): an off-by-one in the store",
      "store ∂L/∂X0 of sequence i at i",
      [](const BatchProblem& p, const Reference& r) {
        return has_grad(p, r) && continues(p, r) && p.sequence_count() > 1 && (p.opt.variant == Variant::la1 || hla2_masked(p));
@@ -494,12 +497,16 @@ const std::vector<Mistake> kCatalog = {
          std::copy_n(g2.dstate.begin() + static_cast<long>((s + 1) * block), block, next.begin() + static_cast<long>(s * block));
        const std::vector<double> dout1 = rows(r.grad->dout, first, p.dv), dden1 = rows(r.grad->dden, first, 1),
                                  num1 = rows(r.num, first, p.dv), den1 = rows(r.den, first, 1);
-       return one(first_parts_from(p, r, first, la1_hla2_backward(with_tokens(p, first), {dout1, dden1, num1, den1, &next}, BackwardFlaw::none)));
+       return one(
+           first_parts_from(p, r, first, la1_hla2_backward(with_tokens(p, first), {dout1, dden1, num1, den1, &next}, BackwardFlaw::none)));
      }},
     // Precision: the reference judged at bf16 or f16 (the sums of a kernel declaring f32 kept in a 16-bit dtype).
-    {"low_precision_accumulation", false, "accumulated in a lower precision than the declared f32: within the pass rule judged at /bf16 or /f16",
+    {"low_precision_accumulation", false,
+     "accumulated in a lower precision than the declared f32: within the pass rule judged at /bf16 or /f16",
      "keep the state and running sums in f32", [](const BatchProblem&, const Reference&) { return true; },
-     [](const BatchProblem&, const Reference& r) { return at_low_precision(CandidateOutputs{r.out, r.den, DType::f64, DType::f64}); }},
+     [](const BatchProblem&, const Reference& r) {
+       return at_low_precision(CandidateOutputs{r.out, r.den, DType::f64, DType::f64});
+     }},
     {"low_precision_accumulation", true, "the backward's adjoints accumulated in a lower precision than the declared f32 (/bf16 or /f16)",
      "keep the adjoint states in f32", [](const BatchProblem& p, const Reference& r) { return has_grad(p, r); },
      [](const BatchProblem&, const Reference& r) {

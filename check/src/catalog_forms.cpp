@@ -104,7 +104,7 @@ engine::CandidateOutputs strict_mask_in_chunks(const BatchProblem& p, const engi
     auto a = [&](Index x, Index y) { return h.q.row(x).dot(h.k.row(y)); };
     auto g = [&](Index e) { return std::pow(static_cast<double>(h.gamma), static_cast<double>(e)); };
     for (Index t = 0; t < h.n(); ++t) {
-      const Index c0 = t / w * w;  // t's chunk starts here
+      const Index c0 = t / w * w;           // t's chunk starts here
       if (p.opt.variant == Variant::la1) {  // j = t
         Y.row(t) -= a(t, t) * h.v.row(t);
       } else if (ahla) {  // i = t (every j ≤ t), and j = i < t inside the chunk

@@ -31,8 +31,8 @@ engine::CandidateOutputs strict_mask_in_chunks(const BatchProblem& p, const engi
 // A la1 / masked hla2 backward (SPEC §9 reverse recurrences), with a flaw.
 enum class BackwardFlaw {
   none,
-  dk_no_cross,          // hla2: dk_i = M_ik_i, the k_i(…)ᵀ half of d(k_ik_iᵀ) dropped
-  adjoint_decay_gamma,  // hla2: R_j = γR_{j+1} + q_jȲ_jᵀ, not γ²
+  dk_no_cross,            // hla2: dk_i = M_ik_i, the k_i(…)ᵀ half of d(k_ik_iᵀ) dropped
+  adjoint_decay_gamma,    // hla2: R_j = γR_{j+1} + q_jȲ_jᵀ, not γ²
   dq_carry_chunk_before,  // dq_t's carry F_{c0−1}Ȳ_t at a chunk start t = c0 read from the carry into the chunk before
   adjoints_not_reset,     // packed sequences: R, M not reset at a sequence's end (the forward resets its state)
 };

@@ -159,7 +159,7 @@ std::string failing_parts(const Report& r, bool gradients) {
 
 struct Scored {
   Diagnosis d;
-  double closeness = 0;  // mean over the wrong elements (lower: closer)
+  double closeness = 0;    // mean over the wrong elements (lower: closer)
   bool precision = false;  // a precision row (WrongForm::judged_at): ranked after every mistake row
 };
 
@@ -210,7 +210,8 @@ std::vector<Diagnosis> differential_diagnosis(const BatchProblem& p, const Refer
       const double fraction = static_cast<double>(n.match) / static_cast<double>(n.scored);
       if (fraction < kMatchFraction || static_cast<double>(n.wrong_match) < kMatchFraction * static_cast<double>(n.wrong)) continue;
       Scored s{{std::string(m.id) + f.suffix, m.what, m.fix, m.final_state ? "state" : failing_parts(r, m.gradients), fraction},
-               n.closeness / static_cast<double>(n.wrong), f.judged_at.has_value()};
+               n.closeness / static_cast<double>(n.wrong),
+               f.judged_at.has_value()};
       if (best[i] && s.precision) continue;  // a precision row: its finest matching precision (the first)
       if (!best[i] || s.d.fraction > best[i]->d.fraction || (s.d.fraction == best[i]->d.fraction && s.closeness < best[i]->closeness))
         best[i] = s;
