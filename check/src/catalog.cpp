@@ -3,8 +3,11 @@
 // inputs. Where a mistake is a change of the inputs or options (scale
 // missing: scale 1; q and k swapped: the inputs swapped; the mask missing:
 // unmasked), the row changes them and runs our own streaming form, so that no
-// algebra is written twice; catalog_forms.cpp holds the few truly new forms.
-// Adding a row: one entry below plus its evaluation.
+// algebra is written twice; catalog_forms.cpp and catalog_backward.cpp hold
+// the few truly new forms. Rows compare the outputs, the gradients or the
+// final state; a precision row judges the reference at a coarser precision; a
+// continuation row runs only on the fuzzer's state-continuation checks, whose
+// split points it takes. Adding a row: one entry below plus its evaluation.
 #include "catalog.hpp"
 
 #include "catalog_forms.hpp"
@@ -143,6 +146,117 @@ CandidateOutputs grads(const BatchProblem& p, std::vector<double> dout, std::vec
   return c;
 }
 bool has_grad(const BatchProblem& p, const Reference& r) { return r.grad && !r.grad->dout.empty() && plain(p); }
+// The reference's values (c) judged at f16, then bf16 (catalog.hpp WrongForm::judged_at; the first that matches names it).
+Forms at_low_precision(const CandidateOutputs& c) { return {{"/f16", c, {}, Precision::f16}, {"/bf16", c, {}, Precision::bf16}}; }
+
+// p's tokens in the ranges given per sequence (one per p.sequences(), in order), as sequences of their own.
+BatchProblem with_tokens(const BatchProblem& p, const std::vector<std::pair<Index, Index>>& ranges) {
+  BatchProblem s = p;
+  s.n = 0, s.offsets.clear();
+  for (const auto& [t0, t1] : ranges) {
+    if (!p.offsets.empty() && s.offsets.empty()) s.offsets.push_back(0);
+    s.n += t1 - t0;
+    if (!p.offsets.empty()) s.offsets.push_back(s.n);
+  }
+  s.resize_buffers();
+  s.state = p.state;
+  for (Index b = 0; b < p.batch; ++b) {
+    Index to = 0;
+    for (const auto& [t0, t1] : ranges)
+      for (Index t = t0; t < t1; ++t, ++to)
+        for (Index h = 0; h < p.heads; ++h) {
+          for (Index c = 0; c < p.d; ++c) s.q[s.q_index(b, h, to, c)] = p.q[p.q_index(b, h, t, c)];
+          for (Index c = 0; c < p.d; ++c) s.k[s.k_index(b, h, to, c)] = p.k[p.k_index(b, h, t, c)];
+          for (Index c = 0; c < p.dv; ++c) s.v[s.v_index(b, h, to, c)] = p.v[p.v_index(b, h, t, c)];
+        }
+  }
+  return s;
+}
+
+// Final-state rows: where p has one to compare, every sequence of ≥ 1 token.
+bool final_state_row(const BatchProblem& p, const Reference& r) {
+  const auto seqs = p.sequences();
+  return !r.final_state.values.empty() && std::all_of(seqs.begin(), seqs.end(), [](const auto& s) { return s.second > s.first; });
+}
+// The final state one token before each sequence's end (its last token
+// dropped; a sequence of one token: its initial state).
+std::vector<double> state_before_last(const BatchProblem& p) {
+  std::vector<std::pair<Index, Index>> r;
+  for (const auto& [t0, t1] : p.sequences()) r.emplace_back(t0, t1 - (t1 - t0 > 1));
+  std::vector<double> x = engine::double_final_state(with_tokens(p, r)).values;
+  const size_t block = x.size() / static_cast<size_t>(p.sequence_count());  // one sequence's heads
+  const auto seqs = p.sequences();
+  for (Index s = 0; s < p.sequence_count(); ++s) {
+    const auto [t0, t1] = seqs[static_cast<size_t>(p.offsets.empty() ? 0 : s)];
+    if (t1 - t0 > 1) continue;
+    const auto at = x.begin() + static_cast<long>(static_cast<size_t>(s) * block);
+    if (p.has_state()) std::copy_n(p.state.begin() + static_cast<long>(static_cast<size_t>(s) * block), block, at);
+    else std::fill_n(at, block, 0.0);
+  }
+  return x;
+}
+// One form per member of the state layout that `pick` takes: the reference's
+// final state with change(values, before, first entry, member) applied to that member of every (sequence, head).
+template <class Pick, class Change> Forms per_member(const BatchProblem& p, const Reference& r, Pick&& pick, Change&& change) {
+  const std::vector<StatePart> layout = state_layout(p.opt, p.d, p.dv);
+  const std::vector<double> before = state_before_last(p), &end = r.final_state.values;
+  Forms f;
+  size_t at = 0;
+  for (const StatePart& m : layout) {
+    if (pick(m)) {
+      CandidateOutputs c;
+      c.final_state = end;
+      for (size_t block = 0; block < end.size(); block += static_cast<size_t>(state_size(layout)))
+        change(c.final_state, before, block + at, m);
+      f.push_back({"/" + (m.ones.empty() ? m.name : m.name + "|" + m.ones), std::move(c)});
+    }
+    at += static_cast<size_t>(m.size());
+  }
+  return f;
+}
+
+// A continuation check's parts of every sequence: [t0, m) and [m, t1) (CheckOptions::continuation_splits).
+using Ranges = std::vector<std::pair<Index, Index>>;
+std::pair<Ranges, Ranges> parts_at(const BatchProblem& p, const std::vector<Index>& splits) {
+  Ranges first, second;
+  const Ranges seqs = p.sequences();
+  if (splits.size() != seqs.size()) throw InputError("continuation splits do not fit the sequences");
+  for (size_t i = 0; i < seqs.size(); ++i) first.emplace_back(seqs[i].first, splits[i]), second.emplace_back(splits[i], seqs[i].second);
+  return {first, second};
+}
+// The rows in rs of x ([lead][n][cols]), as with_tokens lays them out; put_rows: back.
+std::vector<double> rows_in(const std::vector<double>& x, Index lead, Index n, const Ranges& rs, Index cols) {
+  std::vector<double> y;
+  for (Index l = 0; l < lead && !x.empty(); ++l)
+    for (const auto& [t0, t1] : rs) y.insert(y.end(), x.begin() + (l * n + t0) * cols, x.begin() + (l * n + t1) * cols);
+  return y;
+}
+void put_rows(std::vector<double>& x, const std::vector<double>& y, Index lead, Index n, const Ranges& rs, Index cols) {
+  auto from = y.begin();
+  for (Index l = 0; l < lead; ++l)
+    for (const auto& [t0, t1] : rs) {
+      std::copy_n(from, (t1 - t0) * cols, x.begin() + (l * n + t0) * cols);
+      from += (t1 - t0) * cols;
+    }
+}
+// The second parts from the state the first leave (f64), changed by `change`.
+template <class F> BatchProblem second_part(const BatchProblem& p, const std::vector<Index>& splits, F&& change) {
+  const auto [first, second] = parts_at(p, splits);
+  BatchProblem p2 = with_tokens(p, second);
+  p2.state = engine::double_final_state(with_tokens(p, first)).values, p2.state_dtype = DType::f64;
+  change(p2.state);
+  return p2;
+}
+bool continues(const BatchProblem& p, const Reference&) { return plain(p) && info(p.opt.variant).has_state; }
+// The reference's gradients with the first parts' rows from g (laid out as with_tokens(p, first)).
+CandidateOutputs first_parts_from(const BatchProblem& p, const Reference& r, const Ranges& first, const CandidateOutputs& g) {
+  CandidateOutputs c;
+  c.dq = r.grad->dq, c.dk = r.grad->dk, c.dv = r.grad->dv;
+  put_rows(c.dq, g.dq, p.batch * p.heads, p.n, first, p.d);
+  put_rows(c.dk, g.dk, p.batch * p.kv_heads, p.n, first, p.d);
+  put_rows(c.dv, g.dv, p.batch * p.kv_heads, p.n, first, p.dv);
+  return c;
+}
 
 const std::vector<Mistake> kCatalog = {
     // The paper as printed (SPEC §6).
@@ -152,7 +266,11 @@ const std::vector<Mistake> kCatalog = {
      [](const BatchProblem& p, const Reference&) { return one(ours_paper(p, Precision::f64, PaperForm::E1_hla2_streaming)); }},
     {"E2", false, "hla2 summaries combined by the paper's G = ρ_B G_A + G_B + S_B(ρ_B C_A) (SPEC §6 E2)", "ρ_B² on G_A (SPEC §4)",
      [](const BatchProblem& p, const Reference&) { return hla2_masked(p) && decayed(p) && plain(p); },
-     [](const BatchProblem& p, const Reference&) { return one(ours_paper(p, Precision::f64, PaperForm::E2_hla2_scan)); }},
+     [](const BatchProblem& p, const Reference&) {  // as a scan of tokens, and as the carry between chunks of W
+       Forms f = one(ours_paper(p, Precision::f64, PaperForm::E2_hla2_scan));
+       for (WrongForm& x : per_width(p, [&](Index w) { return hla2_e2_chunk_carry(p, w); })) f.push_back(std::move(x));
+       return f;
+     }},
     {"E3", false, "ahla's R decayed in the concatenation, ρ_B R_A + R_B (SPEC §6 E3)", "R undecayed, cross term ρ_B R_B P_A (SPEC §4)",
      [](const BatchProblem& p, const Reference&) { return p.opt.variant == Variant::ahla && decayed(p) && plain(p); },
      [](const BatchProblem& p, const Reference&) { return one(ours_paper(p, Precision::f64, PaperForm::E3_ahla_scan)); }},
@@ -220,6 +338,16 @@ const std::vector<Mistake> kCatalog = {
     {"mask_missing", false, "the causal mask missing (the unmasked operator)", "mask: only i ≤ j ≤ t (SPEC §2)",
      [](const BatchProblem& p, const Reference&) { return p.opt.masked && info(p.opt.variant).has_unmasked; },
      [](const BatchProblem& p, const Reference&) { return changed(p, [](BatchProblem& x) { x.opt.masked = false; }); }},
+    {"mask_strict", false,
+     "the causal mask strict inside chunks of W (< for ≤): la1 drops j = t; hla2 j = t and i = j; ahla i = t and j = i",
+     "mask with ≤: a token sees itself (tril with diagonal 0, an inclusive scan)",
+     [](const BatchProblem& p, const Reference&) {
+       return (p.opt.variant == Variant::la1 || hla2_masked(p) || p.opt.variant == Variant::ahla) && plain(p);
+     },
+     [](const BatchProblem& p, const Reference& r) {
+       if (p.opt.variant == Variant::la1) return one(strict_mask_in_chunks(p, r, std::max<Index>(1, longest_sequence(p))));
+       return per_width(p, [&](Index w) { return strict_mask_in_chunks(p, r, w); });
+     }},
     {"mask_exclusive", false, "la1's causal mask exclusive: token t does not see itself (the output read before the update)",
      "include the diagonal j = t: update the state, then read it",
      [](const BatchProblem& p, const Reference&) { return p.opt.variant == Variant::la1 && plain(p); },
@@ -294,7 +422,112 @@ const std::vector<Mistake> kCatalog = {
     {"varlen_no_reset", false, "packed sequences share one state: no reset at the cu_seqlens offsets", "reset the state at every offset",
      [](const BatchProblem& p, const Reference&) { return p.offsets.size() > 2 && plain(p); },
      [](const BatchProblem& p, const Reference&) { return changed(p, [](BatchProblem& x) { x.offsets.clear(); }); }},
+    // The final state (SPEC §8) handed to the next call; the outputs right.
+    {"final_state_not_decayed", false, "the final state's member X missing its last token's decay: X_{n−1} + T_n for γ^p X_{n−1} + T_n",
+     "decay the member before adding the last token",
+     [](const BatchProblem& p, const Reference& r) { return final_state_row(p, r) && decayed(p); },
+     [](const BatchProblem& p, const Reference& r) {
+       return per_member(
+           p, r, [](const StatePart&) { return true; },
+           [&](std::vector<double>& x, const std::vector<double>& before, size_t at, const StatePart& m) {
+             const double lost = 1 - std::pow(to_double(p.opt.gamma), m.name == "F" ? order_of(p.opt.variant) : 1);
+             for (Index e = 0; e < m.size(); ++e) x[at + static_cast<size_t>(e)] += lost * before[at + static_cast<size_t>(e)];
+           });
+     },
+     true},
+    {"final_state_stale_column", false, "the final state's denominator column (z, m, e, f) the one before the last token",
+     "store the column after the last token's update", [](const BatchProblem& p, const Reference& r) { return final_state_row(p, r); },
+     [](const BatchProblem& p, const Reference& r) {
+       return per_member(
+           p, r, [](const StatePart& m) { return !m.ones.empty(); },
+           [](std::vector<double>& x, const std::vector<double>& before, size_t at, const StatePart& m) {
+             for (Index row = 0; row < m.rows; ++row) {
+               const size_t e = at + static_cast<size_t>(row * m.width() + m.cols);
+               x[e] = before[e];
+             }
+           });
+     },
+     true},
+    // State continuation (two calls per sequence, the state handed over: CheckOptions::continuation_splits).
+    {"state_member_dropped", false, "the state handed to the next call lacks a member (written as zero; the outputs of one call right)",
+     "write every member of the state", continues, nullptr, false,
+     [](const BatchProblem& p, const Reference& r, const std::vector<Index>& splits) {
+       const auto [first, second] = parts_at(p, splits);
+       const std::vector<StatePart> layout = state_layout(p.opt, p.d, p.dv);
+       Forms f;
+       size_t at = 0;
+       for (const StatePart& m : layout) {
+         const CandidateOutputs o = f64(second_part(p, splits, [&](std::vector<double>& x) {
+           for (size_t block = 0; block < x.size(); block += static_cast<size_t>(state_size(layout)))
+             std::fill_n(x.begin() + static_cast<long>(block + at), m.size(), 0.0);
+         }));
+         CandidateOutputs c{r.out, r.den, DType::f64, DType::f64};
+         put_rows(c.out, o.out, p.batch * p.heads, p.n, second, p.dv), put_rows(c.den, o.den, p.batch * p.heads, p.n, second, 1);
+         f.push_back({"/" + m.name, std::move(c)});
+         at += static_cast<size_t>(m.size());
+       }
+       return f;
+     }},
+    {"dstate_dropped", true, "the initial state's gradient handed back as zero: a prefix's backward never hears of the tokens after it",
+     "write ∂L/∂X0", [](const BatchProblem& p, const Reference& r) { return has_grad(p, r) && continues(p, r); }, nullptr, false,
+     [](const BatchProblem& p, const Reference& r, const std::vector<Index>& splits) {
+       const auto [first, second] = parts_at(p, splits);
+       const Index BH = p.batch * p.heads;
+       const CandidateOutputs g =
+           grads(with_tokens(p, first), rows_in(r.grad->dout, BH, p.n, first, p.dv), rows_in(r.grad->dden, BH, p.n, first, 1));
+       return one(first_parts_from(p, r, first, g));
+     }},
+    {"dstate_next_sequence", true,
+     "sequence i's initial-state gradient handed back from sequence i + 1 (the last its own): an off-by-one in the store",
+     "store ∂L/∂X0 of sequence i at i",
+     [](const BatchProblem& p, const Reference& r) {
+       return has_grad(p, r) && continues(p, r) && p.sequence_count() > 1 && (p.opt.variant == Variant::la1 || hla2_masked(p));
+     },
+     nullptr, false,
+     [](const BatchProblem& p, const Reference& r, const std::vector<Index>& splits) {
+       const auto [first, second] = parts_at(p, splits);
+       const Index BH = p.batch * p.heads;
+       auto rows = [&](const std::vector<double>& x, const Ranges& rs, Index cols) { return rows_in(x, BH, p.n, rs, cols); };
+       const BatchProblem p2 = second_part(p, splits, [](std::vector<double>&) {});
+       const CandidateOutputs g2 = grads(p2, rows(r.grad->dout, second, p.dv), rows(r.grad->dden, second, 1));
+       // Sequence i's ∂L/∂X0 where i − 1's belongs (per head; the last keeps its own).
+       std::vector<double> next = g2.dstate;
+       const size_t block = next.size() / static_cast<size_t>(p.sequence_count());
+       for (size_t s = 0; s + 1 < static_cast<size_t>(p.sequence_count()); ++s)
+         std::copy_n(g2.dstate.begin() + static_cast<long>((s + 1) * block), block, next.begin() + static_cast<long>(s * block));
+       const std::vector<double> dout1 = rows(r.grad->dout, first, p.dv), dden1 = rows(r.grad->dden, first, 1),
+                                 num1 = rows(r.num, first, p.dv), den1 = rows(r.den, first, 1);
+       return one(
+           first_parts_from(p, r, first, la1_hla2_backward(with_tokens(p, first), {dout1, dden1, num1, den1, &next}, BackwardFlaw::none)));
+     }},
+    // Precision: the reference judged at bf16 or f16 (the sums of a kernel declaring f32 kept in a 16-bit dtype).
+    {"low_precision_accumulation", false,
+     "accumulated in a lower precision than the declared f32: within the pass rule judged at /bf16 or /f16",
+     "keep the state and running sums in f32", [](const BatchProblem&, const Reference&) { return true; },
+     [](const BatchProblem&, const Reference& r) {
+       return at_low_precision(CandidateOutputs{r.out, r.den, DType::f64, DType::f64});
+     }},
+    {"low_precision_accumulation", true, "the backward's adjoints accumulated in a lower precision than the declared f32 (/bf16 or /f16)",
+     "keep the adjoint states in f32", [](const BatchProblem& p, const Reference& r) { return has_grad(p, r); },
+     [](const BatchProblem&, const Reference& r) {
+       CandidateOutputs c;
+       c.dq = r.grad->dq, c.dk = r.grad->dk, c.dv = r.grad->dv;
+       return at_low_precision(std::move(c));
+     }},
     // Gradients.
+    {"dk_no_cross", true, "hla2's dk_i = M_ik_i: the k_i half of d(k_ik_iᵀ) dropped (M: the adjoint of S)", "dk_i = (M_i + M_iᵀ)k_i",
+     [](const BatchProblem& p, const Reference& r) { return has_grad(p, r) && hla2_masked(p); },
+     [](const BatchProblem& p, const Reference& r) { return one(flawed_backward(p, r, BackwardFlaw::dk_no_cross)); }},
+    {"adjoint_decay_gamma", true, "hla2's reverse adjoint of F decayed by γ, not γ²: R_j = γR_{j+1} + q_jȲ_jᵀ",
+     "R_j = γ²R_{j+1} + q_jȲ_jᵀ (F carries two decayed indices)",
+     [](const BatchProblem& p, const Reference& r) { return has_grad(p, r) && hla2_masked(p) && decayed(p); },
+     [](const BatchProblem& p, const Reference& r) { return one(flawed_backward(p, r, BackwardFlaw::adjoint_decay_gamma)); }},
+    {"dq_carry_chunk_before", true, "dq's carry term at a chunk's first row from the chunk before's carry (its chunk index from t − 1)",
+     "the carry into t's own chunk: index t / W",
+     [](const BatchProblem& p, const Reference& r) { return has_grad(p, r) && (p.opt.variant == Variant::la1 || hla2_masked(p)); },
+     [](const BatchProblem& p, const Reference& r) {
+       return per_width(p, [&](Index w) { return flawed_backward(p, r, BackwardFlaw::dq_carry_chunk_before, w); });
+     }},
     {"dq_dk_swapped", true, "dq and dk swapped", "write ∂L/∂q to dq and ∂L/∂k to dk",
      [](const BatchProblem& p, const Reference& r) { return has_grad(p, r) && p.heads == p.kv_heads; },
      [](const BatchProblem&, const Reference& r) {
@@ -341,9 +574,12 @@ const std::vector<Mistake> kCatalog = {
          }
        return one(std::move(c));
      }},
+    // The forward resets its state at every offset (else the outputs fail first): la1's and hla2's
+    // adjoints run on across them; other variants (no flawed backward of ours): forward and backward unreset.
     {"varlen_backward_no_reset", true, "the backward's adjoints not reset at the cu_seqlens offsets", "reset them at every offset",
      [](const BatchProblem& p, const Reference& r) { return has_grad(p, r) && p.offsets.size() > 2; },
      [](const BatchProblem& p, const Reference& r) {
+       if (p.opt.variant == Variant::la1 || hla2_masked(p)) return one(flawed_backward(p, r, BackwardFlaw::adjoints_not_reset));
        BatchProblem x = p;
        x.offsets.clear();
        return one(grads(x, r.grad->dout, r.grad->dden));

@@ -5,6 +5,7 @@
 
 #include "internal.hpp"
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -15,10 +16,14 @@ namespace hla::check {
 // `magnitude`: where the form is ours on changed inputs, its SPEC §7
 // magnitudes (num in out, den in den: the same change on |q|, |k|, |v|),
 // which its rounding scales with; else empty.
+// `judged_at`: the candidate judged at this precision instead of its
+// declared f32 (values: the reference; a precision row, matched only where
+// f32 is declared).
 struct WrongForm {
   std::string suffix;
   CandidateOutputs values;
   CandidateOutputs magnitude{};
+  std::optional<Precision> judged_at{};
 };
 
 struct Mistake {
@@ -30,11 +35,16 @@ struct Mistake {
   // problem, decay, ...); then its forms on p.
   bool (*applies)(const BatchProblem& p, const Reference& ref);
   std::vector<WrongForm> (*evaluate)(const BatchProblem& p, const Reference& ref);
+  bool final_state = false;  // compared on the final state (state.<part>; values.final_state) instead
+  // A continuation row: evaluated (instead of `evaluate`) only on a state-continuation check, with its splits.
+  std::vector<WrongForm> (*continued)(const BatchProblem& p, const Reference& ref, const std::vector<Index>& splits) = nullptr;
 };
 
 const std::vector<Mistake>& mistake_catalog();
 
 // The catalog's mistakes that cand matches (catalog_match.cpp), best first.
-std::vector<Diagnosis> differential_diagnosis(const BatchProblem& p, const Reference& ref, const CandidateOutputs& cand, const Report& r);
+// splits: a state-continuation check's (CheckOptions::continuation_splits).
+std::vector<Diagnosis> differential_diagnosis(const BatchProblem& p, const Reference& ref, const CandidateOutputs& cand, const Report& r,
+                                              const std::vector<Index>& splits = {});
 
 }  // namespace hla::check

@@ -1,8 +1,12 @@
-// hla2 with one state's decay wrong (catalog_forms.hpp): SPEC §3's two
-// streaming forms with their decays as parameters, plain loops in double.
+// The catalog's new forms (catalog_forms.hpp): hla2 with one state's decay
+// wrong (SPEC §3's two streaming forms with their decays as parameters, plain
+// loops in double); the E2 chunk carry (the reference library's own hla2
+// operator and the paper's E2 one, arranged as a chunked kernel); a mask
+// strict inside chunks (the dropped terms, subtracted from the reference).
 #include "catalog_forms.hpp"
 
 #include "hla/bounds.hpp"
+#include "hla/evaluate_impl.hpp"
 
 #include <vector>
 
@@ -54,7 +58,68 @@ void head(const BatchProblem& p, Hla2Decay which, Index b, Index h, Index t0, In
   }
 }
 
+// Each sequence's outputs by eval(b, h, t0, t1, head) (rows: [num | den]), normalized, into c.
+template <class Eval> engine::CandidateOutputs per_head(const BatchProblem& p, Eval&& eval) {
+  engine::CandidateOutputs c{std::vector<double>(static_cast<size_t>(p.batch * p.heads * p.n * p.dv)),
+                             std::vector<double>(static_cast<size_t>(p.batch * p.heads * p.n)), DType::f64, DType::f64};
+  p.for_each_sequence([&](Index b, Index h, Index t0, Index t1) {
+    const Problem<double> hp = p.head<double>(b, h, t0, t1);
+    const Output<double> o = finish(p.opt, eval(b, h, t0, t1, make_head(hp)));
+    for (Index t = t0; t < t1; ++t) {
+      c.den[p.den_index(b, h, t)] = o.den(t - t0);
+      for (Index j = 0; j < p.dv; ++j) c.out[p.out_index(b, h, t, j)] = o.out(t - t0, j);
+    }
+  });
+  return c;
+}
+
 }  // namespace catalog_forms
+
+engine::CandidateOutputs hla2_e2_chunk_carry(const BatchProblem& p, Index w) {
+  return catalog_forms::per_head(p, [&](Index, Index, Index, Index, const Head<double>& h) {
+    const hla2::Op<double> op{h};
+    const paper::Hla2OpE2<double> e2{{h}};
+    Mat<double> Y(h.n(), h.dv1());
+    hla2::Op<double>::Summary carry = op.identity();
+    for (Index c0 = 0; c0 < h.n(); c0 += w) {
+      hla2::Op<double>::Summary local = op.identity();
+      for (Index t = c0; t < std::min(h.n(), c0 + w); ++t) {
+        local = op.combine(local, op.token(t));
+        Y.row(t) = op.readout(op.combine(carry, local), t);
+      }
+      carry = e2.combine(carry, local);
+    }
+    return Y;
+  });
+}
+
+engine::CandidateOutputs strict_mask_in_chunks(const BatchProblem& p, const engine::Reference& ref, Index w) {
+  const bool ahla = p.opt.variant == Variant::ahla;
+  return catalog_forms::per_head(p, [&](Index b, Index hd, Index t0, Index, const Head<double>& h) {
+    Mat<double> Y(h.n(), h.dv1());
+    for (Index t = 0; t < h.n(); ++t) {
+      for (Index j = 0; j < p.dv; ++j) Y(t, j) = ref.num[p.out_index(b, hd, t0 + t, j)];
+      Y(t, p.dv) = ref.den[p.den_index(b, hd, t0 + t)];
+    }
+    auto a = [&](Index x, Index y) { return h.q.row(x).dot(h.k.row(y)); };
+    auto g = [&](Index e) { return std::pow(static_cast<double>(h.gamma), static_cast<double>(e)); };
+    for (Index t = 0; t < h.n(); ++t) {
+      const Index c0 = t / w * w;           // t's chunk starts here
+      if (p.opt.variant == Variant::la1) {  // j = t
+        Y.row(t) -= a(t, t) * h.v.row(t);
+      } else if (ahla) {  // i = t (every j ≤ t), and j = i < t inside the chunk
+        for (Index j = 0; j <= t; ++j) Y.row(t) -= g(t - j) * a(t, t) * a(t, j) * h.v.row(j);
+        for (Index i = c0; i < t; ++i) Y.row(t) -= g(t - i) * a(t, i) * a(i, i) * h.v.row(i);
+      } else {  // j = t (every i ≤ t), i = j < t inside the chunk, the ridge's j = t
+        double s = 0;
+        for (Index i = 0; i <= t; ++i) s += g(t - i) * a(t, i) * a(t, i);
+        Y.row(t) -= (s + h.lambda * h.q.row(t).squaredNorm()) * h.v.row(t);
+        for (Index j = c0; j < t; ++j) Y.row(t) -= g(2 * (t - j)) * a(t, j) * a(j, j) * h.v.row(j);
+      }
+    }
+    return Y;
+  });
+}
 
 engine::CandidateOutputs hla2_wrong_decay(const BatchProblem& p, Hla2Decay which) {
   engine::CandidateOutputs c{std::vector<double>(static_cast<size_t>(p.batch * p.heads * p.n * p.dv)),

@@ -7,6 +7,8 @@
 // next to the bound. The error against a wrong form is measured against the
 // larger of the class's and the unmasked-order magnitude (a wrong form may
 // sum more than the masked terms), the error against the reference as the check does.
+// A precision row's form is the reference judged at a coarser u (bf16, f16)
+// than the declared f32: it names a failure only where no mistake row does.
 #include "catalog.hpp"
 
 #include "hla/bounds.hpp"
@@ -60,7 +62,7 @@ Count compare_outputs(const BatchProblem& p, const Reference& ref, const Candida
   auto wider = [](const std::vector<double>& a, const std::vector<double>& b, const std::vector<double>& c, size_t i) {
     return std::max({a[i], b.empty() ? 0.0 : b[i], c.empty() ? 0.0 : std::fabs(c[i])});
   };
-  const double eps = to_double(p.opt.eps), u = r.u;
+  const double eps = to_double(p.opt.eps), u = r.u, uf = form.judged_at ? unit_roundoff(*form.judged_at) : u;
   Count n;
   for (size_t i = 0; i < cand.out.size(); ++i) {
     const size_t di = i / static_cast<size_t>(p.dv);
@@ -73,7 +75,7 @@ Count compare_outputs(const BatchProblem& p, const Reference& ref, const Candida
     }
     if (!std::isfinite(ref.out[i]) || !(m > 0) || !std::isfinite(m)) continue;
     const DTypeLimits& lim = limits(cand.out_dtype);
-    n.add(error(cand.out[i], ref.out[i], lim), error(cand.out[i], w.out[i], lim), u * m, u * mw, element_bound(r, ref.out[i], m));
+    n.add(error(cand.out[i], ref.out[i], lim), error(cand.out[i], w.out[i], lim), u * m, uf * mw, element_bound(r, ref.out[i], m));
   }
   if (!cand.den.empty() && !w.den.empty())
     for (size_t i = 0; i < cand.den.size(); ++i) {
@@ -81,7 +83,7 @@ Count compare_outputs(const BatchProblem& p, const Reference& ref, const Candida
       if (!std::isfinite(ref.den[i]) || !(m > 0)) continue;
       const DTypeLimits& lim = limits(cand.den_dtype);
       n.add(error(cand.den[i], ref.den[i], lim), error(cand.den[i], w.den[i], lim), u * m,
-            u * wider(md, ref.mag_den_sd, form.magnitude.den, i), element_bound(r, ref.den[i], m));
+            uf * wider(md, ref.mag_den_sd, form.magnitude.den, i), element_bound(r, ref.den[i], m));
     }
   return n;
 }
@@ -102,8 +104,10 @@ std::optional<GradientTensor> tensor(const std::string& name, const CandidateOut
 
 // The failing gradients (dq, dk, dv) against the form's, each element against
 // the magnitude the check scores it with (M*: +inf where ill-conditioned, not scored).
-Count compare_gradients(const Reference& ref, const GradientYardstick& y, const CandidateOutputs& cand, const CandidateOutputs& w,
+Count compare_gradients(const Reference& ref, const GradientYardstick& y, const CandidateOutputs& cand, const WrongForm& form,
                         const Report& r) {
+  const CandidateOutputs& w = form.values;
+  const double uf = form.judged_at ? unit_roundoff(*form.judged_at) : r.u;
   Count n;
   for (const GradientRow& row : r.gradients) {
     const std::optional<GradientTensor> t = tensor(row.name, cand, *ref.grad, y, w);
@@ -115,8 +119,31 @@ Count compare_gradients(const Reference& ref, const GradientYardstick& y, const 
     for (size_t i = 0; i < t->ref->size(); ++i) {
       const double m = (*t->mag)[i], x = (*t->ref)[i], c = (*t->cand)[i];
       if ((flagged && ((*t->flags)[i] & engine::kIllConditioned)) || !std::isfinite(x) || !(m > 0) || !std::isfinite(m)) continue;
-      n.add(error(c, x, limits(t->dtype)), error(c, (*t->form)[i], limits(t->dtype)), r.u * m, r.u * m, bound);
+      n.add(error(c, x, limits(t->dtype)), error(c, (*t->form)[i], limits(t->dtype)), r.u * m, uf * m, bound);
     }
+  }
+  return n;
+}
+
+// The failing final state against the form's (values.final_state), each
+// element against its magnitude in the candidate's class (and the form's
+// against the larger of both), the bound rule 2's and the loosest rule 3 line
+// of the state rows.
+Count compare_final_state(const Reference& ref, const CandidateOutputs& cand, const WrongForm& form, const Report& r) {
+  const engine::StateReference& s = ref.final_state;
+  const std::vector<double>& w = form.values.final_state;
+  Count n;
+  if (w.size() != s.values.size() || cand.final_state.size() != s.values.size() || s.mag.size() != s.values.size()) return n;
+  double rule3 = 0;
+  for (const GradientRow& row : r.states)
+    if (row.baseline_applied) rule3 = std::max(rule3, row.ratio_limit * std::max(row.baseline_max_score, kMinYardstick));
+  const double bound = std::max(1.0, rule3 > 0 ? std::min(r.bound, rule3) : r.bound);
+  const bool sd = r.form_class == FormClass::state_difference && s.mag_sd.size() == s.values.size();
+  for (size_t i = 0; i < s.values.size(); ++i) {
+    const double m = sd ? s.mag_sd[i] : s.mag[i], mw = std::max(s.mag[i], s.mag_sd.empty() ? 0.0 : s.mag_sd[i]);
+    if (!std::isfinite(s.values[i]) || !(m > 0) || !std::isfinite(m)) continue;
+    const DTypeLimits& lim = limits(cand.final_state_dtype);
+    n.add(error(cand.final_state[i], s.values[i], lim), error(cand.final_state[i], w[i], lim), r.u * m, r.u * mw, bound);
   }
   return n;
 }
@@ -132,12 +159,14 @@ std::string failing_parts(const Report& r, bool gradients) {
 
 struct Scored {
   Diagnosis d;
-  double closeness = 0;  // mean over the wrong elements (lower: closer)
+  double closeness = 0;    // mean over the wrong elements (lower: closer)
+  bool precision = false;  // a precision row (WrongForm::judged_at): ranked after every mistake row
 };
 
 }  // namespace catalog_match
 
-std::vector<Diagnosis> differential_diagnosis(const BatchProblem& p, const Reference& ref, const CandidateOutputs& cand, const Report& r) {
+std::vector<Diagnosis> differential_diagnosis(const BatchProblem& p, const Reference& ref, const CandidateOutputs& cand, const Report& r,
+                                              const std::vector<Index>& splits) {
   using namespace catalog_match;
   // NaN/Inf inputs reach only elements that are not scored; the forms are evaluated with them as 0.
   std::optional<BatchProblem> zeroed;
@@ -154,6 +183,7 @@ std::vector<Diagnosis> differential_diagnosis(const BatchProblem& p, const Refer
     (grad ? gradients_fail : outputs_fail) = (grad ? gradients_fail : outputs_fail) || m.fails;
   }
   outputs_fail = outputs_fail || r.nonfinite > 0 || r.over_bound > 0 || !(r.baseline_ratio <= r.ratio_limit);
+  const bool state_fails = std::any_of(r.states.begin(), r.states.end(), [](const GradientRow& g) { return g.fails(); });
   std::optional<GradientYardstick> yard;
   if (gradients_fail && ref.grad) yard = gradient_yardstick(p, ref, *ref.grad, r.form_class, r.u);
   const std::vector<Mistake>& cat = mistake_catalog();
@@ -161,22 +191,28 @@ std::vector<Diagnosis> differential_diagnosis(const BatchProblem& p, const Refer
   // Rows in parallel: each evaluates its forms alone, so the result does not depend on the threads.
   parallel_for(cat.size(), worker_threads(), [&](size_t i) {
     const Mistake& m = cat[i];
-    if (m.gradients ? !yard : !outputs_fail) return;
+    if (m.final_state ? !state_fails : m.gradients ? !yard : !outputs_fail) return;
+    if (m.continued && splits.empty()) return;  // a continuation row, on a one-pass check
     if (!m.applies(fp, ref)) return;
     std::vector<WrongForm> forms;
     try {
-      forms = m.evaluate(fp, ref);
+      forms = m.continued ? m.continued(fp, ref, splits) : m.evaluate(fp, ref);
     } catch (const std::exception&) {
       return;  // a form our engine does not take on p (e.g. an option the wrong variant lacks)
     }
     for (const WrongForm& f : forms) {
-      if (m.gradients ? false : f.values.out.size() != cand.out.size()) continue;
-      const Count n = m.gradients ? compare_gradients(ref, *yard, cand, f.values, r) : compare_outputs(p, ref, cand, f, r);
+      if (!m.gradients && !m.final_state && f.values.out.size() != cand.out.size()) continue;
+      if (f.judged_at && r.precision != Precision::f32) continue;  // a precision row: for a declared f32 only
+      const Count n = m.final_state ? compare_final_state(ref, cand, f, r)
+                      : m.gradients ? compare_gradients(ref, *yard, cand, f, r)
+                                    : compare_outputs(p, ref, cand, f, r);
       if (n.wrong == 0 || n.scored == 0) continue;
       const double fraction = static_cast<double>(n.match) / static_cast<double>(n.scored);
       if (fraction < kMatchFraction || static_cast<double>(n.wrong_match) < kMatchFraction * static_cast<double>(n.wrong)) continue;
-      Scored s{{std::string(m.id) + f.suffix, m.what, m.fix, failing_parts(r, m.gradients), fraction},
-               n.closeness / static_cast<double>(n.wrong)};
+      Scored s{{std::string(m.id) + f.suffix, m.what, m.fix, m.final_state ? "state" : failing_parts(r, m.gradients), fraction},
+               n.closeness / static_cast<double>(n.wrong),
+               f.judged_at.has_value()};
+      if (best[i] && s.precision) continue;  // a precision row: its finest matching precision (the first)
       if (!best[i] || s.d.fraction > best[i]->d.fraction || (s.d.fraction == best[i]->d.fraction && s.closeness < best[i]->closeness))
         best[i] = s;
     }
@@ -185,6 +221,7 @@ std::vector<Diagnosis> differential_diagnosis(const BatchProblem& p, const Refer
   for (auto& b : best)
     if (b) found.push_back(*b);
   std::stable_sort(found.begin(), found.end(), [](const Scored& a, const Scored& b) {
+    if (a.precision != b.precision) return b.precision;
     return a.d.fraction != b.d.fraction ? a.d.fraction > b.d.fraction : a.closeness < b.closeness;
   });
   std::vector<Diagnosis> out;

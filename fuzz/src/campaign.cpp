@@ -410,6 +410,7 @@ Verdict judge(Adapter& a, const FuzzCase& c, double reference_budget, Index exac
   auto out = stitch(c.p, ra.out, rb.out, first, second);
   check::CheckOptions opt = check_options(a, c);
   opt.exact_tier = false;
+  opt.continuation_splits = c.splits;  // the diagnosis's continuation rows
   check::Report rep = check::check(c.p, ref, out, opt);
   if (rep.pass && c.grad) {
     // State-gradient continuation (ABI 1.4): the backward of the second parts

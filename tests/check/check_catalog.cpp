@@ -12,6 +12,7 @@
 
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <random>
 #include <string>
 
@@ -104,4 +105,68 @@ TEST_CASE("diagnosis: none on a pass, and none when turned off", "[check][diagno
   o.diagnose = false;
   const Report r = check::check(p, ref, ours_paper(p, Precision::f32, PaperForm::E1_hla2_streaming, 16, DType::f32), o);
   CHECK((!r.pass && r.diagnosis.empty()));
+}
+
+TEST_CASE("diagnosis: a kernel declaring f32 that computes in f16 is named low_precision_accumulation/f16", "[check][diagnosis]") {
+  for (Variant v : {Variant::la1, Variant::hla2}) {
+    const BatchProblem p = cat_problem(v, DType::f32, 2, 2, 64, 8);
+    const Reference ref = compute_reference(p);
+    CheckOptions o;
+    o.precision = Precision::f32;
+    const Report r = check::check(p, ref, ours(p, Precision::f16, Form::streaming, 16, DType::f32), o);
+    INFO(to_string(v) << "\n" << r.text());
+    REQUIRE(!r.pass);
+    CHECK(cat_named(r) == "low_precision_accumulation/f16");
+  }
+  // A mistake whose effect is near f16's rounding (ε added twice, ε = 1/1000) is named by its row, which
+  // the candidate matches as well as the precision row: that one ranks after every mistake row.
+  BatchProblem p = cat_problem(Variant::la1, DType::f32, 2, 2, 64, 8);
+  p.opt.normalize = true, p.opt.eps = Rational(1, 1000);
+  const Reference ref = compute_reference(p);
+  BatchProblem twice = p;
+  twice.opt.eps = p.opt.eps * 2;
+  CheckOptions o;
+  o.precision = Precision::f32;
+  const Report r = check::check(p, ref, ours(twice, Precision::f32, Form::streaming, 16, DType::f32), o);
+  INFO(r.text());
+  REQUIRE(!r.pass);
+  CHECK(cat_named(r) == "eps_twice");
+  CHECK(std::any_of(r.diagnosis.begin(), r.diagnosis.end(), [](const Diagnosis& d) { return d.id.rfind("low_precision", 0) == 0; }));
+}
+
+TEST_CASE("diagnosis: a causal mask strict inside chunks is named mask_strict with its width", "[check][diagnosis]") {
+  // The candidate by the index sums of SPEC §2 with the strict mask as a predicate (independent of the
+  // catalog's form, which subtracts the dropped terms from the reference): inside t's chunk of 8 a pair
+  // of the chain t → x → y enters only when strictly ordered; before it (the carried summary) as SPEC says.
+  constexpr Index W = 8;
+  for (Variant v : {Variant::hla2, Variant::ahla}) {
+    const BatchProblem p = cat_problem(v, DType::f32, 1, 1, 40, 4);
+    const double g = to_double(p.opt.gamma);
+    auto a = [&](Index t, Index i) {
+      double s = 0;
+      for (Index c = 0; c < p.d; ++c) s += p.q[p.q_index(0, 0, t, c)] * p.k[p.k_index(0, 0, i, c)];
+      return s;
+    };
+    auto kept = [](Index t, Index x, Index y) {  // x ≤ t, y ≤ x: the chain t → x → y
+      return x / W < t / W || (x < t && (y / W < x / W || y < x));
+    };
+    CandidateOutputs c{std::vector<double>(static_cast<size_t>(p.n * p.dv)), std::vector<double>(static_cast<size_t>(p.n)), DType::f32,
+                       DType::f32};
+    for (Index t = 0; t < p.n; ++t)
+      for (Index i = 0; i <= t; ++i)
+        for (Index j = 0; j <= t; ++j) {
+          // hla2: i ≤ j ≤ t, γ^(2t−i−j) a_ti a_ji v_j; ahla: j ≤ i ≤ t, γ^(t−j) a_ti a_ij v_j.
+          const bool hla2 = v == Variant::hla2;
+          if (!(hla2 ? i <= j && kept(t, j, i) : j <= i && kept(t, i, j))) continue;
+          const double w = hla2 ? std::pow(g, 2 * t - i - j) * a(t, i) * a(j, i) : std::pow(g, t - j) * a(t, i) * a(i, j);
+          for (Index x = 0; x < p.dv; ++x) c.out[static_cast<size_t>(t * p.dv + x)] += w * p.v[p.v_index(0, 0, j, x)];
+          c.den[static_cast<size_t>(t)] += w;
+        }
+    for (double& x : c.out) x = static_cast<float>(x);
+    for (double& x : c.den) x = static_cast<float>(x);
+    const Report r = check::check(p, c);
+    INFO(to_string(v) << "\n" << r.text());
+    REQUIRE(!r.pass);
+    CHECK(cat_named(r) == "mask_strict/8");
+  }
 }

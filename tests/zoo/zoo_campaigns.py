@@ -16,7 +16,8 @@ Exec members are declared to the fuzzer from their zoo.json entry: `args`
 python's start-up on a loaded machine). A buggy member's `shrunk_has` (optional) lists strings its
 shrunk finding ("minimal case; needs") must contain: what its bug needs to show (packed sequences, bf16, ...);
 "a|b": either. A buggy member's finding must be diagnosed as its `diagnosis` (a catalog row, check/src/catalog.cpp)
-and a member without one as nothing. C ABI members run with a 10 s timeout if correct, else
+and a member without one as nothing; `named_by` says what names such a member instead: "kind" (its finding kind
+says what is wrong: a crash, timeout, bad output, error, NaN reaching the past) or a failed rule (grad_nonfinite). C ABI members run with a 10 s timeout if correct, else
 2 s or their entry's `timeout`. Exit 1 on any miss.
 Deterministic for given seeds.
 """
@@ -29,6 +30,8 @@ import subprocess
 import sys
 
 BUGGY_BUDGET = 300     # cases within which each bug must be found
+# Finding kinds that name their cause (a member with "named_by": "kind" is found with one of these).
+CAUSE_KINDS = {"crash", "timeout", "bad_output", "error", "nan_causality", "gradient_nan_causality"}
 CORRECT_CABI = 150     # cases a correct library (or exec server) must pass
 CORRECT_EXEC = 30      # cases the (slow, one process per case) correct script must pass
 
@@ -95,6 +98,9 @@ def main():
     a = ap.parse_args()
     hla, root, work, seeds = a.hla, a.root, a.work, a.seeds
     zoo = json.load(open(a.zoo_json))["members"]
+    both = [m["name"] for m in zoo if m.get("diagnosis") and m.get("named_by")]
+    if both:
+        raise SystemExit(f"zoo.json: {', '.join(both)} has both a diagnosis and named_by")
     paths = json.load(open(a.paths_json))
     if a.only:
         wanted = set(a.only.split(","))
@@ -134,6 +140,10 @@ def main():
                 ok = False
             named = diagnosed(f)
             names.append(named or "-")
+            by = m.get("named_by")
+            if ok and by is not None and not (f["kind"] in CAUSE_KINDS if by == "kind" else by in f.get("rules", "").split(",")):
+                print(f"     named_by {by}: its finding [{f['kind']}] (rules {f.get('rules', '')}) does not say so")
+                ok = False
             if ok and named != m.get("diagnosis"):
                 print(f"     diagnosed as {named or 'nothing'}, zoo.json says {m.get('diagnosis') or 'nothing'} (its cause: {f['cause']})")
                 ok = False

@@ -41,6 +41,10 @@ struct CheckOptions {
   std::string dump_on_failure{};
   // On a FAIL, name the known mistakes the candidate matches (Report::diagnosis).
   bool diagnose = true;
+  // A state-continuation check (the fuzzer): the candidate ran each sequence i
+  // in two calls, the second from token continuation_splits[i] with the state
+  // (and the state's gradient back) handed over; the diagnosis's continuation rows.
+  std::vector<Index> continuation_splits{};
   // Called with the stage ("verifying", "baseline") and its progress, for progress bars.
   std::function<void(const char* stage, double done, double total)> progress = {};
   // false (the fuzzer): our orders stop once rule 3 holds, when no other rule
