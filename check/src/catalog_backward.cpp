@@ -42,11 +42,28 @@ M member(const BatchProblem& p, const std::vector<double>& x, Index seq, Index h
   return M();
 }
 
+// The upstream Ȳ of [num | den] at tokens [t0, t1) of (b, hq).
+M upstream(const BatchProblem& p, const BackwardInputs& in, Index b, Index hq, Index t0, Index t1) {
+  auto finite = [](double x) { return std::isfinite(x) ? x : 0.0; };  // a NaN probe's upstream reaches unscored elements only
+  const double eps = to_double(p.opt.eps);
+  M Y(t1 - t0, p.dv + 1);
+  for (Index t = 0; t < t1 - t0; ++t) {
+    const double den = in.den[p.den_index(b, hq, t0 + t)], D = p.opt.normalize ? normalizer(den, eps, p.opt.eps_mode) : 1.0;
+    double dot = 0;
+    for (Index j = 0; j < p.dv; ++j) {
+      const double o = finite(in.dout[p.out_index(b, hq, t0 + t, j)]);
+      Y(t, j) = o / D, dot += o * in.num[p.out_index(b, hq, t0 + t, j)] / D;
+    }
+    const bool held = p.opt.eps_mode == EpsMode::clamp && std::fabs(den) < eps;
+    Y(t, p.dv) = (in.dden.empty() ? 0.0 : finite(in.dden[p.den_index(b, hq, t0 + t)])) - (p.opt.normalize && !held ? dot / D : 0.0);
+  }
+  return Y;
+}
+
 }  // namespace catalog_backward
 
 engine::CandidateOutputs la1_hla2_backward(const BatchProblem& p, const BackwardInputs& in, BackwardFlaw flaw, Index w) {
   using namespace catalog_backward;
-  auto finite = [](double x) { return std::isfinite(x) ? x : 0.0; };  // a NaN probe's upstream reaches unscored elements only
   engine::CandidateOutputs c;
   c.dq.assign(static_cast<size_t>(p.batch * p.heads * p.n * p.d), 0);
   c.dk.assign(static_cast<size_t>(p.batch * p.kv_heads * p.n * p.d), 0);
@@ -55,7 +72,7 @@ engine::CandidateOutputs la1_hla2_backward(const BatchProblem& p, const Backward
   const std::string Fname = hla2 ? "F" : "P";
   const double g = to_double(p.opt.gamma), rho_f = hla2 ? g * g : g;  // F's (P's) decay
   const double rho = flaw == BackwardFlaw::adjoint_decay_gamma ? g : rho_f;
-  const double eps = to_double(p.opt.eps), scale = to_double(p.opt.scale);
+  const double scale = to_double(p.opt.scale);
   const auto seqs = p.sequences();
   const Index d = p.d, wv = p.dv + 1;
   for (Index b = 0; b < p.batch; ++b)
@@ -66,17 +83,7 @@ engine::CandidateOutputs la1_hla2_backward(const BatchProblem& p, const Backward
         const Index L = t1 - t0, s = p.sequence_of(b, t0);
         const Head<double> h = make_head(p.head<double>(b, hq, t0, t1));
         if (in.dstate_end) R_top = member(p, *in.dstate_end, s, hq, Fname), M_top = hla2 ? member(p, *in.dstate_end, s, hq, "S") : M_top;
-        M Y(L, wv);  // the upstream of [num | den]
-        for (Index t = 0; t < L; ++t) {
-          const double den = in.den[p.den_index(b, hq, t0 + t)], D = p.opt.normalize ? normalizer(den, eps, p.opt.eps_mode) : 1.0;
-          double dot = 0;
-          for (Index j = 0; j < p.dv; ++j) {
-            const double o = finite(in.dout[p.out_index(b, hq, t0 + t, j)]);
-            Y(t, j) = o / D, dot += o * in.num[p.out_index(b, hq, t0 + t, j)] / D;
-          }
-          const bool held = p.opt.eps_mode == EpsMode::clamp && std::fabs(den) < eps;
-          Y(t, p.dv) = (in.dden.empty() ? 0.0 : finite(in.dden[p.den_index(b, hq, t0 + t)])) - (p.opt.normalize && !held ? dot / D : 0.0);
-        }
+        const M Y = upstream(p, in, b, hq, t0, t1);
         // Forward from the initial state: F_t (P_t), S_t, b_t.
         std::vector<M> F(static_cast<size_t>(L)), S(static_cast<size_t>(L));
         M Fc = member(p, p.state, s, hq, Fname), Sc = hla2 ? member(p, p.state, s, hq, "S") : M();
