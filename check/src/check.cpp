@@ -440,7 +440,9 @@ std::vector<std::string> tally_outputs(const Scoring& s, const CandidateOutputs&
     const double z = zero_score(zref, zmag, r.u);
     a.nonzero[x] = a.nonzero[x] || zref != 0;
     a.zero_score[x] = std::max(a.zero_score[x], z);
-    if (z > 0) a.zero_ratio[x] = std::max(a.zero_ratio[x], z / std::max({r.baseline_max_score, kFloorRoundings * std::fabs(zref) / zmag, kMinYardstick}));
+    if (z > 0)
+      a.zero_ratio[x] =
+          std::max(a.zero_ratio[x], z / std::max({r.baseline_max_score, kFloorRoundings * std::fabs(zref) / zmag, kMinYardstick}));
   });
   for (HeadTally& a : tallies)
     for (size_t i = 0; i < r.maps.size(); ++i)
@@ -487,8 +489,8 @@ void output_reasons(Report& r) {
 
 // The verdict, once the outputs are judged: the gradients' rows and reasons
 // (SPEC §9), INCONCLUSIVE when too little was scored, PASS on no reason.
-void decide_verdict(const BatchProblem& p, const Reference& ref, const CandidateOutputs& cand, const CheckOptions& opt,
-                    BaselineMemo* memo, std::vector<std::string> vacuous, Report& r) {
+void decide_verdict(const BatchProblem& p, const Reference& ref, const CandidateOutputs& cand, const CheckOptions& opt, BaselineMemo* memo,
+                    std::vector<std::string> vacuous, Report& r) {
   check_gradients(p, ref, cand, opt, r, memo);
   check_final_state(p, ref, cand, opt, r);
   // A tensor an all-zero candidate would pass tells nothing: never a PASS on it, never instead of a FAIL.
