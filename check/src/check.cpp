@@ -501,7 +501,7 @@ void decide_verdict(const BatchProblem& p, const Reference& ref, const Candidate
     for (const std::string& t : vacuous) {
       r.inconclusive = true;
       r.reasons.push_back(t + ": an all-zero " + t + " would pass: the bound of its class (" + to_string(opt.form_class) + ", " +
-                          to_string(r.precision) + ") exceeds every value: too little to judge; test in a higher precision" +
+                          to_string(r.precision) + ") exceeds every value: too little was checked; test in a higher precision" +
                           (opt.form_class == FormClass::masked ? "" : " or declare masked"));
     }
   // A gradient or state part with too little scored is the verdict's only reason when nothing else fails
