@@ -155,6 +155,9 @@ struct HeadTally : Tally {
   double floor = 0;
   MapAcc out_map, den_map;     // this head's row of the out and den maps
   double cut = -HUGE_VAL;      // since a pruning of worst: the k-th score kept; a lower one cannot enter
+  // An all-zero candidate, per tensor (0 out, 1 den): its worst score, its largest rule-3 ratio, a reference not 0.
+  double zero_score[2] = {0, 0}, zero_ratio[2] = {0, 0};
+  bool nonzero[2] = {false, false};
   // worst: a superset of its k worst, pruned to k whenever it reaches 2k + 16.
   void keep(const Element& e, size_t k) {
     if (k == 0 || e.score < cut) return;
@@ -400,8 +403,9 @@ void fill_histogram(const std::vector<size_t>& bins, Report& r) {
 }
 
 // The candidate's outputs, against the baseline's worst score: r's counts,
-// worst elements, largest rule-3 ratio, histogram and maps.
-void tally_outputs(const Scoring& s, const CandidateOutputs& cand, const CheckOptions& opt, Report& r) {
+// worst elements, largest rule-3 ratio, histogram and maps. Returns the
+// vacuous tensors (out, den): an all-zero one would pass them, their reference not all 0.
+std::vector<std::string> tally_outputs(const Scoring& s, const CandidateOutputs& cand, const CheckOptions& opt, Report& r) {
   std::vector<HeadTally> tallies = score_all<HeadTally>(s.p, s.ref, s.mag, cand, r.u, s.tiny, s.K, [&](HeadTally& a, const Element& e) {
     ++a.elements;
     switch (e.skip) {
@@ -429,6 +433,16 @@ void tally_outputs(const Scoring& s, const CandidateOutputs& cand, const CheckOp
       a.floor = floor;
       a.ratio_element = e;
     }
+    // An all-zero candidate here: |ref| / (u·M), normalized o = 0: the residual |num| / (u·M_num).
+    const int x = e.c < 0 ? 1 : 0;
+    const size_t i = x ? s.p.den_index(e.b, e.h, e.t) : s.p.out_index(e.b, e.h, e.t, e.c);
+    const double zref = x ? s.ref.den[i] : s.p.opt.normalize ? s.ref.num[i] : s.ref.out[i], zmag = x ? s.mag.den[i] : s.mag.num[i];
+    const double z = zero_score(zref, zmag, r.u);
+    a.nonzero[x] = a.nonzero[x] || zref != 0;
+    a.zero_score[x] = std::max(a.zero_score[x], z);
+    if (z > 0)
+      a.zero_ratio[x] =
+          std::max(a.zero_ratio[x], z / std::max({r.baseline_max_score, kFloorRoundings * std::fabs(zref) / zmag, kMinYardstick}));
   });
   for (HeadTally& a : tallies)
     for (size_t i = 0; i < r.maps.size(); ++i)
@@ -441,6 +455,14 @@ void tally_outputs(const Scoring& s, const CandidateOutputs& cand, const CheckOp
   }
   r.worst = worst_of(std::move(r.worst), opt.worst);
   fill_histogram(bins, r);
+  std::vector<std::string> vacuous;
+  for (int x = 0; x < 2 && !opt.exact_tier; ++x) {
+    double z = 0, ratio = 0;
+    bool nonzero = false;
+    for (const HeadTally& a : tallies) z = std::max(z, a.zero_score[x]), ratio = std::max(ratio, a.zero_ratio[x]), nonzero |= a.nonzero[x];
+    if (nonzero && z <= r.bound && ratio <= ratio_limit(r.scored)) vacuous.push_back(x ? "den" : "out");
+  }
+  return vacuous;
 }
 
 // Rules 1–3 and the exact tier on the outputs: r's reasons, and whether each of its maps fails.
@@ -467,10 +489,21 @@ void output_reasons(Report& r) {
 
 // The verdict, once the outputs are judged: the gradients' rows and reasons
 // (SPEC §9), INCONCLUSIVE when too little was scored, PASS on no reason.
-void decide_verdict(const BatchProblem& p, const Reference& ref, const CandidateOutputs& cand, const CheckOptions& opt,
-                    BaselineMemo* memo, Report& r) {
+void decide_verdict(const BatchProblem& p, const Reference& ref, const CandidateOutputs& cand, const CheckOptions& opt, BaselineMemo* memo,
+                    std::vector<std::string> vacuous, Report& r) {
   check_gradients(p, ref, cand, opt, r, memo);
   check_final_state(p, ref, cand, opt, r);
+  // A tensor an all-zero candidate would pass tells nothing: never a PASS on it, never instead of a FAIL.
+  for (const auto* v : {&r.gradients, &r.states})
+    for (const GradientRow& g : *v)
+      if (g.checked && g.vacuous) vacuous.push_back(g.name);
+  if (r.reasons.empty())
+    for (const std::string& t : vacuous) {
+      r.inconclusive = true;
+      r.reasons.push_back(t + ": an all-zero " + t + " would pass: the bound of its class (" + to_string(opt.form_class) + ", " +
+                          to_string(r.precision) + ") exceeds every value: too little was checked; test in a higher precision" +
+                          (opt.form_class == FormClass::masked ? "" : " or declare masked"));
+    }
   // A gradient or state part with too little scored is the verdict's only reason when nothing else fails
   // (a state's entries that depend on NaN/Inf inputs, its only unscored kind, are not counted).
   for (const auto* v : {&r.gradients, &r.states})
@@ -586,9 +619,9 @@ Report check(const BatchProblem& p, const Reference& given, const CandidateOutpu
   const bool replay = memo && memo->mode == BaselineMemo::Mode::replay;
   const bool record = memo && !replay && opt.form_class == FormClass::masked && has_state_difference_magnitude(p.opt);
   score_baseline(s, opt, memo, record, enough_bar(s, cand, opt), r);
-  tally_outputs(s, cand, opt, r);
+  std::vector<std::string> vacuous = tally_outputs(s, cand, opt, r);
   output_reasons(r);
-  decide_verdict(p, ref, cand, opt, memo && (record || replay) ? memo : nullptr, r);
+  decide_verdict(p, ref, cand, opt, memo && (record || replay) ? memo : nullptr, std::move(vacuous), r);
   explain_failure(p, ref, cand, opt, memo, r);
   return r;
 }

@@ -127,6 +127,12 @@ void finish(const Judge& j, const CheckOptions& opt, Report& r, GradientRow& row
     row.over_ratio = row.baseline_ratio > row.ratio_limit;
     if (row.baseline_max_score == 0 && !row.baseline_worst_form.empty()) row.baseline_worst_form += ", exact on every element";
   }
+  // Vacuous: an all-zero candidate (score |ref|/(u·M) per element) would pass rules 2 and 3 here.
+  row.vacuous = !j.exact_tier && std::any_of(all.begin(), all.end(), [](const Element& e) { return e.reference != 0; }) &&
+                std::all_of(all.begin(), all.end(), [&](const Element& e) {
+                  const double z = zero_score(e.reference, e.magnitude, j.r.u);
+                  return z <= j.bound && (!row.baseline_applied || z <= row.ratio_limit * rule3_yardstick(row, e));
+                });
   row.worst = worst_of(std::move(all), opt.worst);
   char buf[400];
   if (row.nonfinite) r.reasons.push_back(row.name + ": " + std::to_string(row.nonfinite) + " non-finite values where the reference is finite");

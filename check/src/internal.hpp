@@ -34,6 +34,10 @@ using engine::num;
 // INCONCLUSIVE (not a pass; `hla check` exits 4).
 inline constexpr double kMaxUnscoredFraction = 0.5;
 
+// An all-zero candidate's score of an element whose reference is ref, magnitude M:
+// |ref| / (u·M) (a normalized output's residual at o = 0: num and M_num).
+inline double zero_score(double ref, double M, double u) { return ref == 0 ? 0.0 : M > 0 ? std::fabs(ref) / (u * M) : HUGE_VAL; }
+
 // How `c` is declared through `i`: `--form-class flat:64`, `form_class="flat:64"`,
 // `hla_impl_info.form_class = HLA_CLASS_FLAT_CHUNKS(64)`, `.form_class = FormClass::flat(64)`.
 std::string declare_class(FormClass c, Interface i);

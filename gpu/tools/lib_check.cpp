@@ -7,6 +7,7 @@
 // the declared precision and form class): the same verdict `hla check FIXTURE
 // CANDIDATE --precision P --form-class C` gives on the written candidate.
 // Prints one line per fixture and a summary: fixtures in support, passed,
+// inconclusive (too little to judge, e.g. an all-zero output would pass: no failure),
 // failed, the worst rule-3 ratio (score / the worst of our honest orders) per
 // variant. --candidates DIR: also writes each candidate file there.
 // Exact-tier fixtures demand bit equality only of a library declaring f32 or
@@ -67,8 +68,8 @@ Aligned encode(const std::vector<double>& x, DType t) {
 
 // What the fixtures came to.
 struct Tally {
-  size_t supported = 0, passed = 0, skipped = 0;
-  std::map<std::string, double> worst_ratio;  // per variant
+  size_t supported = 0, passed = 0, skipped = 0, inconclusive = 0;  // inconclusive: too little to judge, not a failure
+  std::map<std::string, double> worst_ratio;                        // per variant
   std::map<std::string, size_t> skip_reasons;
   double seconds_run = 0;
 };
@@ -133,6 +134,7 @@ void check_one(const Lib& lib, const hla_impl_info& in, const engine::PrecisionM
   opt.form_class = engine::form_class_from_code(in.form_class);
   const check::Report r = check::check_fixture(f, c, opt);
   const std::string var = to_string(p.opt.variant);
+  if (r.inconclusive) ++t.inconclusive;
   if (r.pass) {
     ++t.passed;
     t.worst_ratio[var] = std::max(t.worst_ratio[var], r.baseline_ratio);
@@ -185,10 +187,11 @@ int main(int argc, char** argv) {
       ++t.supported;
     }
   }
-  std::cout << "hla_lib_check: " << t.supported << " fixtures in support, " << t.passed << " passed, " << t.supported - t.passed
-            << " failed; " << t.skipped << " outside support (";
+  std::cout << "hla_lib_check: " << t.supported << " fixtures in support, " << t.passed << " passed, "
+            << t.supported - t.passed - t.inconclusive << " failed, " << t.inconclusive << " inconclusive; " << t.skipped
+            << " outside support (";
   for (const auto& [why, count] : t.skip_reasons) std::cout << " " << why << ": " << count;
   std::printf(" ); library time %.2f s\n", t.seconds_run);
   for (const auto& [var, r] : t.worst_ratio) std::printf("  worst ratio %s: %.3g\n", var.c_str(), r);
-  return t.supported > 0 && t.passed == t.supported ? 0 : 1;
+  return t.supported > 0 && t.passed > 0 && t.passed + t.inconclusive == t.supported ? 0 : 1;
 }

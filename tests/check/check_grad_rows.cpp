@@ -7,10 +7,12 @@
 // and dk_j, dv_j on the tokens t ≥ j, so in every row exactly the elements of
 // the first m tokens are unscored: m = 2 is half (PASS), m = 3 three quarters.
 // The outputs are all scored (their residual is finite at D = ε).
+// Then: a tensor an all-zero candidate would pass (its reference not all 0) is INCONCLUSIVE.
 #include "hla/check/check.hpp"
 #include "hla/engine/gradient_reference.hpp"
 
 #include <catch2/catch.hpp>
+#include <random>
 
 using namespace hla;
 using namespace hla::check;
@@ -50,4 +52,83 @@ TEST_CASE("gradients: a row with more than half of its elements ill-conditioned 
     CHECK(r.verdict() == (m == 2 ? "PASS" : "INCONCLUSIVE"));
     if (m == 3) CHECK(r.reasons.front().find("elements are not scored") != std::string::npos);
   }
+}
+
+// A tensor an all-zero candidate would pass tells nothing (check.cpp decide_verdict): INCONCLUSIVE, never PASS.
+namespace {
+BatchProblem gaussian_problem(Variant v, Index heads, Index n, Index d, DType dt, Rational gamma, uint64_t seed) {
+  BatchProblem p;
+  p.opt.variant = v;
+  p.opt.gamma = gamma;
+  p.dtype = dt;
+  p.heads = p.kv_heads = heads, p.n = n, p.d = p.dv = d;
+  std::mt19937_64 rng(seed);
+  std::normal_distribution<double> N;
+  for (auto* x : {&p.q, &p.k, &p.v}) {
+    x->resize(static_cast<size_t>(heads * n * d));
+    for (double& e : *x) e = round_to(dt, N(rng));
+  }
+  return p;
+}
+}  // namespace
+
+TEST_CASE("vacuous: all-zero gradients of hla3 bf16 state_difference are INCONCLUSIVE, not PASS", "[check][gradients][vacuous]") {
+  const BatchProblem p = gaussian_problem(Variant::hla3, 2, 256, 16, DType::bf16, Rational(99, 100), 5);
+  std::mt19937_64 rng(6);
+  std::normal_distribution<double> N;
+  std::vector<double> dout(static_cast<size_t>(p.heads * p.n * p.dv)), dden(static_cast<size_t>(p.heads * p.n), 0.0);
+  for (double& e : dout) e = round_to(DType::bf16, N(rng));
+  Reference ref = compute_reference(p);
+  ref.grad = compute_gradient_reference(p, ref, dout, dden);
+  CandidateOutputs c = ours(p, Precision::bf16, Form::streaming_paper_state, 64, DType::bf16);
+  c.dq.assign(ref.grad->dq.size(), 0.0), c.dk.assign(ref.grad->dk.size(), 0.0), c.dv.assign(ref.grad->dv.size(), 0.0);
+  c.dq_dtype = c.dk_dtype = c.dv_dtype = DType::bf16;
+  CheckOptions o;
+  o.form_class = FormClass::state_difference;
+  const Report r = check::check(p, ref, c, o);
+  INFO(r.text());
+  CHECK(r.verdict() == "INCONCLUSIVE");
+  REQUIRE_FALSE(r.reasons.empty());
+  CHECK(r.reasons.front().find("an all-zero d") != std::string::npos);
+  CHECK(r.reasons.front().find("state_difference, bf16") != std::string::npos);
+  // A FAIL stays a FAIL: the same candidate with its output garbled.
+  CandidateOutputs bad = c;
+  for (double& x : bad.out) x += 1;
+  const Report rb = check::check(p, ref, bad, o);
+  CHECK(rb.verdict() == "FAIL");
+}
+
+TEST_CASE("vacuous: an honest f32 candidate still PASSes, and an all-zero one on an all-zero reference", "[check][gradients][vacuous]") {
+  BatchProblem p = gaussian_problem(Variant::hla2, 2, 48, 8, DType::f32, Rational(7, 8), 9);
+  p.opt.normalize = true;
+  std::mt19937_64 rng(10);
+  std::normal_distribution<double> N;
+  std::vector<double> dout(static_cast<size_t>(p.heads * p.n * p.dv)), dden(static_cast<size_t>(p.heads * p.n));
+  for (double& e : dout) e = round_to(DType::f32, N(rng));
+  for (double& e : dden) e = round_to(DType::f32, N(rng));
+  Reference ref = compute_reference(p);
+  ref.grad = compute_gradient_reference(p, ref, dout, dden);
+  CandidateOutputs c = ours(p, Precision::f32, Form::streaming, 64, DType::f32);
+  ours_gradients(p, dout, dden, BackwardForm::streaming, 16, DType::f32, c, Precision::f32);
+  CheckOptions o;
+  o.precision = Precision::f32;
+  o.require_gradients = true;
+  const Report r = check::check(p, ref, c, o);
+  INFO(r.text());
+  CHECK(r.verdict() == "PASS");
+  for (const GradientRow& g : r.gradients) CHECK_FALSE(g.vacuous);
+  // v = 0 and no upstream: out and every gradient are exactly 0, and so is the candidate.
+  std::fill(p.v.begin(), p.v.end(), 0.0);
+  p.opt.normalize = false;
+  std::fill(dout.begin(), dout.end(), 0.0);
+  std::fill(dden.begin(), dden.end(), 0.0);
+  Reference z = compute_reference(p);
+  z.grad = compute_gradient_reference(p, z, dout, dden);
+  CandidateOutputs zc;
+  zc.out.assign(z.out.size(), 0.0), zc.dq.assign(z.grad->dq.size(), 0.0), zc.dk.assign(z.grad->dk.size(), 0.0),
+      zc.dv.assign(z.grad->dv.size(), 0.0);
+  zc.out_dtype = zc.dq_dtype = zc.dk_dtype = zc.dv_dtype = DType::f32;
+  const Report rz = check::check(p, z, zc, o);
+  INFO(rz.text());
+  CHECK(rz.verdict() == "PASS");
 }

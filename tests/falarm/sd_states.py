@@ -3,7 +3,7 @@
 declared form_class='state_difference', judged by hla_oracle.check with dq,
 dk, dv and the initial state's gradient dstate. Every honest case must PASS
 (any other verdict is a false alarm of the judge, except INCONCLUSIVE with
-too little of a normalized gradient scored, issue 39.2, counted apart); every planted case that
+too little checked: a normalized gradient scored too little, issue 39.2, or one an all-zero gradient would pass; counted apart); every planted case that
 moves some gradient by more than 1% of the largest must FAIL (one that passes
 is a blind spot); smaller effects are counted apart. Exits 1 on either.
 
@@ -198,7 +198,7 @@ def main():
                 if w > worst.get(key, (0, ""))[0]:
                     worst[key] = (w, f"case {i} {g['name']} by {g['baseline_worst_form']}")
         if js["verdict"] == "INCONCLUSIVE" and all("too little was checked" in r_ for r_ in js["reasons"]):
-            pass  # a normalized gradient with too little scored (issue 39.2): counted above, not a false alarm
+            pass  # too little checked (issue 39.2, or all-zero would pass): counted above, not a false alarm
         elif js["verdict"] != "PASS":
             alarms.append(i)
             print(f"FALSE ALARM case {i} {key}: {js['verdict']}: {js['reasons'][:3]}")

@@ -123,6 +123,7 @@ struct GradientRow : Tally {
   size_t ill_conditioned = 0;  // not scored: depends on a den ⊕ ε within its error bound of 0 (or of a clamp jump)
   bool baseline_applied = false;  // rule 3 applies: we have backward forms of this variant
   bool over_ratio = false;
+  bool vacuous = false;  // an all-zero candidate would pass it, its reference not all zero: it tells nothing
   bool fails() const { return nonfinite > 0 || over_bound > 0 || over_ratio || exact_mismatches > 0; }
 };
 
