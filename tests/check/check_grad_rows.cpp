@@ -18,6 +18,18 @@ using namespace hla;
 using namespace hla::check;
 using namespace hla::engine;
 
+// Our f32 streaming forward and backward of p, judged at f32 with the gradients required.
+static Report f32_streaming_report(const BatchProblem& p, const std::vector<double>& dout, const std::vector<double>& dden) {
+  Reference ref = compute_reference(p);
+  ref.grad = compute_gradient_reference(p, ref, dout, dden);
+  CandidateOutputs c = ours(p, Precision::f32, Form::streaming, 64, DType::f32);
+  ours_gradients(p, dout, dden, BackwardForm::streaming, 16, DType::f32, c, Precision::f32);
+  CheckOptions o;
+  o.precision = Precision::f32;
+  o.require_gradients = true;
+  return check::check(p, ref, c, o);
+}
+
 TEST_CASE("gradients: a row with more than half of its elements ill-conditioned is INCONCLUSIVE, half is not", "[check][gradients]") {
   for (const Index m : {2, 3}) {
     BatchProblem p;
@@ -33,14 +45,7 @@ TEST_CASE("gradients: a row with more than half of its elements ill-conditioned 
       p.v.push_back(static_cast<double>(t + 1));
     }
     const std::vector<double> dout{1, -2, 3, 1}, dden{0.5, 1, -1, 2};
-    Reference ref = compute_reference(p);
-    ref.grad = compute_gradient_reference(p, ref, dout, dden);
-    CandidateOutputs c = ours(p, Precision::f32, Form::streaming, 64, DType::f32);
-    ours_gradients(p, dout, dden, BackwardForm::streaming, 16, DType::f32, c, Precision::f32);
-    CheckOptions o;
-    o.precision = Precision::f32;
-    o.require_gradients = true;
-    const Report r = check::check(p, ref, c, o);
+    const Report r = f32_streaming_report(p, dout, dden);
     INFO("m = " << m << ": " << r.verdict() << (r.reasons.empty() ? "" : ": " + r.reasons.front()));
     REQUIRE(r.scored == r.elements);  // the outputs: every element scored
     for (const GradientRow& g : r.gradients) {
@@ -106,14 +111,7 @@ TEST_CASE("vacuous: an honest f32 candidate still PASSes, and an all-zero one on
   std::vector<double> dout(static_cast<size_t>(p.heads * p.n * p.dv)), dden(static_cast<size_t>(p.heads * p.n));
   for (double& e : dout) e = round_to(DType::f32, N(rng));
   for (double& e : dden) e = round_to(DType::f32, N(rng));
-  Reference ref = compute_reference(p);
-  ref.grad = compute_gradient_reference(p, ref, dout, dden);
-  CandidateOutputs c = ours(p, Precision::f32, Form::streaming, 64, DType::f32);
-  ours_gradients(p, dout, dden, BackwardForm::streaming, 16, DType::f32, c, Precision::f32);
-  CheckOptions o;
-  o.precision = Precision::f32;
-  o.require_gradients = true;
-  const Report r = check::check(p, ref, c, o);
+  const Report r = f32_streaming_report(p, dout, dden);
   INFO(r.text());
   CHECK(r.verdict() == "PASS");
   for (const GradientRow& g : r.gradients) CHECK_FALSE(g.vacuous);
@@ -128,6 +126,9 @@ TEST_CASE("vacuous: an honest f32 candidate still PASSes, and an all-zero one on
   zc.out.assign(z.out.size(), 0.0), zc.dq.assign(z.grad->dq.size(), 0.0), zc.dk.assign(z.grad->dk.size(), 0.0),
       zc.dv.assign(z.grad->dv.size(), 0.0);
   zc.out_dtype = zc.dq_dtype = zc.dk_dtype = zc.dv_dtype = DType::f32;
+  CheckOptions o;
+  o.precision = Precision::f32;
+  o.require_gradients = true;
   const Report rz = check::check(p, z, zc, o);
   INFO(rz.text());
   CHECK(rz.verdict() == "PASS");
