@@ -209,6 +209,18 @@ Upstream upstream_of(const BatchProblem& p, uint64_t seed) {
   return u;
 }
 
+// p's reference with the gradients for u, and our f32 kernel from the state with its chunked backward (width 7).
+struct WithGradients {
+  engine::Reference ref;
+  engine::CandidateOutputs c;
+};
+WithGradients f32_with_gradients(const BatchProblem& p, const Upstream& u) {
+  WithGradients g{engine::compute_reference(p), f32_kernel(p, false)};
+  g.ref.grad = engine::compute_gradient_reference(p, g.ref, u.dout, u.dden);
+  engine::ours_gradients(p, u.dout, u.dden, BackwardForm::chunked, 7, DType::f32, g.c);
+  return g;
+}
+
 // The exact ∂L/∂X0 of every (sequence, query head) of p, laid out as p.state,
 // by backward form f (chunks of w).
 std::vector<Rational> exact_dstate(const BatchProblem& p, const Upstream& u, BackwardForm f, Index w) {
@@ -277,10 +289,9 @@ TEST_CASE("state gradient: the checker passes a correct dstate and fails a dropp
     const Options o = normalized(v);
     const BatchProblem p = batch_with_state(o, 2, 2, 20, 4, 3, 7, false);
     const Upstream u = upstream_of(p, 3);
-    engine::Reference ref = engine::compute_reference(p);
-    ref.grad = engine::compute_gradient_reference(p, ref, u.dout, u.dden);
-    engine::CandidateOutputs c = f32_kernel(p, false);
-    engine::ours_gradients(p, u.dout, u.dden, BackwardForm::chunked, 7, DType::f32, c);
+    WithGradients g = f32_with_gradients(p, u);
+    engine::Reference& ref = g.ref;  // named references: lambdas below capture them (clang 14: no structured bindings)
+    engine::CandidateOutputs& c = g.c;
     REQUIRE(!c.dstate_parts.empty());
     check::CheckOptions opt;
     opt.require_gradients = true;
@@ -679,10 +690,7 @@ TEST_CASE("state gradient: ahla declared state_difference is judged as masked, a
   const Options o = normalized(Variant::ahla);
   const BatchProblem p = batch_with_state(o, 1, 2, 16, 4, 3, 5, false);
   const Upstream u = upstream_of(p, 2);
-  engine::Reference ref = engine::compute_reference(p);
-  ref.grad = engine::compute_gradient_reference(p, ref, u.dout, u.dden);
-  engine::CandidateOutputs c = f32_kernel(p, false);
-  engine::ours_gradients(p, u.dout, u.dden, BackwardForm::chunked, 7, DType::f32, c);
+  const auto [ref, c] = f32_with_gradients(p, u);
   const check::Report m = check::check(p, ref, c, {.precision = engine::Precision::f32});
   const check::Report s = check::check(p, ref, c, {.precision = engine::Precision::f32, .form_class = engine::FormClass::state_difference});
   INFO(s.text());
