@@ -199,3 +199,32 @@ TEST_CASE("fast reference: values within 2^-100 of a rounding midpoint are certi
       }
     }
 }
+
+TEST_CASE("engine first: only a head the engine leaves uncertified is computed again in exact rationals, and equals them",
+          "[fast][certify]") {
+  using namespace certify_edges;
+  for (Subject s : {Subject::num, Subject::den, Subject::quotient}) {
+    INFO(label(s));
+    // Head 0: an instance within 2^-100 of a midpoint (the engine certifies none);
+    // head 1: plain tokens of the same length.
+    BatchProblem p = instance(s, Kind::b128);
+    const BatchProblem plain = problem(std::vector<Token>(static_cast<size_t>(p.n), Token{0.5, 0.25}), s == Subject::quotient);
+    p.heads = p.kv_heads = 2;
+    for (auto [x, y] : {std::pair{&p.q, &plain.q}, {&p.k, &plain.k}, {&p.v, &plain.v}}) x->insert(x->end(), y->begin(), y->end());
+    engine::ReferenceOptions first;
+    first.engine_first = true;
+    const engine::Reference a = engine::compute_reference(p, first), b = engine::compute_reference(p, engine::ReferenceOptions{});
+    REQUIRE(b.stats.exact == 2);
+    CHECK(a.stats.exact == 1);
+    CHECK(a.stats.fast == 1);
+    CHECK(a.stats.uncertified == 0);
+    CHECK(a.out == b.out);
+    CHECK(a.num == b.num);
+    CHECK(a.den == b.den);
+    CHECK(a.flags == b.flags);
+    CHECK(a.den_flags == b.den_flags);
+    // Without the fallback the engine leaves head 0 flagged (what makes the case a test).
+    engine::ReferenceOptions engine_only = engine_options(false);
+    CHECK(engine::compute_reference(p, engine_only).stats.uncertified > 0);
+  }
+}

@@ -8,9 +8,12 @@ namespace hla::gen {
 double Rng::uniform() { return std::ldexp(static_cast<double>(static_cast<int64_t>(bits() >> 33)) - 0x40000000, -30); }
 
 double Rng::normal() {
-  double s = 0;
-  for (int i = 0; i < 12; ++i) s += std::ldexp(static_cast<double>(bits() >> 34), -30);
-  return s - 6;
+  // The 30-bit draws added as integers (< 2^34) and scaled once: every partial
+  // sum of the multiples of 2^-30 is exact either way, so the same double, and
+  // a tenth of the time (twelve ldexp calls were 5% of a fuzz campaign).
+  uint64_t s = 0;
+  for (int i = 0; i < 12; ++i) s += bits() >> 34;
+  return static_cast<double>(s) * 0x1p-30 - 6;
 }
 
 uint64_t derive_seed(uint64_t seed, uint64_t i) {

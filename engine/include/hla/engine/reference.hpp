@@ -115,7 +115,7 @@ struct ReferenceOptions {
   double double_magnitudes_above = 0x1p22;
   double recompute_work = 0x1p22;
   // Where exact rationals would serve: the engine first, and exact rationals
-  // only when it leaves an element uncertified. The values are the same (the
+  // only for a head where it leaves an element uncertified. The values are the same (the
   // exact ones rounded), the magnitudes within a rounding, and the state-
   // difference ones upper bounds within K·2^-52 (the fuzzer: 5–10× faster).
   bool engine_first = false;
