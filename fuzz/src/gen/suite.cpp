@@ -116,8 +116,11 @@ void golden(Builder& b) {
 // The binary128 path with flags: n = 49 is beyond exact rationals; opposing
 // key pairs (cancellation) with equal values make la1 at γ = 1 cancel exactly
 // at every odd token: a reference 0 from terms of magnitude ~1, "not certified
-// to f64" (flag 1) in out and den. Added after each suite's other cases, so
-// that those keep their seeds and bytes.
+// to f64" (flag 1) in out and den. At even tokens q_t = k_t (not ⊥ k_t, as the
+// distribution makes it), so that out and den there are |k_t|²·v_t and |k_t|²,
+// far beyond their f32 bounds: an all-zero output fails (it passed while even
+// tokens were 0 as well, a vacuous fixture). Added after each suite's other
+// cases, so that those keep their seeds and bytes.
 void flagged(Builder& b) {
   Config unit = named(configs(), "la1");
   unit.opt.gamma = 1;
@@ -126,6 +129,8 @@ void flagged(Builder& b) {
   BatchProblem& p = b.cases.back().problem;
   for (Index t = 1; t < p.n; t += 2)
     for (Index c = 0; c < p.dv; ++c) p.v[p.v_index(0, 0, t, c)] = p.v[p.v_index(0, 0, t - 1, c)];
+  for (Index t = 0; t < p.n; t += 2)
+    for (Index c = 0; c < p.d; ++c) p.q[p.q_index(0, 0, t, c)] = p.k[p.k_index(0, 0, t, c)];
 }
 
 // Gradients (SPEC §9): every variant with a backward × normalize mode, small
