@@ -154,19 +154,11 @@ struct HeadTally : Tally {
   std::vector<size_t> bins = std::vector<size_t>(23, 0);
   double floor = 0;
   MapAcc out_map, den_map;     // this head's row of the out and den maps
-  double cut = -HUGE_VAL;      // since a pruning of worst: the k-th score kept; a lower one cannot enter
+  double cut = -HUGE_VAL;      // keep_worst's cut of worst
   // An all-zero candidate, per tensor (0 out, 1 den): its worst score, its largest rule-3 ratio, a reference not 0.
   double zero_score[2] = {0, 0}, zero_ratio[2] = {0, 0};
   bool nonzero[2] = {false, false};
-  // worst: a superset of its k worst, pruned to k whenever it reaches 2k + 16.
-  void keep(const Element& e, size_t k) {
-    if (k == 0 || e.score < cut) return;
-    worst.push_back(e);
-    if (worst.size() >= 2 * k + 16) {
-      worst = worst_of(std::move(worst), k);
-      cut = worst.back().score;
-    }
-  }
+  void keep(const Element& e, size_t k) { keep_worst(worst, cut, e, k); }
 };
 
 std::string where(const Element& e) {

@@ -35,39 +35,50 @@ struct RowMaps {
   RowMaps(const RowMaps&) = delete;
 };
 
+// An element's fate: not scored (and why), or scored, its score and unit filled in.
+enum class Fate { ill_conditioned, out_of_range, underflow, scored };
+
+// |error| in score units of element e.
+double in_units(const Judge& j, const Element& e, double err) {
+  return err == 0 ? 0.0 : e.magnitude > 0 ? err / (j.r.u * e.magnitude) : HUGE_VAL;
+}
+
+Fate prepare(const Judge& j, Element& e, DType dtype) {
+  if (!std::isfinite(e.magnitude) || !std::isfinite(e.reference)) return Fate::ill_conditioned;
+  if (std::fabs(e.reference) > info(dtype).largest_finite()) return Fate::out_of_range;
+  if (j.r.u * e.magnitude < j.tiny && e.magnitude > 0) return Fate::underflow;
+  e.score = std::isfinite(e.candidate)
+                ? in_units(j, e, std::max(0.0, std::fabs(e.candidate - e.reference) - info(dtype).rounding_error(e.reference)))
+                : HUGE_VAL;
+  e.unit = e.magnitude > 0 ? std::fabs(e.reference) / e.magnitude : 0;
+  return Fate::scored;
+}
+
+// A row's elements, walked again for rule 3 and vacuity once our worst is known
+// (each scored element, prepared): no per-element copy is kept, which at
+// [2, 8, 4096, 128] would be 2 GB per tensor.
+using Rewalk = std::function<void(const std::function<void(const Element&)>&)>;
+
 // Scores element e (its magnitude the yardstick M*; +inf: ill-conditioned)
-// into row and all, and into maps at (map_row, e.t); `values(b)` gives our
-// form b's value of the element (or NaN when it has none).
-void score(const Judge& j, GradientRow& row, std::vector<Element>& all, Element e, DType dtype,
+// into row and its worst k, and into maps at (map_row, e.t); `ours(b)` gives
+// our form b's value of the element (or NaN when it has none).
+void score(const Judge& j, GradientRow& row, Worst& worst, Element e, DType dtype,
            const std::function<double(const CandidateOutputs&)>& ours, RowMaps& maps, Index map_row) {
   ++row.elements;
-  if (!std::isfinite(e.magnitude) || !std::isfinite(e.reference)) {
-    ++row.ill_conditioned;
-    return;
-  }
-  if (std::fabs(e.reference) > info(dtype).largest_finite()) {
-    ++row.out_of_range;
-    return;
-  }
-  if (j.r.u * e.magnitude < j.tiny && e.magnitude > 0) {
-    ++row.underflow;
-    return;
+  switch (prepare(j, e, dtype)) {
+    case Fate::ill_conditioned: ++row.ill_conditioned; return;
+    case Fate::out_of_range: ++row.out_of_range; return;
+    case Fate::underflow: ++row.underflow; return;
+    case Fate::scored: break;
   }
   ++row.scored;
-  auto scored = [&](double err) { return err == 0 ? 0.0 : e.magnitude > 0 ? err / (j.r.u * e.magnitude) : HUGE_VAL; };
-  if (!std::isfinite(e.candidate)) {
-    e.score = HUGE_VAL;
-    ++row.nonfinite;
-  } else {
-    e.score = scored(std::max(0.0, std::fabs(e.candidate - e.reference) - info(dtype).rounding_error(e.reference)));
-  }
-  e.unit = e.magnitude > 0 ? std::fabs(e.reference) / e.magnitude : 0;
+  if (!std::isfinite(e.candidate)) ++row.nonfinite;
   maps.cand.add(map_row, e.t, e.score);
   for (size_t k = 0; k < j.bases.size(); ++k) {
     const auto& [form, b] = j.bases[k];
     const double x = ours(b);
     if (std::isnan(x)) continue;
-    const double sb = std::isfinite(x) ? scored(std::fabs(x - e.reference)) : HUGE_VAL;
+    const double sb = std::isfinite(x) ? in_units(j, e, std::fabs(x - e.reference)) : HUGE_VAL;
     maps.ours[k].add(map_row, e.t, sb);
     if (sb > row.baseline_max_score || row.baseline_worst_form.empty()) {
       row.baseline_max_score = std::max(row.baseline_max_score, sb);
@@ -77,7 +88,7 @@ void score(const Judge& j, GradientRow& row, std::vector<Element>& all, Element 
   if (e.score > j.bound) ++row.over_bound;
   if (j.exact_tier && (dtype == DType::f32 || dtype == DType::f64) && !(e.candidate == e.reference)) ++row.exact_mismatches;
   row.max_score = std::max(row.max_score, e.score);
-  all.push_back(e);
+  worst.keep(e);
 }
 
 // Rule 3's yardstick of one element: the worst of our orders, or its floor —
@@ -109,7 +120,7 @@ void finish_map(const Judge& j, Report& r, const GradientRow& row, RowMaps& maps
 }
 
 // The row's rule 3, worst elements and reasons; `at` says where an element is.
-void finish(const Judge& j, const CheckOptions& opt, Report& r, GradientRow& row, std::vector<Element> all,
+void finish(const Judge& j, Report& r, GradientRow& row, Worst worst, const Rewalk& rewalk,
             const std::function<std::string(const Element&)>& at, RowMaps& maps) {
   if (row.baseline_applied) {
     if (j.path_ratio != 1) {
@@ -119,21 +130,23 @@ void finish(const Judge& j, const CheckOptions& opt, Report& r, GradientRow& row
       row.baseline_worst_form += std::string(" x ") + k + " (the class's longest path over the nested one)";
     }
     row.ratio_limit = ratio_limit(row.scored);
-    for (const Element& e : all) {
-      if (!std::isfinite(e.score)) continue;  // non-finite: failed by its own rule
+    if (row.baseline_max_score == 0 && !row.baseline_worst_form.empty()) row.baseline_worst_form += ", exact on every element";
+  }
+  // Rule 3's ratio per element (a non-finite score fails by its own rule), and
+  // vacuity: an all-zero candidate (score |ref|/(u·M) per element) would pass rules 2 and 3 here.
+  bool nonzero = false, zeros_pass = true;
+  rewalk([&](const Element& e) {
+    if (row.baseline_applied && std::isfinite(e.score)) {
       const double ratio = e.score == 0 ? 0 : e.score / rule3_yardstick(row, e);
       if (ratio > row.baseline_ratio) row.baseline_ratio = ratio, row.ratio_element = e;
     }
-    row.over_ratio = row.baseline_ratio > row.ratio_limit;
-    if (row.baseline_max_score == 0 && !row.baseline_worst_form.empty()) row.baseline_worst_form += ", exact on every element";
-  }
-  // Vacuous: an all-zero candidate (score |ref|/(u·M) per element) would pass rules 2 and 3 here.
-  row.vacuous = !j.exact_tier && std::any_of(all.begin(), all.end(), [](const Element& e) { return e.reference != 0; }) &&
-                std::all_of(all.begin(), all.end(), [&](const Element& e) {
-                  const double z = zero_score(e.reference, e.magnitude, j.r.u);
-                  return z <= j.bound && (!row.baseline_applied || z <= row.ratio_limit * rule3_yardstick(row, e));
-                });
-  row.worst = worst_of(std::move(all), opt.worst);
+    nonzero |= e.reference != 0;
+    const double z = zero_score(e.reference, e.magnitude, j.r.u);
+    zeros_pass = zeros_pass && z <= j.bound && (!row.baseline_applied || z <= row.ratio_limit * rule3_yardstick(row, e));
+  });
+  if (row.baseline_applied) row.over_ratio = row.baseline_ratio > row.ratio_limit;
+  row.vacuous = !j.exact_tier && nonzero && zeros_pass;
+  row.worst = std::move(worst).take();
   char buf[400];
   if (row.nonfinite) r.reasons.push_back(row.name + ": " + std::to_string(row.nonfinite) + " non-finite values where the reference is finite");
   if (row.over_bound) {
@@ -211,17 +224,25 @@ void token_rows(const Judge& j, const CheckOptions& opt, const CandidateOutputs&
     const size_t size = static_cast<size_t>(p.batch * x.heads * p.n * x.cols);
     if (x.cand.size() != size)
       throw InputError(std::string("candidate ") + x.name + " holds " + std::to_string(x.cand.size()) + " values, expected " + std::to_string(size));
-    std::vector<Element> all;
     const Index group = x.heads == p.heads ? p.heads / p.kv_heads : 1;
     RowMaps maps(map_layout(p, x.name, p.batch * x.heads, x.heads, group, p.n, true), j.bases.size());
-    size_t i = 0;
-    for (Index b = 0; b < p.batch; ++b)
-      for (Index h = 0; h < x.heads; ++h)
-        for (Index t = 0; t < p.n; ++t)
-          for (Index c = 0; c < x.cols; ++c, ++i)
-            score(j, row, all, Element{b, h, t, c, x.cand[i], x.ref[i], x.mag[i]}, x.dtype,
-                  [&](const CandidateOutputs& o) { return (o.*x.ours)[i]; }, maps, b * x.heads + h);
-    finish(j, opt, r, row, std::move(all), [](const Element& w) {
+    const auto walk = [&](const auto& f) {
+      size_t i = 0;
+      for (Index b = 0; b < p.batch; ++b)
+        for (Index h = 0; h < x.heads; ++h)
+          for (Index t = 0; t < p.n; ++t)
+            for (Index c = 0; c < x.cols; ++c, ++i) f(Element{b, h, t, c, x.cand[i], x.ref[i], x.mag[i]}, i);
+    };
+    Worst worst{opt.worst};
+    walk([&](const Element& e, size_t i) {
+      score(j, row, worst, e, x.dtype, [&](const CandidateOutputs& o) { return (o.*x.ours)[i]; }, maps, e.b * x.heads + e.h);
+    });
+    const Rewalk rewalk = [&](const std::function<void(const Element&)>& f) {
+      walk([&](Element e, size_t) {
+        if (prepare(j, e, x.dtype) == Fate::scored) f(e);
+      });
+    };
+    finish(j, r, row, std::move(worst), rewalk, [](const Element& w) {
       return "batch " + std::to_string(w.b) + " head " + std::to_string(w.h) + " token " + std::to_string(w.t) + " column " + std::to_string(w.c);
     }, maps);
   }
@@ -251,20 +272,29 @@ void part_rows(const Judge& j, const CheckOptions& opt, const PartTensor& x, Rep
         (r.*j.rows).push_back(row);
         continue;
       }
-      std::vector<Element> all;
       RowMaps maps(map_layout(p, row.name, p.sequence_count() * p.heads, p.heads, 1, m.rows, false), j.bases.size());
-      p.for_each_state_entry([&](Index seq, Index h, size_t i_m, Index rr, Index c, size_t at) {
-        if (i_m != mi || (c == m.cols) != ones) return;
+      const auto walk = [&](const auto& f) {
+        p.for_each_state_entry([&](Index seq, Index h, size_t i_m, Index rr, Index c, size_t at) {
+          if (i_m == mi && (c == m.cols) == ones) f(Element{seq, h, rr, ones ? -1 : c, mine[at], x.ref[at], x.mag[at]}, at);
+        });
+      };
+      Worst worst{opt.worst};
+      walk([&](const Element& e, size_t at) {
         score(
-            j, row, all, Element{seq, h, rr, ones ? -1 : c, mine[at], x.ref[at], x.mag[at]}, x.dtype,
+            j, row, worst, e, x.dtype,
             [&](const CandidateOutputs& o) -> double {
               for (size_t k = 0; k < j.bases.size(); ++k)
                 if (&j.bases[k].second == &o) return ours[k].empty() || !row.baseline_applied ? NAN : ours[k][at];
               return NAN;
             },
-            maps, seq* p.heads + h);
+            maps, e.b * p.heads + e.h);
       });
-      finish(j, opt, r, row, std::move(all), [](const Element& w) {
+      const Rewalk rewalk = [&](const std::function<void(const Element&)>& f) {
+        walk([&](Element e, size_t) {
+          if (prepare(j, e, x.dtype) == Fate::scored) f(e);
+        });
+      };
+      finish(j, r, row, std::move(worst), rewalk, [](const Element& w) {
         return "sequence " + std::to_string(w.b) + " head " + std::to_string(w.h) + " row " + std::to_string(w.t) +
                (w.c < 0 ? "" : " column " + std::to_string(w.c));
       }, maps);

@@ -73,6 +73,27 @@ inline std::vector<Element> worst_of(std::vector<Element> all, size_t k) {
   return all;
 }
 
+// Offers e to the k worst of a stream without holding the stream: `kept` is a
+// superset of the k worst so far, pruned to k whenever it reaches 2k + 16;
+// `cut` is the k-th score kept at the last pruning (a lower one cannot enter).
+inline void keep_worst(std::vector<Element>& kept, double& cut, const Element& e, size_t k) {
+  if (k == 0 || e.score < cut) return;
+  kept.push_back(e);
+  if (kept.size() >= 2 * k + 16) {
+    kept = worst_of(std::move(kept), k);
+    cut = kept.back().score;
+  }
+}
+
+// The k worst of a stream (keep_worst); take() gives them, largest first.
+struct Worst {
+  size_t k = 0;
+  std::vector<Element> kept;
+  double cut = -HUGE_VAL;
+  void keep(const Element& e) { keep_worst(kept, cut, e, k); }
+  std::vector<Element> take() && { return worst_of(std::move(kept), k); }
+};
+
 // What one check's baseline orders computed, kept for the class hint's second
 // judgement (check.cpp) so that no order is evaluated twice in one check:
 // `record` also scores each forward order under the state-difference
