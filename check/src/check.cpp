@@ -504,8 +504,13 @@ void decide_verdict(const BatchProblem& p, const Reference& ref, const Candidate
       if (g.checked && counted > 0 && static_cast<double>(left) > kMaxUnscoredFraction * static_cast<double>(counted) &&
           r.reasons.empty()) {
         r.inconclusive = true;
-        r.reasons.push_back(g.name + ": " + std::to_string(left) + " of its " + std::to_string(counted) +
-                            " elements are not scored (ill-conditioned, out of range or underflowing): too little was checked");
+        // Mostly near a pole of 1/(den ⊕ ε) (Gaussian q, k make den change sign): say so, and what to test instead.
+        const bool pole = v == &r.gradients && !r.gradients_ill_tokens.empty() && 2 * g.ill_conditioned > left;
+        r.reasons.push_back(g.name + ": " + std::to_string(left) + " of its " + std::to_string(counted) + " elements are not scored " +
+                            (pole ? "because they depend on a den ⊕ ε within its error bound of 0 (the tokens are listed below), where "
+                                    "a normalized gradient cannot be bounded: too little was checked; test on inputs whose den is far "
+                                    "from 0, as a feature map makes it (hla gen --case ...,dist=positive), or in a higher precision"
+                                  : "(ill-conditioned, out of range or underflowing): too little was checked"));
       }
     }
   // Never a PASS on nothing: a verdict needs scored elements.

@@ -7,6 +7,7 @@
 // and dk_j, dv_j on the tokens t ≥ j, so in every row exactly the elements of
 // the first m tokens are unscored: m = 2 is half (PASS), m = 3 three quarters.
 // The outputs are all scored (their residual is finite at D = ε).
+// The reason says why (den near its pole, the tokens listed) and what to test instead.
 // Then: a tensor an all-zero candidate would pass (its reference not all 0) is INCONCLUSIVE.
 #include "hla/check/check.hpp"
 #include "hla/engine/gradient_reference.hpp"
@@ -55,7 +56,13 @@ TEST_CASE("gradients: a row with more than half of its elements ill-conditioned 
       CHECK_FALSE(g.fails());
     }
     CHECK(r.verdict() == (m == 2 ? "PASS" : "INCONCLUSIVE"));
-    if (m == 3) CHECK(r.reasons.front().find("elements are not scored") != std::string::npos);
+    if (m == 3) {
+      // In one sentence: why (den ⊕ ε within its bound of 0, the tokens listed) and what to test instead.
+      const std::string& why = r.reasons.front();
+      CHECK(why.find("elements are not scored because they depend on a den ⊕ ε within its error bound of 0") != std::string::npos);
+      CHECK(why.find("dist=positive") != std::string::npos);
+      CHECK(r.gradients_ill_tokens.find("(batch 0, head 0, token 2)") != std::string::npos);
+    }
   }
 }
 
