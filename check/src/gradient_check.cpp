@@ -66,10 +66,17 @@ void score(const Judge& j, GradientRow& row, Worst& worst, Element e, DType dtyp
            const std::function<double(const CandidateOutputs&)>& ours, RowMaps& maps, Index map_row) {
   ++row.elements;
   switch (prepare(j, e, dtype)) {
-    case Fate::ill_conditioned: ++row.ill_conditioned; return;
-    case Fate::out_of_range: ++row.out_of_range; return;
-    case Fate::underflow: ++row.underflow; return;
-    case Fate::scored: break;
+    case Fate::ill_conditioned:
+      ++row.ill_conditioned;
+      return;
+    case Fate::out_of_range:
+      ++row.out_of_range;
+      return;
+    case Fate::underflow:
+      ++row.underflow;
+      return;
+    case Fate::scored:
+      break;
   }
   ++row.scored;
   if (!std::isfinite(e.candidate)) ++row.nonfinite;
@@ -223,7 +230,8 @@ void token_rows(const Judge& j, const CheckOptions& opt, const CandidateOutputs&
     }
     const size_t size = static_cast<size_t>(p.batch * x.heads * p.n * x.cols);
     if (x.cand.size() != size)
-      throw InputError(std::string("candidate ") + x.name + " holds " + std::to_string(x.cand.size()) + " values, expected " + std::to_string(size));
+      throw InputError(std::string("candidate ") + x.name + " holds " + std::to_string(x.cand.size()) + " values, expected " +
+                       std::to_string(size));
     const Index group = x.heads == p.heads ? p.heads / p.kv_heads : 1;
     RowMaps maps(map_layout(p, x.name, p.batch * x.heads, x.heads, group, p.n, true), j.bases.size());
     const auto walk = [&](const auto& f) {
@@ -235,16 +243,21 @@ void token_rows(const Judge& j, const CheckOptions& opt, const CandidateOutputs&
     };
     Worst worst{opt.worst};
     walk([&](const Element& e, size_t i) {
-      score(j, row, worst, e, x.dtype, [&](const CandidateOutputs& o) { return (o.*x.ours)[i]; }, maps, e.b * x.heads + e.h);
+      score(
+          j, row, worst, e, x.dtype, [&](const CandidateOutputs& o) { return (o.*x.ours)[i]; }, maps, e.b * x.heads + e.h);
     });
     const Rewalk rewalk = [&](const std::function<void(const Element&)>& f) {
       walk([&](Element e, size_t) {
         if (prepare(j, e, x.dtype) == Fate::scored) f(e);
       });
     };
-    finish(j, r, row, std::move(worst), rewalk, [](const Element& w) {
-      return "batch " + std::to_string(w.b) + " head " + std::to_string(w.h) + " token " + std::to_string(w.t) + " column " + std::to_string(w.c);
-    }, maps);
+    finish(
+        j, r, row, std::move(worst), rewalk,
+        [](const Element& w) {
+          return "batch " + std::to_string(w.b) + " head " + std::to_string(w.h) + " token " + std::to_string(w.t) + " column " +
+                 std::to_string(w.c);
+        },
+        maps);
   }
 }
 
@@ -287,17 +300,20 @@ void part_rows(const Judge& j, const CheckOptions& opt, const PartTensor& x, Rep
                 if (&j.bases[k].second == &o) return ours[k].empty() || !row.baseline_applied ? NAN : ours[k][at];
               return NAN;
             },
-            maps, e.b * p.heads + e.h);
+            maps, e.b* p.heads + e.h);
       });
       const Rewalk rewalk = [&](const std::function<void(const Element&)>& f) {
         walk([&](Element e, size_t) {
           if (prepare(j, e, x.dtype) == Fate::scored) f(e);
         });
       };
-      finish(j, r, row, std::move(worst), rewalk, [](const Element& w) {
-        return "sequence " + std::to_string(w.b) + " head " + std::to_string(w.h) + " row " + std::to_string(w.t) +
-               (w.c < 0 ? "" : " column " + std::to_string(w.c));
-      }, maps);
+      finish(
+          j, r, row, std::move(worst), rewalk,
+          [](const Element& w) {
+            return "sequence " + std::to_string(w.b) + " head " + std::to_string(w.h) + " row " + std::to_string(w.t) +
+                   (w.c < 0 ? "" : " column " + std::to_string(w.c));
+          },
+          maps);
     }
   }
 }
