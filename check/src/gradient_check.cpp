@@ -181,6 +181,26 @@ void finish(const Judge& j, Report& r, GradientRow& row, Worst worst, const Rewa
   (r.*j.rows).push_back(std::move(row));
 }
 
+// A row's elements judged: walk(f) calls f(element, index) on each (twice:
+// scoring, then rule 3 and vacuity once our worst is known); ours(o, index)
+// is our order o's value there (NaN: none); map rows are b·heads + h.
+template <class Walk, class Ours>
+void judge_elements(const Judge& j, const CheckOptions& opt, Report& r, GradientRow& row, DType dtype, const Walk& walk, const Ours& ours,
+                    RowMaps& maps, Index heads, const std::function<std::string(const Element&)>& at) {
+  Worst worst;
+  worst.k = opt.worst;
+  walk([&](const Element& e, size_t i) {
+    score(
+        j, row, worst, e, dtype, [&](const CandidateOutputs& o) { return ours(o, i); }, maps, e.b * heads + e.h);
+  });
+  const Rewalk rewalk = [&](const std::function<void(const Element&)>& f) {
+    walk([&](Element e, size_t) {
+      if (prepare(j, e, dtype) == Fate::scored) f(e);
+    });
+  };
+  finish(j, r, row, std::move(worst), rewalk, at, maps);
+}
+
 // (G + Gᵀ)/2 of the symmetric members of a state's gradient (BatchProblem::state
 // layout): the gradient along symmetric directions, as the reference's is.
 std::vector<double> symmetrized(const BatchProblem& p, std::vector<double> x) {
@@ -241,23 +261,12 @@ void token_rows(const Judge& j, const CheckOptions& opt, const CandidateOutputs&
           for (Index t = 0; t < p.n; ++t)
             for (Index c = 0; c < x.cols; ++c, ++i) f(Element{b, h, t, c, x.cand[i], x.ref[i], x.mag[i]}, i);
     };
-    Worst worst{opt.worst};
-    walk([&](const Element& e, size_t i) {
-      score(
-          j, row, worst, e, x.dtype, [&](const CandidateOutputs& o) { return (o.*x.ours)[i]; }, maps, e.b * x.heads + e.h);
-    });
-    const Rewalk rewalk = [&](const std::function<void(const Element&)>& f) {
-      walk([&](Element e, size_t) {
-        if (prepare(j, e, x.dtype) == Fate::scored) f(e);
-      });
-    };
-    finish(
-        j, r, row, std::move(worst), rewalk,
+    judge_elements(
+        j, opt, r, row, x.dtype, walk, [&](const CandidateOutputs& o, size_t i) { return (o.*x.ours)[i]; }, maps, x.heads,
         [](const Element& w) {
           return "batch " + std::to_string(w.b) + " head " + std::to_string(w.h) + " token " + std::to_string(w.t) + " column " +
                  std::to_string(w.c);
-        },
-        maps);
+        });
   }
 }
 
@@ -291,29 +300,18 @@ void part_rows(const Judge& j, const CheckOptions& opt, const PartTensor& x, Rep
           if (i_m == mi && (c == m.cols) == ones) f(Element{seq, h, rr, ones ? -1 : c, mine[at], x.ref[at], x.mag[at]}, at);
         });
       };
-      Worst worst{opt.worst};
-      walk([&](const Element& e, size_t at) {
-        score(
-            j, row, worst, e, x.dtype,
-            [&](const CandidateOutputs& o) -> double {
-              for (size_t k = 0; k < j.bases.size(); ++k)
-                if (&j.bases[k].second == &o) return ours[k].empty() || !row.baseline_applied ? NAN : ours[k][at];
-              return NAN;
-            },
-            maps, e.b* p.heads + e.h);
-      });
-      const Rewalk rewalk = [&](const std::function<void(const Element&)>& f) {
-        walk([&](Element e, size_t) {
-          if (prepare(j, e, x.dtype) == Fate::scored) f(e);
-        });
-      };
-      finish(
-          j, r, row, std::move(worst), rewalk,
+      judge_elements(
+          j, opt, r, row, x.dtype, walk,
+          [&](const CandidateOutputs& o, size_t at) -> double {
+            for (size_t k = 0; k < j.bases.size(); ++k)
+              if (&j.bases[k].second == &o) return ours[k].empty() || !row.baseline_applied ? NAN : ours[k][at];
+            return NAN;
+          },
+          maps, p.heads,
           [](const Element& w) {
             return "sequence " + std::to_string(w.b) + " head " + std::to_string(w.h) + " row " + std::to_string(w.t) +
                    (w.c < 0 ? "" : " column " + std::to_string(w.c));
-          },
-          maps);
+          });
     }
   }
 }
