@@ -19,6 +19,7 @@
 #include "hla/check/check.hpp"
 #include "hla/check/gradient.hpp"
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -181,6 +182,10 @@ void sensitivity(const Case& c, Index B, Index H, Index n, Index d, bool positiv
   };
   for (const T& t : {T{"dq", &engine::CandidateOutputs::dq, &g.dq, &y.q, 0}, T{"dk", &engine::CandidateOutputs::dk, &g.dk, &y.k, 1},
                      T{"dv", &engine::CandidateOutputs::dv, &g.dv, &y.v, 2}}) {
+    if (std::none_of(t.mstar->begin(), t.mstar->end(), [](double x) { return std::isfinite(x); })) {
+      std::printf("    %s: no element can be scored in f32 (every one ill-conditioned): nothing to plant\n", t.name);
+      continue;
+    }
     const check::GradientRow& hr = base.gradients[static_cast<size_t>(t.row)];
     const double s_h = hr.max_score;
     for (const bool row : {false, true}) {
