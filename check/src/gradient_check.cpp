@@ -156,11 +156,11 @@ void finish(const Judge& j, Report& r, GradientRow& row, Worst worst, const Rewa
   row.worst = std::move(worst).take();
   char buf[400];
   if (row.nonfinite) r.reasons.push_back(row.name + ": " + std::to_string(row.nonfinite) + " non-finite values where the reference is finite");
-  if (row.over_bound) {
-    const Element& w = row.worst.front();
-    std::snprintf(buf, sizeof buf, " elements exceed the a priori %s %.4g u·magnitude (worst score %.4g at ", j.bound_name, j.bound,
-                  w.score);
-    r.reasons.push_back(row.name + ": " + std::to_string(row.over_bound) + buf + at(w) + ")");
+  if (row.over_bound) {  // where: the worst listed element (none with --worst 0)
+    std::snprintf(buf, sizeof buf, " elements exceed the a priori %s %.4g u·magnitude (worst score %.4g", j.bound_name, j.bound,
+                  row.max_score);
+    r.reasons.push_back(row.name + ": " + std::to_string(row.over_bound) + buf +
+                        (row.worst.empty() ? std::string(")") : " at " + at(row.worst.front()) + ")"));
   }
   if (row.exact_mismatches)
     r.reasons.push_back(row.name + ": " + std::to_string(row.exact_mismatches) +

@@ -12,6 +12,7 @@
 #include "hla/check/check.hpp"
 #include "hla/engine/gradient_reference.hpp"
 
+#include <algorithm>
 #include <catch2/catch.hpp>
 #include <random>
 
@@ -139,4 +140,30 @@ TEST_CASE("vacuous: an honest f32 candidate still PASSes, and an all-zero one on
   const Report rz = check::check(p, z, zc, o);
   INFO(rz.text());
   CHECK(rz.verdict() == "PASS");
+}
+
+// --worst 0 lists no element: a gradient over rule 2's bound still fails, and its reason says by how much, not where.
+TEST_CASE("gradients: rule 2's reason with no worst element listed (--worst 0)", "[check][gradients]") {
+  const BatchProblem p = gaussian_problem(Variant::la1, 1, 16, 4, DType::f32, Rational(1), 3);
+  const std::vector<double> dout(static_cast<size_t>(p.n * p.dv), 1.0), dden;
+  Reference ref = compute_reference(p);
+  ref.grad = compute_gradient_reference(p, ref, dout, dden);
+  CandidateOutputs c = ours(p, Precision::f32, Form::streaming, 64, DType::f32);
+  ours_gradients(p, dout, dden, BackwardForm::streaming, 16, DType::f32, c, Precision::f32);
+  c.dq[5] += 1e3;
+  for (const size_t k : {size_t(0), size_t(10)}) {
+    CheckOptions o;
+    o.precision = Precision::f32;
+    o.worst = k;
+    const Report r = check::check(p, ref, c, o);
+    INFO("worst " << k << ": " << r.text());
+    CHECK(r.verdict() == "FAIL");
+    REQUIRE(r.gradients.size() >= 1);
+    CHECK(r.gradients[0].over_bound == 1);
+    CHECK(r.gradients[0].worst.size() == std::min<size_t>(k, r.gradients[0].scored));
+    const auto reason =
+        std::find_if(r.reasons.begin(), r.reasons.end(), [](const std::string& x) { return x.rfind("dq: 1 elements exceed", 0) == 0; });
+    REQUIRE(reason != r.reasons.end());
+    CHECK((reason->find("at batch 0 head 0 token 1 column 1") != std::string::npos) == (k > 0));
+  }
 }
