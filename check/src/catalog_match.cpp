@@ -49,8 +49,8 @@ double error(double c, double x, const DTypeLimits& lim) {
 
 // Rule 2 and rule 3's bound of one output element, in units of u·magnitude.
 double element_bound(const Report& r, double ref, double magnitude) {
-  const double floor = magnitude > 0 ? kFloorRoundings * std::fabs(ref) / magnitude : 0;
-  return std::max(1.0, std::min(r.bound, r.ratio_limit * std::max({r.baseline_max_score, floor, kMinYardstick})));
+  const double unit = magnitude > 0 ? std::fabs(ref) / magnitude : 0;
+  return std::max(1.0, std::min(r.bound, r.ratio_limit * rule3_yardstick(r.baseline_max_score, unit)));
 }
 
 // The outputs (out, and den where the candidate gives it) against the form's.

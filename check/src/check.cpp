@@ -419,7 +419,7 @@ std::vector<std::string> tally_outputs(const Scoring& s, const CandidateOutputs&
     // Rule 3 per element: its score against the worst of our orders, or against
     // kFloorRoundings roundings of its own value when that is larger.
     const double floor = kFloorRoundings * (std::isfinite(e.unit) ? e.unit : 0);
-    const double ratio = e.score == 0 ? 0 : e.score / std::max({r.baseline_max_score, floor, kMinYardstick});
+    const double ratio = e.score == 0 ? 0 : e.score / rule3_yardstick(r.baseline_max_score, e.unit);
     if (ratio > a.baseline_ratio || (std::isnan(ratio) && !std::isnan(a.baseline_ratio))) {
       a.baseline_ratio = ratio;
       a.floor = floor;
@@ -434,7 +434,7 @@ std::vector<std::string> tally_outputs(const Scoring& s, const CandidateOutputs&
     a.zero_score[x] = std::max(a.zero_score[x], z);
     if (z > 0)
       a.zero_ratio[x] =
-          std::max(a.zero_ratio[x], z / std::max({r.baseline_max_score, kFloorRoundings * std::fabs(zref) / zmag, kMinYardstick}));
+          std::max(a.zero_ratio[x], z / rule3_yardstick(r.baseline_max_score, std::fabs(zref) / zmag));
   });
   for (HeadTally& a : tallies)
     for (size_t i = 0; i < r.maps.size(); ++i)

@@ -210,9 +210,9 @@ void sensitivity(const Case& c, Index B, Index H, Index n, Index d, bool positiv
         if (std::isfinite(m[i])) (bad.*t.cand)[i] = (*t.ref)[i] + 4 * s_h * 0x1p-24 * m[i];
       const check::Report r = check::check(x.p, ref, bad, f32_options());
       const auto& gr = r.gradients[static_cast<size_t>(t.row)];
-      const double floor = 2 * std::fabs((*t.ref)[at]) / m[at];
+      const double floor = check::kFloorRoundings * std::fabs((*t.ref)[at]) / m[at];
       // Which term of rule 3's bar R(N)·max(our worst, the element's floor, 1/R) binds there.
-      const double bar = std::max({hr.baseline_max_score, floor, check::kMinYardstick});
+      const double bar = check::rule3_yardstick(hr.baseline_max_score, std::fabs((*t.ref)[at]) / m[at]);
       const char* binds = bar == hr.baseline_max_score ? "our worst" : bar == floor ? "the floor" : "one rounding";
       std::printf("    %s %-7s 4x the honest worst score %.3g: %s (ratio %.3g, limit %.3g); rule 3 flags from %.3gx (bar: %s)\n", t.name,
                   row ? "one row" : "one elt", s_h, gr.fails() ? "flagged" : "NOT flagged", gr.baseline_ratio, gr.ratio_limit,

@@ -9,6 +9,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
+#include <cmath>
 #include <functional>
 #include <optional>
 #include <string>
@@ -72,6 +74,11 @@ inline constexpr double kFloorRoundings = 2.0;
 // a score ≤ 1 never fails rule 3, even where every order of ours is exact.
 inline constexpr double kMinYardstick = 1.0 / kRatioLimit;
 double ratio_limit(size_t scored);
+// Rule 3's yardstick of one element: the worst score of our orders `ours`, its floor (kFloorRoundings ×
+// `unit`, one rounding of its value in score units; non-finite counts 0) or kMinYardstick, whichever is largest.
+inline double rule3_yardstick(double ours, double unit) {
+  return std::max({ours, kFloorRoundings * (std::isfinite(unit) ? unit : 0.0), kMinYardstick});
+}
 
 // Why an element is not scored (reported and counted, never failed).
 enum class Skip {
