@@ -97,7 +97,7 @@ std::vector<std::pair<std::string, CandidateOutputs>> gradient_baselines(
     for (const Index w : {Index(16), Index(64), std::max<Index>(longest_sequence(p), 1)})
       forms.emplace_back(BackwardForm::chunked_matmul, w, true);
     // The literal sums' backward, per sequence, on small heads (every variant has it; hla3 no chunked one).
-    if (std::pow(static_cast<double>(longest_sequence(p)), order_of(p.opt.variant) + 1) * p.d <= std::ldexp(1.0, 27))
+    if (std::pow(static_cast<double>(longest_sequence(p)), order_of(p.opt.variant) + 1) * p.d <= std::ldexp(1.0, 28))
       forms.emplace_back(BackwardForm::naive, 1, true);
   }
   if ((prec == Precision::f32 || prec == Precision::f64) && !fast_baseline_wanted(p))

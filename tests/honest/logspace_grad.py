@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Regression test: autograd through log-space decay, exp(b_t - b_j) with b = cumsum(log gamma), at gamma = 1/2
-(ahla, n = 65, normalized; campaign.py case 879 of seed 4). The kernel's normalized upstream carries its own
+(ahla, n = 65, normalized; campaign.py case 879 of seed 4; and hla3, case 1797 of seed 48). The kernel's normalized upstream carries its own
 log-space forward's error; our log-space backward orders form theirs from the log-space forward of the same width,
 so rule 3 compares like with like. Judges `logspace_seq_torch` as it is (torch.cumsum accumulates f32 in double) and
 with a sequential f32 cumulative sum (as a C loop or numpy computes it); exits 1 if any gradient exceeds rule 3's
@@ -33,16 +33,19 @@ def sequential_cumsum(x, dim, **_):
 
 
 def main():
-    case = C.make_case(4, 879, 96)
+    # Also hla3, n = 61, d = 16, repeated tokens (case 1797 of seed 48): dq and dv at 11x our worst for a limit
+    # of 5.5 while our literal sums' log-space backward ran only up to n^4·d = 2^27 (it is hla3's only one).
+    cases = [C.make_case(4, 879, 96), C.make_case(48, 1797, 96)]
     kernel = C._kernels()["logspace_seq_torch"]
-    print(C.describe(case))
     failed = []
-    for label in ("torch.cumsum", "sequential f32 cumsum"):
-        if label.startswith("sequential"):
-            torch.cumsum = sequential_cumsum
-        rs = ratios(case, kernel)
-        print(f"{label + ':':23}", rs)
-        failed += [f"{label}: {name} ratio {r} > limit {lim}" for name, r, lim in rs if r > lim]
+    cumsum = torch.cumsum
+    for case in cases:
+        print(C.describe(case))
+        for label in ("torch.cumsum", "sequential f32 cumsum"):
+            torch.cumsum = sequential_cumsum if label.startswith("sequential") else cumsum
+            rs = ratios(case, kernel)
+            print(f"{label + ':':23}", rs)
+            failed += [f"{label}: {name} ratio {r} > limit {lim}" for name, r, lim in rs if r > lim]
     for f in failed:
         print("FAIL:", f)
     sys.exit(1 if failed else 0)
