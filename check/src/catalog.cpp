@@ -47,10 +47,16 @@ std::vector<Index> widths(const BatchProblem& p) {
   for (Index x = 4; x <= 256 && x < longest_sequence(p); x *= 2) w.push_back(x);
   return w;
 }
-template <class F> Forms per_width(const BatchProblem& p, F&& eval) {
+// The forms of widths w, named by them ("/16").
+Forms by_width(const std::vector<Index>& w, std::vector<CandidateOutputs> c) {
   Forms out;
-  for (Index w : widths(p)) out.push_back({"/" + std::to_string(w), eval(w)});
+  for (size_t i = 0; i < w.size(); ++i) out.push_back({"/" + std::to_string(w[i]), std::move(c[i])});
   return out;
+}
+template <class F> Forms per_width(const BatchProblem& p, F&& eval) {
+  std::vector<CandidateOutputs> c;
+  for (Index w : widths(p)) c.push_back(eval(w));
+  return by_width(widths(p), std::move(c));
 }
 
 // Outputs num / N(den) from the reference's num and den (the normalization mistakes).
@@ -345,8 +351,8 @@ const std::vector<Mistake> kCatalog = {
        return (p.opt.variant == Variant::la1 || hla2_masked(p) || p.opt.variant == Variant::ahla) && plain(p);
      },
      [](const BatchProblem& p, const Reference& r) {
-       if (p.opt.variant == Variant::la1) return one(strict_mask_in_chunks(p, r, std::max<Index>(1, longest_sequence(p))));
-       return per_width(p, [&](Index w) { return strict_mask_in_chunks(p, r, w); });
+       if (p.opt.variant == Variant::la1) return one(std::move(strict_mask_in_chunks(p, r, {1})[0]));
+       return by_width(widths(p), strict_mask_in_chunks(p, r, widths(p)));
      }},
     {"mask_exclusive", false, "la1's causal mask exclusive: token t does not see itself (the output read before the update)",
      "include the diagonal j = t: update the state, then read it",
@@ -395,7 +401,8 @@ const std::vector<Mistake> kCatalog = {
            [&](CandidateOutputs& c) {
              c.out = as_bthd(c.out, p.batch, p.heads, p.n, p.dv, true), c.den = as_bthd(c.den, p.batch, p.heads, p.n, 1, true);
            });
-     }},
+     },
+     false, nullptr, true},
     {"k_transposed", false, "K read as if laid out [B, Hkv, d, n]", "read K as [B, Hkv, n, d]",
      [](const BatchProblem& p, const Reference&) { return p.n > 1 && plain(p); },
      [](const BatchProblem& p, const Reference&) {
@@ -408,7 +415,7 @@ const std::vector<Mistake> kCatalog = {
      }},
     {"gqa_modulo", false, "query head h reads K/V head h % Hkv", "K/V head h / (H / Hkv)",
      [](const BatchProblem& p, const Reference&) { return p.kv_heads > 1 && p.heads > p.kv_heads && plain(p); },
-     [](const BatchProblem& p, const Reference&) { return changed(p, [](BatchProblem& x) { x = gqa_modulo(x); }); }},
+     [](const BatchProblem& p, const Reference&) { return changed(p, [](BatchProblem& x) { x = gqa_modulo(x); }); }, false, nullptr, true},
     // State.
     {"chunk_state_dropped", false, "the state not carried across chunks of W tokens (each chunk starts from zero)",
      "hand each chunk the state of the one before", [](const BatchProblem& p, const Reference&) { return plain(p); },

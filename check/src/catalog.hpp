@@ -38,6 +38,9 @@ struct Mistake {
   bool final_state = false;  // compared on the final state (state.<part>; values.final_state) instead
   // A continuation row: evaluated (instead of `evaluate`) only on a state-continuation check, with its splits.
   std::vector<WrongForm> (*continued)(const BatchProblem& p, const Reference& ref, const std::vector<Index>& splits) = nullptr;
+  // Reads across heads or batch entries (a layout, the GQA mapping): at scale, evaluated on
+  // the whole problem, where the other output rows take the first heads (catalog_match.cpp).
+  bool across_heads = false;
 };
 
 const std::vector<Mistake>& mistake_catalog();

@@ -7,6 +7,8 @@
 #include "hla/engine/orders.hpp"
 #include "hla/engine/reference.hpp"
 
+#include <vector>
+
 namespace hla::check {
 
 enum class Hla2Decay {
@@ -25,8 +27,10 @@ engine::CandidateOutputs hla2_e2_chunk_carry(const BatchProblem& p, Index w);
 // two tokens of one chunk of w tokens, the carried chunk summaries complete:
 // the reference's num and den less the terms that drops (la1: j = t; hla2:
 // j = t, and i = j inside t's chunk, and the ridge's j = t; ahla: i = t, and
-// j = i inside t's chunk), normalized as p says. la1's does not depend on w.
-engine::CandidateOutputs strict_mask_in_chunks(const BatchProblem& p, const engine::Reference& ref, Index w);
+// j = i inside t's chunk), normalized as p says; one form per width w of
+// `widths` (la1's does not depend on w).
+std::vector<engine::CandidateOutputs> strict_mask_in_chunks(const BatchProblem& p, const engine::Reference& ref,
+                                                            const std::vector<Index>& widths);
 
 // A la1 / masked hla2 backward (SPEC §9 reverse recurrences), with a flaw.
 enum class BackwardFlaw {

@@ -157,6 +157,54 @@ std::string failing_parts(const Report& r, bool gradients) {
   return s;
 }
 
+// At scale the output rows that each head's own inputs decide are evaluated
+// and compared on the first heads of batch entry 0 only (whole K/V groups, at
+// least one), about this much work (tokens·d·(d + dv) summed over the heads:
+// one head of [4096, 128]); a wrong form costs up to 7 chunk widths of
+// double-precision passes, which on every head of [2, 8, 4096, 128] took
+// over 10 minutes (2026-12-06).
+constexpr double kFirstHeadsWork = 0x1p27;
+
+// The first heads of p (batch entry 0, kv_groups K/V heads and their query
+// heads), with the reference's and the candidate's outputs there: the leading
+// part of each [B, H, n, ·] array; the initial state of each sequence's first heads.
+struct FirstHeads {
+  BatchProblem p;
+  Reference ref;
+  CandidateOutputs cand;
+};
+std::optional<FirstHeads> first_heads(const BatchProblem& p, const Reference& ref, const CandidateOutputs& cand) {
+  const Index group = p.heads / p.kv_heads;
+  const double per_group = static_cast<double>(p.n) * static_cast<double>(p.d * (p.d + p.dv)) * static_cast<double>(group);
+  if (per_group * static_cast<double>(p.batch * p.kv_heads) <= kFirstHeadsWork) return std::nullopt;  // all within the work
+  const Index groups = std::max<Index>(1, static_cast<Index>(kFirstHeadsWork / per_group));
+  FirstHeads f{p, {}, {}};
+  BatchProblem& s = f.p;
+  s.batch = 1, s.kv_heads = std::min(groups, p.kv_heads), s.heads = s.kv_heads * group;
+  auto lead = [](const std::vector<double>& x, Index count) {
+    return x.empty() ? x : std::vector<double>(x.begin(), x.begin() + static_cast<std::ptrdiff_t>(count));
+  };
+  s.q = lead(p.q, s.heads * p.n * p.d), s.k = lead(p.k, s.kv_heads * p.n * p.d), s.v = lead(p.v, s.kv_heads * p.n * p.dv);
+  if (p.has_state()) {  // [sequences][heads][size]: each sequence of entry 0 (its packed ones), its first heads
+    const Index size = static_cast<Index>(p.state.size()) / (p.sequence_count() * p.heads);
+    s.state.clear();
+    for (Index q = 0; q < s.sequence_count(); ++q)
+      s.state.insert(s.state.end(), p.state.begin() + static_cast<std::ptrdiff_t>(q * p.heads * size),
+                     p.state.begin() + static_cast<std::ptrdiff_t>((q * p.heads + s.heads) * size));
+  }
+  const Index outs = s.heads * p.n * p.dv, dens = s.heads * p.n;
+  f.ref.out = lead(ref.out, outs), f.ref.num = lead(ref.num, outs), f.ref.den = lead(ref.den, dens);
+  f.ref.mag_num = lead(ref.mag_num, outs), f.ref.mag_den = lead(ref.mag_den, dens);
+  f.ref.mag_num_sd = lead(ref.mag_num_sd, outs), f.ref.mag_den_sd = lead(ref.mag_den_sd, dens);
+  f.ref.flags.assign(ref.flags.begin(), ref.flags.begin() + std::min<std::ptrdiff_t>(outs, static_cast<std::ptrdiff_t>(ref.flags.size())));
+  f.ref.den_flags.assign(ref.den_flags.begin(),
+                         ref.den_flags.begin() + std::min<std::ptrdiff_t>(dens, static_cast<std::ptrdiff_t>(ref.den_flags.size())));
+  f.ref.bits = ref.bits;
+  f.cand = cand;
+  f.cand.out = lead(cand.out, outs), f.cand.den = lead(cand.den, cand.den.empty() ? 0 : dens);
+  return f;
+}
+
 struct Scored {
   Diagnosis d;
   double closeness = 0;    // mean over the wrong elements (lower: closer)
@@ -186,6 +234,7 @@ std::vector<Diagnosis> differential_diagnosis(const BatchProblem& p, const Refer
   const bool state_fails = std::any_of(r.states.begin(), r.states.end(), [](const GradientRow& g) { return g.fails(); });
   std::optional<GradientYardstick> yard;
   if (gradients_fail && ref.grad) yard = gradient_yardstick(p, ref, *ref.grad, r.form_class, r.u);
+  const std::optional<FirstHeads> first = outputs_fail ? first_heads(fp, ref, cand) : std::nullopt;
   const std::vector<Mistake>& cat = mistake_catalog();
   std::vector<std::optional<Scored>> best(cat.size());
   // Rows in parallel: each evaluates its forms alone, so the result does not depend on the threads.
@@ -193,19 +242,24 @@ std::vector<Diagnosis> differential_diagnosis(const BatchProblem& p, const Refer
     const Mistake& m = cat[i];
     if (m.final_state ? !state_fails : m.gradients ? !yard : !outputs_fail) return;
     if (m.continued && splits.empty()) return;  // a continuation row, on a one-pass check
-    if (!m.applies(fp, ref)) return;
+    // An output row on the first heads (at scale, unless it reads across heads).
+    const bool on_first = first && !m.gradients && !m.final_state && !m.continued && !m.across_heads;
+    const BatchProblem& ep = on_first ? first->p : fp;
+    const Reference& eref = on_first ? first->ref : ref;
+    const CandidateOutputs& ecand = on_first ? first->cand : cand;
+    if (!m.applies(ep, eref)) return;
     std::vector<WrongForm> forms;
     try {
-      forms = m.continued ? m.continued(fp, ref, splits) : m.evaluate(fp, ref);
+      forms = m.continued ? m.continued(fp, ref, splits) : m.evaluate(ep, eref);
     } catch (const std::exception&) {
       return;  // a form our engine does not take on p (e.g. an option the wrong variant lacks)
     }
     for (const WrongForm& f : forms) {
-      if (!m.gradients && !m.final_state && f.values.out.size() != cand.out.size()) continue;
+      if (!m.gradients && !m.final_state && f.values.out.size() != ecand.out.size()) continue;
       if (f.judged_at && r.precision != Precision::f32) continue;  // a precision row: for a declared f32 only
       const Count n = m.final_state ? compare_final_state(ref, cand, f, r)
                       : m.gradients ? compare_gradients(ref, *yard, cand, f, r)
-                                    : compare_outputs(p, ref, cand, f, r);
+                                    : compare_outputs(ep, eref, ecand, f, r);
       if (n.wrong == 0 || n.scored == 0) continue;
       const double fraction = static_cast<double>(n.match) / static_cast<double>(n.scored);
       if (fraction < kMatchFraction || static_cast<double>(n.wrong_match) < kMatchFraction * static_cast<double>(n.wrong)) continue;

@@ -432,9 +432,7 @@ std::vector<std::string> tally_outputs(const Scoring& s, const CandidateOutputs&
     const double z = zero_score(zref, zmag, r.u);
     a.nonzero[x] = a.nonzero[x] || zref != 0;
     a.zero_score[x] = std::max(a.zero_score[x], z);
-    if (z > 0)
-      a.zero_ratio[x] =
-          std::max(a.zero_ratio[x], z / rule3_yardstick(r.baseline_max_score, std::fabs(zref) / zmag));
+    if (z > 0) a.zero_ratio[x] = std::max(a.zero_ratio[x], z / rule3_yardstick(r.baseline_max_score, std::fabs(zref) / zmag));
   });
   for (HeadTally& a : tallies)
     for (size_t i = 0; i < r.maps.size(); ++i)

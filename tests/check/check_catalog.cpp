@@ -170,3 +170,31 @@ TEST_CASE("diagnosis: a causal mask strict inside chunks is named mask_strict wi
     CHECK(cat_named(r) == "mask_strict/8");
   }
 }
+
+TEST_CASE("diagnosis: at scale, on the first heads, and across heads where the mistake reads across them", "[check][diagnosis]") {
+  // [1, 4, 2048, 128], 2 K/V heads: four heads of this work are over the catalog's budget, so a mistake
+  // of each head's own is judged on the first K/V group only, a GQA mapping on every head.
+  BatchProblem p = cat_problem(Variant::la1, DType::bf16, 4, 2, 2048, 128);
+  p.opt.scale = Rational(1, 2);
+  const Reference ref = compute_reference(p);
+  BatchProblem unscaled = p;
+  unscaled.opt.scale = 1;
+  const Report r = check::check(p, ref, ours(unscaled, Precision::f32, Form::streaming, 64, DType::f32));
+  INFO(r.text());
+  REQUIRE(!r.pass);
+  CHECK(cat_named(r) == "scale_missing");
+  BatchProblem modulo = p;  // query head h reads K/V head h % 2, not h / 2
+  modulo.kv_heads = 4;
+  modulo.resize_buffers();
+  modulo.q = p.q;
+  for (Index h = 0; h < 4; ++h)
+    for (Index t = 0; t < p.n; ++t)
+      for (Index c = 0; c < p.d; ++c) {
+        modulo.k[modulo.k_index(0, h, t, c)] = p.k[p.k_index(0, 2 * (h % 2), t, c)];
+        modulo.v[modulo.v_index(0, h, t, c)] = p.v[p.v_index(0, 2 * (h % 2), t, c)];
+      }
+  const Report g = check::check(p, ref, ours(modulo, Precision::f32, Form::streaming, 64, DType::f32));
+  INFO(g.text());
+  REQUIRE(!g.pass);
+  CHECK(cat_named(g) == "gqa_modulo");
+}

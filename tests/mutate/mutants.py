@@ -345,6 +345,12 @@ MUTANTS = [
     dict(id="catalog_own_magnitude_ignored", area="check", file="check/src/catalog_match.cpp",
          original="c.empty() ? 0.0 : std::fabs(c[i])", replacement="0.0",
          tests=r"^hla_fuzz_zoo", description="a wrong form judged against the reference's magnitude only"),
+    dict(id="catalog_across_heads_on_first", area="check", file="check/src/catalog_match.cpp",
+         original="!m.continued && !m.across_heads;", replacement="!m.continued;",
+         tests=r"^props_check:diagnosis: at scale", description="at scale, a GQA mapping judged on the first heads alone"),
+    dict(id="catalog_first_heads_cand_whole", area="check", file="check/src/catalog_match.cpp",
+         original="f.cand.out = lead(cand.out, outs)", replacement="f.cand.out = cand.out",
+         tests=r"^props_check:diagnosis: at scale", description="at scale, the candidate's outputs not cut to the first heads"),
     # Where the error lies (issue 32): the score maps, the diagnosis hints, the HTML page.
     dict(id="diagnosis_periodic_any_share", area="check", file="check/src/diagnosis.cpp",
          original="if (!ok || high.empty() || static_cast<Index>(high.size()) * 4 > W) continue;",
