@@ -46,8 +46,9 @@ struct Mistake {
 const std::vector<Mistake>& mistake_catalog();
 
 // The catalog's mistakes that cand matches (catalog_match.cpp), best first.
-// splits: a state-continuation check's (CheckOptions::continuation_splits).
+// splits: a state-continuation check's (CheckOptions::continuation_splits);
+// work: CheckOptions::diagnosis_work.
 std::vector<Diagnosis> differential_diagnosis(const BatchProblem& p, const Reference& ref, const CandidateOutputs& cand, const Report& r,
-                                              const std::vector<Index>& splits = {});
+                                              const std::vector<Index>& splits = {}, double work = 0x1p27);
 
 }  // namespace hla::check

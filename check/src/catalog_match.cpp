@@ -157,27 +157,24 @@ std::string failing_parts(const Report& r, bool gradients) {
   return s;
 }
 
-// At scale the output rows that each head's own inputs decide are evaluated
-// and compared on the first heads of batch entry 0 only (whole K/V groups, at
-// least one), about this much work (tokens·d·(d + dv) summed over the heads:
-// one head of [4096, 128]); a wrong form costs up to 7 chunk widths of
-// double-precision passes, which on every head of [2, 8, 4096, 128] took
-// over 10 minutes (2026-12-06).
-constexpr double kFirstHeadsWork = 0x1p27;
-
-// The first heads of p (batch entry 0, kv_groups K/V heads and their query
-// heads), with the reference's and the candidate's outputs there: the leading
-// part of each [B, H, n, ·] array; the initial state of each sequence's first heads.
+// At scale (above `work`, CheckOptions::diagnosis_work) the output rows that
+// each head's own inputs decide are evaluated and compared on the first heads
+// of batch entry 0 only (whole K/V groups, at least one, about `work`): a
+// wrong form costs up to 7 chunk widths of double-precision passes, which on
+// every head of [2, 8, 4096, 128] took over 10 minutes (2026-12-06).
+// The first heads of p, with the reference's and the candidate's outputs
+// there: the leading part of each [B, H, n, ·] array; the initial state of
+// each sequence's first heads.
 struct FirstHeads {
   BatchProblem p;
   Reference ref;
   CandidateOutputs cand;
 };
-std::optional<FirstHeads> first_heads(const BatchProblem& p, const Reference& ref, const CandidateOutputs& cand) {
+std::optional<FirstHeads> first_heads(const BatchProblem& p, const Reference& ref, const CandidateOutputs& cand, double work) {
   const Index group = p.heads / p.kv_heads;
   const double per_group = static_cast<double>(p.n) * static_cast<double>(p.d * (p.d + p.dv)) * static_cast<double>(group);
-  if (per_group * static_cast<double>(p.batch * p.kv_heads) <= kFirstHeadsWork) return std::nullopt;  // all within the work
-  const Index groups = std::max<Index>(1, static_cast<Index>(kFirstHeadsWork / per_group));
+  if (per_group * static_cast<double>(p.batch * p.kv_heads) <= work) return std::nullopt;  // all within the work
+  const Index groups = std::max<Index>(1, static_cast<Index>(work / per_group));
   FirstHeads f{p, {}, {}};
   BatchProblem& s = f.p;
   s.batch = 1, s.kv_heads = std::min(groups, p.kv_heads), s.heads = s.kv_heads * group;
@@ -214,7 +211,7 @@ struct Scored {
 }  // namespace catalog_match
 
 std::vector<Diagnosis> differential_diagnosis(const BatchProblem& p, const Reference& ref, const CandidateOutputs& cand, const Report& r,
-                                              const std::vector<Index>& splits) {
+                                              const std::vector<Index>& splits, double work) {
   using namespace catalog_match;
   // NaN/Inf inputs reach only elements that are not scored; the forms are evaluated with them as 0.
   std::optional<BatchProblem> zeroed;
@@ -234,7 +231,7 @@ std::vector<Diagnosis> differential_diagnosis(const BatchProblem& p, const Refer
   const bool state_fails = std::any_of(r.states.begin(), r.states.end(), [](const GradientRow& g) { return g.fails(); });
   std::optional<GradientYardstick> yard;
   if (gradients_fail && ref.grad) yard = gradient_yardstick(p, ref, *ref.grad, r.form_class, r.u);
-  const std::optional<FirstHeads> first = outputs_fail ? first_heads(fp, ref, cand) : std::nullopt;
+  const std::optional<FirstHeads> first = outputs_fail ? first_heads(fp, ref, cand, work) : std::nullopt;
   const std::vector<Mistake>& cat = mistake_catalog();
   std::vector<std::optional<Scored>> best(cat.size());
   // Rows in parallel: each evaluates its forms alone, so the result does not depend on the threads.

@@ -577,7 +577,7 @@ void explain_failure(const BatchProblem& p, const Reference& ref, const Candidat
     r.dumped = opt.dump_on_failure + ".safetensors";
   }
   r.hints = diagnose(p, r);
-  if (opt.diagnose) r.diagnosis = differential_diagnosis(p, ref, cand, r, opt.continuation_splits);
+  if (opt.diagnose) r.diagnosis = differential_diagnosis(p, ref, cand, r, opt.continuation_splits, opt.diagnosis_work);
 }
 
 }  // namespace

@@ -172,14 +172,16 @@ TEST_CASE("diagnosis: a causal mask strict inside chunks is named mask_strict wi
 }
 
 TEST_CASE("diagnosis: at scale, on the first heads, and across heads where the mistake reads across them", "[check][diagnosis]") {
-  // [1, 4, 2048, 128], 2 K/V heads: four heads of this work are over the catalog's budget, so a mistake
-  // of each head's own is judged on the first K/V group only, a GQA mapping on every head.
-  BatchProblem p = cat_problem(Variant::la1, DType::bf16, 4, 2, 2048, 128);
+  // [1, 4, 64, 16], 2 K/V heads, the diagnosis's work set to one K/V group's (2^16; default 2^27, a head of
+  // [4096, 128]): a mistake of each head's own is judged on the first group only, a GQA mapping on every head.
+  BatchProblem p = cat_problem(Variant::la1, DType::bf16, 4, 2, 64, 16);
   p.opt.scale = Rational(1, 2);
   const Reference ref = compute_reference(p);
+  CheckOptions o;
+  o.diagnosis_work = 0x1p16;
   BatchProblem unscaled = p;
   unscaled.opt.scale = 1;
-  const Report r = check::check(p, ref, ours(unscaled, Precision::f32, Form::streaming, 64, DType::f32));
+  const Report r = check::check(p, ref, ours(unscaled, Precision::f32, Form::streaming, 16, DType::f32), o);
   INFO(r.text());
   REQUIRE(!r.pass);
   CHECK(cat_named(r) == "scale_missing");
@@ -193,7 +195,7 @@ TEST_CASE("diagnosis: at scale, on the first heads, and across heads where the m
         modulo.k[modulo.k_index(0, h, t, c)] = p.k[p.k_index(0, 2 * (h % 2), t, c)];
         modulo.v[modulo.v_index(0, h, t, c)] = p.v[p.v_index(0, 2 * (h % 2), t, c)];
       }
-  const Report g = check::check(p, ref, ours(modulo, Precision::f32, Form::streaming, 64, DType::f32));
+  const Report g = check::check(p, ref, ours(modulo, Precision::f32, Form::streaming, 16, DType::f32), o);
   INFO(g.text());
   REQUIRE(!g.pass);
   CHECK(cat_named(g) == "gqa_modulo");

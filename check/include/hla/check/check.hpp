@@ -43,6 +43,9 @@ struct CheckOptions {
   std::string dump_on_failure{};
   // On a FAIL, name the known mistakes the candidate matches (Report::diagnosis).
   bool diagnose = true;
+  // Above this much work (Σ n·d·(d + dv) over the heads; 2^27: one head of [4096, 128]) the diagnosis's
+  // output rows run on the first heads of batch entry 0 (whole K/V groups), except rows reading across heads.
+  double diagnosis_work = 0x1p27;
   // A state-continuation check (the fuzzer): the candidate ran each sequence i
   // in two calls, the second from token continuation_splits[i] with the state
   // (and the state's gradient back) handed over; the diagnosis's continuation rows.
