@@ -18,6 +18,7 @@
 #include <algorithm>
 #include <cmath>
 #include <optional>
+#include <type_traits>
 
 namespace hla::check {
 namespace catalog_match {
@@ -178,27 +179,43 @@ std::optional<FirstHeads> first_heads(const BatchProblem& p, const Reference& re
   FirstHeads f{p, {}, {}};
   BatchProblem& s = f.p;
   s.batch = 1, s.kv_heads = std::min(groups, p.kv_heads), s.heads = s.kv_heads * group;
-  auto lead = [](const std::vector<double>& x, Index count) {
-    return x.empty() ? x : std::vector<double>(x.begin(), x.begin() + static_cast<std::ptrdiff_t>(count));
+  auto lead = [](const auto& x, Index count) {
+    using V = std::decay_t<decltype(x)>;
+    return x.empty() ? x : V(x.begin(), x.begin() + std::min(static_cast<std::ptrdiff_t>(count), static_cast<std::ptrdiff_t>(x.size())));
+  };
+  // [sequences][heads][size] (a state, its gradient): each sequence of entry 0 (its packed ones), its first heads.
+  auto heads_of = [&](const auto& x) {
+    using V = std::decay_t<decltype(x)>;
+    if (x.empty()) return x;
+    const Index size = static_cast<Index>(x.size()) / (p.sequence_count() * p.heads);
+    V out;
+    for (Index q = 0; q < s.sequence_count(); ++q)
+      out.insert(out.end(), x.begin() + static_cast<std::ptrdiff_t>(q * p.heads * size),
+                 x.begin() + static_cast<std::ptrdiff_t>((q * p.heads + s.heads) * size));
+    return out;
   };
   s.q = lead(p.q, s.heads * p.n * p.d), s.k = lead(p.k, s.kv_heads * p.n * p.d), s.v = lead(p.v, s.kv_heads * p.n * p.dv);
-  if (p.has_state()) {  // [sequences][heads][size]: each sequence of entry 0 (its packed ones), its first heads
-    const Index size = static_cast<Index>(p.state.size()) / (p.sequence_count() * p.heads);
-    s.state.clear();
-    for (Index q = 0; q < s.sequence_count(); ++q)
-      s.state.insert(s.state.end(), p.state.begin() + static_cast<std::ptrdiff_t>(q * p.heads * size),
-                     p.state.begin() + static_cast<std::ptrdiff_t>((q * p.heads + s.heads) * size));
-  }
-  const Index outs = s.heads * p.n * p.dv, dens = s.heads * p.n;
+  s.state = heads_of(p.state);
+  const Index outs = s.heads * p.n * p.dv, dens = s.heads * p.n, qs = s.heads * p.n * p.d, ks = s.kv_heads * p.n * p.d,
+              vs = s.kv_heads * p.n * p.dv;
   f.ref.out = lead(ref.out, outs), f.ref.num = lead(ref.num, outs), f.ref.den = lead(ref.den, dens);
   f.ref.mag_num = lead(ref.mag_num, outs), f.ref.mag_den = lead(ref.mag_den, dens);
   f.ref.mag_num_sd = lead(ref.mag_num_sd, outs), f.ref.mag_den_sd = lead(ref.mag_den_sd, dens);
-  f.ref.flags.assign(ref.flags.begin(), ref.flags.begin() + std::min<std::ptrdiff_t>(outs, static_cast<std::ptrdiff_t>(ref.flags.size())));
-  f.ref.den_flags.assign(ref.den_flags.begin(),
-                         ref.den_flags.begin() + std::min<std::ptrdiff_t>(dens, static_cast<std::ptrdiff_t>(ref.den_flags.size())));
+  f.ref.flags = lead(ref.flags, outs), f.ref.den_flags = lead(ref.den_flags, dens);
   f.ref.bits = ref.bits;
   f.cand = cand;
-  f.cand.out = lead(cand.out, outs), f.cand.den = lead(cand.den, cand.den.empty() ? 0 : dens);
+  f.cand.out = lead(cand.out, outs), f.cand.den = lead(cand.den, dens);
+  if (ref.grad) {  // dq [B, H, n, d], dk, dv [B, Hkv, n, ·]: their leading parts too
+    const GradientReference& g = *ref.grad;
+    GradientReference& h = f.ref.grad.emplace();
+    h.dout = lead(g.dout, outs), h.dden = lead(g.dden, dens);
+    h.dq = lead(g.dq, qs), h.mag_dq = lead(g.mag_dq, qs), h.dq_flags = lead(g.dq_flags, qs);
+    h.dk = lead(g.dk, ks), h.mag_dk = lead(g.mag_dk, ks), h.dk_flags = lead(g.dk_flags, ks);
+    h.dv = lead(g.dv, vs), h.mag_dv = lead(g.mag_dv, vs), h.dv_flags = lead(g.dv_flags, vs);
+    h.dstate = heads_of(g.dstate), h.mag_dstate = heads_of(g.mag_dstate), h.dstate_flags = heads_of(g.dstate_flags);
+    h.bits = g.bits;
+    f.cand.dq = lead(cand.dq, qs), f.cand.dk = lead(cand.dk, ks), f.cand.dv = lead(cand.dv, vs), f.cand.dstate = heads_of(cand.dstate);
+  }
   return f;
 }
 
@@ -229,9 +246,12 @@ std::vector<Diagnosis> differential_diagnosis(const BatchProblem& p, const Refer
   }
   outputs_fail = outputs_fail || r.nonfinite > 0 || r.over_bound > 0 || !(r.baseline_ratio <= r.ratio_limit);
   const bool state_fails = std::any_of(r.states.begin(), r.states.end(), [](const GradientRow& g) { return g.fails(); });
+  const std::optional<FirstHeads> first = outputs_fail || gradients_fail ? first_heads(fp, ref, cand, work) : std::nullopt;
+  // Gradient rows run on the first heads where those are taken (none reads across K/V groups).
   std::optional<GradientYardstick> yard;
-  if (gradients_fail && ref.grad) yard = gradient_yardstick(p, ref, *ref.grad, r.form_class, r.u);
-  const std::optional<FirstHeads> first = outputs_fail ? first_heads(fp, ref, cand, work) : std::nullopt;
+  if (gradients_fail && ref.grad)
+    yard = first ? gradient_yardstick(first->p, first->ref, *first->ref.grad, r.form_class, r.u)
+                 : gradient_yardstick(p, ref, *ref.grad, r.form_class, r.u);
   const std::vector<Mistake>& cat = mistake_catalog();
   std::vector<std::optional<Scored>> best(cat.size());
   // Rows in parallel: each evaluates its forms alone, so the result does not depend on the threads.
@@ -239,8 +259,8 @@ std::vector<Diagnosis> differential_diagnosis(const BatchProblem& p, const Refer
     const Mistake& m = cat[i];
     if (m.final_state ? !state_fails : m.gradients ? !yard : !outputs_fail) return;
     if (m.continued && splits.empty()) return;  // a continuation row, on a one-pass check
-    // An output row on the first heads (at scale, unless it reads across heads).
-    const bool on_first = first && !m.gradients && !m.final_state && !m.continued && !m.across_heads;
+    // An output or gradient row on the first heads (at scale, unless it reads across heads).
+    const bool on_first = first && !m.final_state && !m.continued && !m.across_heads;
     const BatchProblem& ep = on_first ? first->p : fp;
     const Reference& eref = on_first ? first->ref : ref;
     const CandidateOutputs& ecand = on_first ? first->cand : cand;
@@ -255,7 +275,7 @@ std::vector<Diagnosis> differential_diagnosis(const BatchProblem& p, const Refer
       if (!m.gradients && !m.final_state && f.values.out.size() != ecand.out.size()) continue;
       if (f.judged_at && r.precision != Precision::f32) continue;  // a precision row: for a declared f32 only
       const Count n = m.final_state ? compare_final_state(ref, cand, f, r)
-                      : m.gradients ? compare_gradients(ref, *yard, cand, f, r)
+                      : m.gradients ? compare_gradients(eref, *yard, ecand, f, r)
                                     : compare_outputs(ep, eref, ecand, f, r);
       if (n.wrong == 0 || n.scored == 0) continue;
       const double fraction = static_cast<double>(n.match) / static_cast<double>(n.scored);

@@ -199,4 +199,20 @@ TEST_CASE("diagnosis: at scale, on the first heads, and across heads where the m
   INFO(g.text());
   REQUIRE(!g.pass);
   CHECK(cat_named(g) == "gqa_modulo");
+  // A gradient mistake on the first group too: the upstream read as [B, H, dv, n].
+  std::mt19937_64 rng(3);
+  std::normal_distribution<double> N;
+  std::vector<double> dout(ref.out.size()), transposed(ref.out.size());
+  for (double& x : dout) x = round_to(p.dtype, N(rng));
+  for (size_t head = 0; head < dout.size(); head += static_cast<size_t>(p.n * p.dv))
+    for (Index t = 0; t < p.n; ++t)
+      for (Index c = 0; c < p.dv; ++c) transposed[head + static_cast<size_t>(t * p.dv + c)] = dout[head + static_cast<size_t>(c * p.n + t)];
+  Reference with_grad = ref;
+  with_grad.grad = compute_gradient_reference(p, with_grad, dout, {});
+  CandidateOutputs c = ours(p, Precision::f32, Form::streaming, 16, DType::f32);
+  ours_gradients(p, transposed, {}, BackwardForm::streaming, 16, DType::f32, c, Precision::f32);
+  const Report t = check::check(p, with_grad, c, o);
+  INFO(t.text());
+  REQUIRE(!t.pass);
+  CHECK(cat_named(t) == "upstream_transposed");
 }
