@@ -17,6 +17,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <numeric>
 #include <optional>
 #include <type_traits>
 
@@ -113,14 +114,14 @@ Count compare_gradients(const Reference& ref, const GradientYardstick& y, const 
   for (const GradientRow& row : r.gradients) {
     const std::optional<GradientTensor> t = tensor(row.name, cand, *ref.grad, y, w);
     if (!t || !row.checked || t->cand->size() != t->ref->size() || t->form->size() != t->ref->size()) continue;
-    const double rule3 = row.baseline_applied ? row.ratio_limit * std::max(row.baseline_max_score, kMinYardstick) : r.gradient_bound;
-    const double bound = std::max(1.0, std::min(r.gradient_bound, rule3));
     const bool flagged = t->flags->size() == t->ref->size();
     if (t->mag->size() != t->ref->size()) continue;
     for (size_t i = 0; i < t->ref->size(); ++i) {
       const double m = (*t->mag)[i], x = (*t->ref)[i], c = (*t->cand)[i];
       if ((flagged && ((*t->flags)[i] & engine::kIllConditioned)) || !std::isfinite(x) || !(m > 0) || !std::isfinite(m)) continue;
-      n.add(error(c, x, limits(t->dtype)), error(c, (*t->form)[i], limits(t->dtype)), r.u * m, uf * m, bound);
+      const double rule3 = row.baseline_applied ? row.ratio_limit * row_yardstick(row, std::fabs(x) / m) : r.gradient_bound;
+      n.add(error(c, x, limits(t->dtype)), error(c, (*t->form)[i], limits(t->dtype)), r.u * m, uf * m,
+            std::max(1.0, std::min(r.gradient_bound, rule3)));
     }
   }
   return n;
@@ -135,16 +136,16 @@ Count compare_final_state(const Reference& ref, const CandidateOutputs& cand, co
   const std::vector<double>& w = form.values.final_state;
   Count n;
   if (w.size() != s.values.size() || cand.final_state.size() != s.values.size() || s.mag.size() != s.values.size()) return n;
-  double rule3 = 0;
-  for (const GradientRow& row : r.states)
-    if (row.baseline_applied) rule3 = std::max(rule3, row.ratio_limit * std::max(row.baseline_max_score, kMinYardstick));
-  const double bound = std::max(1.0, rule3 > 0 ? std::min(r.bound, rule3) : r.bound);
   const bool sd = r.form_class == FormClass::state_difference && s.mag_sd.size() == s.values.size();
   for (size_t i = 0; i < s.values.size(); ++i) {
     const double m = sd ? s.mag_sd[i] : s.mag[i], mw = std::max(s.mag[i], s.mag_sd.empty() ? 0.0 : s.mag_sd[i]);
     if (!std::isfinite(s.values[i]) || !(m > 0) || !std::isfinite(m)) continue;
+    double rule3 = 0;  // the loosest rule 3 line of the state rows at this element
+    for (const GradientRow& row : r.states)
+      if (row.baseline_applied) rule3 = std::max(rule3, row.ratio_limit * row_yardstick(row, std::fabs(s.values[i]) / m));
     const DTypeLimits& lim = limits(cand.final_state_dtype);
-    n.add(error(cand.final_state[i], s.values[i], lim), error(cand.final_state[i], w[i], lim), r.u * m, r.u * mw, bound);
+    n.add(error(cand.final_state[i], s.values[i], lim), error(cand.final_state[i], w[i], lim), r.u * m, r.u * mw,
+          std::max(1.0, rule3 > 0 ? std::min(r.bound, rule3) : r.bound));
   }
   return n;
 }
@@ -176,26 +177,17 @@ std::optional<FirstHeads> first_heads(const BatchProblem& p, const Reference& re
   const double per_group = static_cast<double>(p.n) * static_cast<double>(p.d * (p.d + p.dv)) * static_cast<double>(group);
   if (per_group * static_cast<double>(p.batch * p.kv_heads) <= work) return std::nullopt;  // all within the work
   const Index groups = std::max<Index>(1, static_cast<Index>(work / per_group));
-  FirstHeads f{p, {}, {}};
-  BatchProblem& s = f.p;
-  s.batch = 1, s.kv_heads = std::min(groups, p.kv_heads), s.heads = s.kv_heads * group;
+  const Index kv = std::min(groups, p.kv_heads);
+  std::vector<Index> hs(static_cast<size_t>(kv * group));
+  std::iota(hs.begin(), hs.end(), Index{0});
+  FirstHeads f{p.subset({0}, hs, kv), {}, {}};
+  const BatchProblem& s = f.p;
+  // The leading part of a [B, H, n, ·] array: batch entry 0's first heads.
   auto lead = [](const auto& x, Index count) {
     using V = std::decay_t<decltype(x)>;
     return x.empty() ? x : V(x.begin(), x.begin() + std::min(static_cast<std::ptrdiff_t>(count), static_cast<std::ptrdiff_t>(x.size())));
   };
-  // [sequences][heads][size] (a state, its gradient): each sequence of entry 0 (its packed ones), its first heads.
-  auto heads_of = [&](const auto& x) {
-    using V = std::decay_t<decltype(x)>;
-    if (x.empty()) return x;
-    const Index size = static_cast<Index>(x.size()) / (p.sequence_count() * p.heads);
-    V out;
-    for (Index q = 0; q < s.sequence_count(); ++q)
-      out.insert(out.end(), x.begin() + static_cast<std::ptrdiff_t>(q * p.heads * size),
-                 x.begin() + static_cast<std::ptrdiff_t>((q * p.heads + s.heads) * size));
-    return out;
-  };
-  s.q = lead(p.q, s.heads * p.n * p.d), s.k = lead(p.k, s.kv_heads * p.n * p.d), s.v = lead(p.v, s.kv_heads * p.n * p.dv);
-  s.state = heads_of(p.state);
+  auto heads_of = [&](const auto& x) { return p.state_subset(x, {0}, hs); };
   const Index outs = s.heads * p.n * p.dv, dens = s.heads * p.n, qs = s.heads * p.n * p.d, ks = s.kv_heads * p.n * p.d,
               vs = s.kv_heads * p.n * p.dv;
   f.ref.out = lead(ref.out, outs), f.ref.num = lead(ref.num, outs), f.ref.den = lead(ref.den, dens);

@@ -98,15 +98,6 @@ void score(const Judge& j, GradientRow& row, Worst& worst, Element e, DType dtyp
   worst.keep(e);
 }
 
-// Rule 3's yardstick of one element: the worst of our orders, or its floor —
-// kFloorRoundings roundings of its own value, and where every order of ours
-// was exact on the whole tensor at least one rounding of its magnitude (a
-// kernel may round one partial sum where ours happened to round none), so
-// that a zero baseline never makes a tiny error infinitely many times ours.
-double row_yardstick(const GradientRow& row, const Element& e) {
-  return row.baseline_max_score > 0 ? rule3_yardstick(row.baseline_max_score, e.unit) : std::max(kFloorRoundings * e.unit, 1.0);
-}
-
 // The row's map into r.maps: the candidate's scores and those of the order rule 3 took as ours.
 void finish_map(const Judge& j, Report& r, const GradientRow& row, RowMaps& maps) {
   ScoreMap m = maps.layout.proto;
@@ -143,12 +134,12 @@ void finish(const Judge& j, Report& r, GradientRow& row, Worst worst, const Rewa
   bool nonzero = false, zeros_pass = true;
   rewalk([&](const Element& e) {
     if (row.baseline_applied && std::isfinite(e.score)) {
-      const double ratio = e.score == 0 ? 0 : e.score / row_yardstick(row, e);
+      const double ratio = e.score == 0 ? 0 : e.score / row_yardstick(row, e.unit);
       if (ratio > row.baseline_ratio) row.baseline_ratio = ratio, row.ratio_element = e;
     }
     nonzero |= e.reference != 0;
     const double z = zero_score(e.reference, e.magnitude, j.r.u);
-    zeros_pass = zeros_pass && z <= j.bound && (!row.baseline_applied || z <= row.ratio_limit * row_yardstick(row, e));
+    zeros_pass = zeros_pass && z <= j.bound && (!row.baseline_applied || z <= row.ratio_limit * row_yardstick(row, e.unit));
   });
   if (row.baseline_applied) row.over_ratio = row.baseline_ratio > row.ratio_limit;
   row.vacuous = !j.exact_tier && nonzero && zeros_pass;
@@ -170,7 +161,7 @@ void finish(const Judge& j, Report& r, GradientRow& row, Worst worst, const Rewa
                   " is %.4g times the larger of the worst of our own %s in %s (%.4g by %s) and the element's floor (%.4g); "
                   "limit %.4gx for %zu scored elements",
                   row.baseline_ratio, j.ours_name, to_string(r.precision).c_str(), row.baseline_max_score, row.baseline_worst_form.c_str(),
-                  row_yardstick(GradientRow{}, w) == 1.0 && row.baseline_max_score == 0 ? 1.0 : kFloorRoundings * w.unit, row.ratio_limit,
+                  row_yardstick(GradientRow{}, w.unit) == 1.0 && row.baseline_max_score == 0 ? 1.0 : kFloorRoundings * w.unit, row.ratio_limit,
                   row.scored);
     char score_text[40];
     std::snprintf(score_text, sizeof score_text, "%.4g", w.score);

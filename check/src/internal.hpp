@@ -38,6 +38,16 @@ inline constexpr double kMaxUnscoredFraction = 0.5;
 // |ref| / (u·M) (a normalized output's residual at o = 0: num and M_num).
 inline double zero_score(double ref, double M, double u) { return ref == 0 ? 0.0 : M > 0 ? std::fabs(ref) / (u * M) : HUGE_VAL; }
 
+// Rule 3's yardstick of one element of a gradient or state row (`unit`: one
+// rounding of its value in score units): the worst of our orders, or its floor
+// — kFloorRoundings roundings of its own value, and where every order of ours
+// was exact on the whole tensor at least one rounding of its magnitude (a
+// kernel may round one partial sum where ours happened to round none), so
+// that a zero baseline never makes a tiny error infinitely many times ours.
+inline double row_yardstick(const GradientRow& row, double unit) {
+  return row.baseline_max_score > 0 ? rule3_yardstick(row.baseline_max_score, unit) : std::max(kFloorRoundings * unit, 1.0);
+}
+
 // How `c` is declared through `i`: `--form-class flat:64`, `form_class="flat:64"`,
 // `hla_impl_info.form_class = HLA_CLASS_FLAT_CHUNKS(64)`, `.form_class = FormClass::flat(64)`.
 std::string declare_class(FormClass c, Interface i);

@@ -297,27 +297,6 @@ std::pair<Ranges, Ranges> state_parts(const FuzzCase& c) {
 
 namespace {
 
-// Batch entries bs and query heads hs of p with kv_heads K/V heads: new query
-// head i reads the K/V head of hs[i - i % group] (hs lists the heads group by
-// group, each group's heads sharing one K/V head of p).
-BatchProblem subset(const BatchProblem& p, const std::vector<Index>& bs, const std::vector<Index>& hs, Index kv_heads) {
-  BatchProblem s = p;
-  s.batch = static_cast<Index>(bs.size()), s.heads = static_cast<Index>(hs.size()), s.kv_heads = kv_heads;
-  s.resize_buffers();
-  const Index group = s.heads / kv_heads;
-  for (Index b = 0; b < s.batch; ++b)
-    for (Index h = 0; h < s.heads; ++h) {
-      const Index b0 = bs[static_cast<size_t>(b)], h0 = hs[static_cast<size_t>(h)];
-      for (Index t = 0; t < p.n; ++t) {
-        for (Index c = 0; c < p.d; ++c) s.q[s.q_index(b, h, t, c)] = p.q[p.q_index(b0, h0, t, c)];
-        if (h % group != 0) continue;
-        for (Index c = 0; c < p.d; ++c) s.k[s.k_index(b, h, t, c)] = p.k[p.k_index(b0, h0, t, c)];
-        for (Index c = 0; c < p.dv; ++c) s.v[s.v_index(b, h, t, c)] = p.v[p.v_index(b0, h0, t, c)];
-      }
-    }
-  return s;
-}
-
 // Keeps the first d' columns of q, k (and dv' of v).
 BatchProblem narrow(const BatchProblem& p, Index d2, Index dv2) {
   BatchProblem s = p;
@@ -406,7 +385,7 @@ class Reducer {
   void fewer_heads() {
     const BatchProblem& p = p_;
     auto keep_heads = [&](const std::vector<Index>& bs, const std::vector<Index>& hs, Index kv_heads) {
-      add(subset(p, bs, hs, kv_heads), {bs, hs, {}, p.dv});
+      add(p.subset(bs, hs, kv_heads), {bs, hs, {}, p.dv});
     };
     auto heads_where = [&](auto&& pred) {
       std::vector<Index> hs;

@@ -20,6 +20,25 @@ Index BatchProblem::sequence_of(Index b, Index t0) const {
   return static_cast<Index>(it - offsets.begin());
 }
 
+BatchProblem BatchProblem::subset(const std::vector<Index>& bs, const std::vector<Index>& hs, Index kv) const {
+  BatchProblem s = *this;
+  s.batch = static_cast<Index>(bs.size()), s.heads = static_cast<Index>(hs.size()), s.kv_heads = kv;
+  s.resize_buffers();
+  s.state = state_subset(state, bs, hs);
+  const Index group = s.heads / kv;
+  for (Index b = 0; b < s.batch; ++b)
+    for (Index h = 0; h < s.heads; ++h) {
+      const Index b0 = bs[static_cast<size_t>(b)], h0 = hs[static_cast<size_t>(h)];
+      for (Index t = 0; t < n; ++t) {
+        for (Index c = 0; c < d; ++c) s.q[s.q_index(b, h, t, c)] = q[q_index(b0, h0, t, c)];
+        if (h % group != 0) continue;
+        for (Index c = 0; c < d; ++c) s.k[s.k_index(b, h, t, c)] = k[k_index(b0, h0, t, c)];
+        for (Index c = 0; c < dv; ++c) s.v[s.v_index(b, h, t, c)] = v[v_index(b0, h0, t, c)];
+      }
+    }
+  return s;
+}
+
 bool BatchProblem::all_finite() const {
   for (const auto* x : {&q, &k, &v, &state})
     for (double e : *x)

@@ -60,6 +60,24 @@ struct BatchProblem {
     k.assign(static_cast<size_t>(batch * kv_heads * n * d), 0);
     v.assign(static_cast<size_t>(batch * kv_heads * n * dv), 0);
   }
+  // Batch entries bs and query heads hs with kv_heads K/V heads, their initial
+  // state with them: new query head i reads the K/V head of hs[i - i % group]
+  // (hs lists the heads group by group, each group's heads sharing one K/V head).
+  BatchProblem subset(const std::vector<Index>& bs, const std::vector<Index>& hs, Index kv_heads) const;
+  // The same selection of anything laid out like `state`, [sequence][head][size]
+  // (a state's gradient, its magnitudes or flags); empty stays empty.
+  template <class T> std::vector<T> state_subset(const std::vector<T>& x, const std::vector<Index>& bs, const std::vector<Index>& hs) const {
+    if (x.empty()) return x;
+    const size_t size = x.size() / static_cast<size_t>(sequence_count() * heads);
+    std::vector<T> out;
+    for (Index b : bs)  // b's sequences: itself, or every packed one (one batch entry)
+      for (Index seq = offsets.empty() ? b : 0; seq < (offsets.empty() ? b + 1 : sequence_count()); ++seq)
+        for (Index h : hs) {
+          const auto at = x.begin() + static_cast<std::ptrdiff_t>(static_cast<size_t>(seq * heads + h) * size);
+          out.insert(out.end(), at, at + static_cast<std::ptrdiff_t>(size));
+        }
+    return out;
+  }
   // Number of sequences: batch entries, or packed sequences.
   Index sequence_count() const { return offsets.empty() ? batch : static_cast<Index>(offsets.size()) - 1; }
   // The sequence index of batch entry b's sequence starting at token t0.
