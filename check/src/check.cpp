@@ -299,8 +299,8 @@ std::optional<EnoughBar> enough_bar(const Scoring& s, const CandidateOutputs& ca
 // they stop once the bar is `enough`.
 // `record`: also score each order under the state-difference magnitudes into
 // the memo, for the class hint's second judgement, which replays them.
-void score_baseline(const Scoring& s, const CheckOptions& opt, BaselineMemo* memo, bool record, std::optional<EnoughBar> enough,
-                    Report& r) {
+void score_baseline(const Scoring& s, const CandidateOutputs& cand, const CheckOptions& opt, BaselineMemo* memo, bool record,
+                    std::optional<EnoughBar> enough, Report& r) {
   const BatchProblem& p = s.p;
   const Reference& ref = s.ref;
   const bool replay = memo && memo->mode == BaselineMemo::Mode::replay;
@@ -330,9 +330,23 @@ void score_baseline(const Scoring& s, const CheckOptions& opt, BaselineMemo* mem
     return k.name();
   };
   std::map<std::string, double> same;  // key -> worst score of an order already evaluated
+  // Decay in log space along the sequence (last in `forms`) errs with |b_t|, tens
+  // of times our other orders at production lengths: it is consulted only when
+  // their bar does not already give rule 3 (an order more only raises the bar,
+  // so the verdict is the same), and the ratio stays against the sharper orders.
+  std::optional<std::optional<EnoughBar>> without_log;  // formed when first asked
+  auto log_needed = [&] {
+    if (!without_log) {
+      CheckOptions partial = opt;
+      partial.complete_baseline = false, partial.exact_tier = false;
+      without_log = enough_bar(s, cand, partial);
+    }
+    return *without_log && !(*without_log)->reached(r.baseline_max_score);
+  };
   size_t forms_done = 0;
   for (const BaselineForm& f : forms) {
     if (opt.progress) opt.progress("baseline", static_cast<double>(forms_done++), static_cast<double>(forms.size()));
+    if (f.log_per_sequence && !log_needed()) continue;
     double worst = 0;
     const std::string key = key_of(f);
     if (const auto it = same.find(key); it != same.end()) {
@@ -341,7 +355,7 @@ void score_baseline(const Scoring& s, const CheckOptions& opt, BaselineMemo* mem
       worst = same[key] = memo->sd_worst.at(key);
     } else {
       const BatchProblem& fp = !f.reversed_features ? finite : reversed ? *reversed : reversed.emplace(with_reversed_features(finite));
-      const CandidateOutputs c = (large || fp.has_state()) && fast_baseline_applies(fp, f, true)
+      const CandidateOutputs c = (large || fp.has_state() || f.log_per_sequence) && fast_baseline_applies(fp, f, true)
                                      ? fast_ours(fp, r.precision, f)
                                      : ours(fp, r.precision, f.form, f.chunk, DType::f64, f.log_decay);
       if (memo) ++memo->evaluated;
@@ -613,7 +627,7 @@ Report check(const BatchProblem& p, const Reference& given, const CandidateOutpu
   // them from the memo then.
   const bool replay = memo && memo->mode == BaselineMemo::Mode::replay;
   const bool record = memo && !replay && opt.form_class == FormClass::masked && has_state_difference_magnitude(p.opt);
-  score_baseline(s, opt, memo, record, enough_bar(s, cand, opt), r);
+  score_baseline(s, cand, opt, memo, record, enough_bar(s, cand, opt), r);
   std::vector<std::string> vacuous = tally_outputs(s, cand, opt, r);
   output_reasons(r);
   decide_verdict(p, ref, cand, opt, memo && (record || replay) ? memo : nullptr, std::move(vacuous), r);

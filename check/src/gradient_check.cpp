@@ -161,8 +161,8 @@ void finish(const Judge& j, Report& r, GradientRow& row, Worst worst, const Rewa
                   " is %.4g times the larger of the worst of our own %s in %s (%.4g by %s) and the element's floor (%.4g); "
                   "limit %.4gx for %zu scored elements",
                   row.baseline_ratio, j.ours_name, to_string(r.precision).c_str(), row.baseline_max_score, row.baseline_worst_form.c_str(),
-                  row_yardstick(GradientRow{}, w.unit) == 1.0 && row.baseline_max_score == 0 ? 1.0 : kFloorRoundings * w.unit, row.ratio_limit,
-                  row.scored);
+                  row_yardstick(GradientRow{}, w.unit) == 1.0 && row.baseline_max_score == 0 ? 1.0 : kFloorRoundings * w.unit,
+                  row.ratio_limit, row.scored);
     char score_text[40];
     std::snprintf(score_text, sizeof score_text, "%.4g", w.score);
     r.reasons.push_back(row.name + ": score " + score_text + " at " + at(w) + buf);
@@ -367,9 +367,24 @@ void check_gradients(const BatchProblem& p, const Reference& ref, const Candidat
   const Judge j{
       p, r, bases, exact_tier, info(r.precision).smallest_normal(), flat_path_ratio(p.opt, Lmax, p.d, opt.form_class), r.gradient_bound};
   std::vector<std::string> missing;
-  const size_t reasons_before = r.reasons.size();
+  const size_t reasons_before = r.reasons.size(), rows_before = r.gradients.size(), states_before = r.states.size(),
+               maps_before = r.maps.size();
   token_rows(j, opt, cand, g, y, r, missing);
   state_rows(j, opt, cand, g, y, r, missing);
+  // Decay in log space along the sequence (engine::gradient_log_order): only
+  // where a row fails rule 3 without it, and then every row judged again with
+  // it (an order more only raises each bar: the verdict is the same as with it always).
+  const auto over_ratio = [](const GradientRow& x) { return x.over_ratio; };
+  if (has_any && !exact_tier &&
+      (std::any_of(r.gradients.begin() + static_cast<std::ptrdiff_t>(rows_before), r.gradients.end(), over_ratio) ||
+       std::any_of(r.states.begin() + static_cast<std::ptrdiff_t>(states_before), r.states.end(), over_ratio)))
+    if (auto log_order = engine::gradient_log_order(p, g, r.precision)) {
+      bases.push_back(std::move(*log_order));  // j reads bases
+      r.gradients.resize(rows_before), r.states.resize(states_before), r.maps.resize(maps_before), r.reasons.resize(reasons_before);
+      missing.clear();
+      token_rows(j, opt, cand, g, y, r, missing);
+      state_rows(j, opt, cand, g, y, r, missing);
+    }
   if (!y.ill.empty())
     r.gradients_ill_tokens = "elements that depend on these tokens' den ⊕ ε, within its error bound of 0" +
                              std::string(p.opt.eps_mode == EpsMode::clamp ? " or of the clamp's edge" : "") +

@@ -119,6 +119,17 @@ std::vector<std::pair<std::string, CandidateOutputs>> gradient_baselines(
   return out;
 }
 
+// Decay in log space along the whole sequence (b_t − b_j of a cumulative sum
+// of log γ, as a masked-matmul kernel or autograd through one forms it): its
+// decays' error grows with |b_t|; without this order such a torch kernel's
+// gradients were up to 75x our worst at n = 4096, γ = 0.9 (2026-12-06).
+std::optional<std::pair<std::string, CandidateOutputs>> gradient_log_order(const BatchProblem& p, const GradientReference& g,
+                                                                           Precision prec) {
+  if (p.opt.gamma == 1 || !fast::supports(p.opt.variant) || !p.all_finite()) return std::nullopt;
+  return std::pair{std::string("engine chunked/64 (log-space decay along the sequence)"),
+                   fast_ours_gradients(p, prec, g.dout, g.dden, 64, true)};
+}
+
 void ours_gradients(const BatchProblem& p, const std::vector<double>& dout, const std::vector<double>& dden, BackwardForm form, Index chunk,
                     DType out, CandidateOutputs& c, Precision prec) {
   if (prec == Precision::f64) return gradients_in<double>(p, dout, dden, form, chunk, out, c);

@@ -11,6 +11,7 @@
 // Then: a tensor an all-zero candidate would pass (its reference not all 0) is INCONCLUSIVE.
 #include "hla/check/check.hpp"
 #include "hla/engine/gradient_reference.hpp"
+#include "hla/engine/orders.hpp"
 
 #include <algorithm>
 #include <catch2/catch.hpp>
@@ -166,4 +167,46 @@ TEST_CASE("gradients: rule 2's reason with no worst element listed (--worst 0)",
     REQUIRE(reason != r.reasons.end());
     CHECK((reason->find("at batch 0 head 0 token 1 column 1") != std::string::npos) == (k > 0));
   }
+}
+
+// Decay in log space along the sequence (engine::gradient_log_order, the
+// outputs' chunked_matmul/64 order with log_per_sequence): exp(b_t − b_j) of a
+// cumulative sum of log γ errs with |b_t|, far beyond our other orders at
+// length. la1, 16 heads of 1024 tokens (the fast engine's orders: above 2^24),
+// γ = 9/10, f32: a candidate that forms its decays so PASSes only through that
+// order, which then sets every bar; one that decays by powers of γ PASSes
+// without it, its bars from the sharper orders (the order is consulted only
+// when needed).
+TEST_CASE("log-space decay along the sequence: an order of ours at scale, consulted only when needed", "[check][gradients][log]") {
+  const BatchProblem p = gaussian_problem(Variant::la1, 16, 1024, 32, DType::f32, Rational(9, 10), 21);
+  REQUIRE(fast_baseline_wanted(p));
+  std::mt19937_64 rng(22);
+  std::normal_distribution<double> N;
+  std::vector<double> dout(static_cast<size_t>(p.heads * p.n * p.dv)), dden;
+  for (double& e : dout) e = round_to(DType::f32, N(rng));
+  Reference ref = compute_reference(p);
+  ref.grad = compute_gradient_reference(p, ref, dout, dden);
+  CheckOptions o;
+  o.precision = Precision::f32;
+  o.require_gradients = true;
+  const std::string along = "along the sequence";
+  // Decays in log space along the sequence (the engine's forward and backward so formed).
+  CandidateOutputs lg = fast_ours(p, Precision::f32, BaselineForm{Form::chunked_matmul, 64, false, true, true}, DType::f32);
+  const CandidateOutputs lgg = fast_ours_gradients(p, Precision::f32, dout, dden, 64, true);
+  lg.dq = lgg.dq, lg.dk = lgg.dk, lg.dv = lgg.dv;
+  lg.dq_dtype = lg.dk_dtype = lg.dv_dtype = DType::f32;
+  const Report rl = check::check(p, ref, lg, o);
+  INFO(rl.text());
+  CHECK(rl.verdict() == "PASS");
+  CHECK(rl.baseline_worst_form.find(along) != std::string::npos);
+  REQUIRE(rl.gradients.size() == 3);
+  for (const GradientRow& g : rl.gradients) CHECK(g.baseline_worst_form.find(along) != std::string::npos);
+  // Decays by powers of γ: the same verdict without that order, which is not consulted.
+  CandidateOutputs pw = ours(p, Precision::f32, Form::chunked_matmul, 16, DType::f32);
+  ours_gradients(p, dout, dden, BackwardForm::chunked, 16, DType::f32, pw, Precision::f32);
+  const Report rp = check::check(p, ref, pw, o);
+  INFO(rp.text());
+  CHECK(rp.verdict() == "PASS");
+  CHECK(rp.baseline_worst_form.find(along) == std::string::npos);
+  for (const GradientRow& g : rp.gradients) CHECK(g.baseline_worst_form.find(along) == std::string::npos);
 }

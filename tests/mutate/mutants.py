@@ -351,6 +351,17 @@ MUTANTS = [
     dict(id="catalog_first_heads_cand_whole", area="check", file="check/src/catalog_match.cpp",
          original="f.cand.out = lead(cand.out, outs)", replacement="f.cand.out = cand.out",
          tests=r"^props_check:diagnosis: at scale", description="at scale, the candidate's outputs not cut to the first heads"),
+    # Decay in log space along the sequence at scale: the engine's order, consulted only when needed.
+    dict(id="log_order_at_scale_dropped", area="check", file="engine/src/orders.cpp",
+         original="out.push_back({Form::chunked_matmul, 64, false, true, true});", replacement="(void)out;",
+         tests=r"^props_check:log-space decay along the sequence", description="no output order with log-space decay at scale"),
+    dict(id="log_order_gradients_never", area="check", file="check/src/gradient_check.cpp",
+         original="if (auto log_order = engine::gradient_log_order(p, g, r.precision)) {",
+         replacement="if (auto log_order = std::optional<std::pair<std::string, CandidateOutputs>>{}) {",
+         tests=r"^props_check:log-space decay along the sequence", description="gradient rows never consult the log-space order"),
+    dict(id="log_order_always_consulted", area="check", file="check/src/check.cpp",
+         original="if (f.log_per_sequence && !log_needed()) continue;", replacement="(void)log_needed;",
+         tests=r"^props_check:log-space decay along the sequence", description="the outputs' log-space order consulted even when not needed"),
     # Where the error lies (issue 32): the score maps, the diagnosis hints, the HTML page.
     dict(id="diagnosis_periodic_any_share", area="check", file="check/src/diagnosis.cpp",
          original="if (!ok || high.empty() || static_cast<Index>(high.size()) * 4 > W) continue;",

@@ -66,7 +66,8 @@ struct BatchProblem {
   BatchProblem subset(const std::vector<Index>& bs, const std::vector<Index>& hs, Index kv_heads) const;
   // The same selection of anything laid out like `state`, [sequence][head][size]
   // (a state's gradient, its magnitudes or flags); empty stays empty.
-  template <class T> std::vector<T> state_subset(const std::vector<T>& x, const std::vector<Index>& bs, const std::vector<Index>& hs) const {
+  template <class T>
+  std::vector<T> state_subset(const std::vector<T>& x, const std::vector<Index>& bs, const std::vector<Index>& hs) const {
     if (x.empty()) return x;
     const size_t size = x.size() / static_cast<size_t>(sequence_count() * heads);
     std::vector<T> out;

@@ -61,6 +61,10 @@ struct BaselineForm {
   // Decay weights as production chunk kernels form them: exp of a cumulative
   // sum of log γ, per chunk (chunked forms) or per sequence (literal forms).
   bool log_decay = false;
+  // With log_decay, the sum along the whole sequence in a chunked form (the
+  // fast engine's, fast::set_log_decay): a masked-matmul kernel's decays,
+  // whose error grows with the sequence, within chunks of `chunk`.
+  bool log_per_sequence = false;
   std::string name() const;  // "chunked_matmul/16", "literal (log-space decay)"
 };
 std::vector<BaselineForm> baseline_forms(const BatchProblem& p, FormClass c = FormClass::masked);

@@ -41,6 +41,7 @@ template <class S> Tape<S> forward_tape(const FastHead<S>& h, bool outputs) {
       tp.starts.push_back(X);
       if (!outputs && x.c0 + x.L >= h.n()) return;  // no chunk reads the final carry
       BMat<S> Y;
+      c.start(x.c0, x.L);
       F::forward(h, c, x, X, outputs ? &Y : nullptr);
       if (outputs) tp.outputs.put(x.c0, Y);
     });
@@ -79,6 +80,7 @@ template <class S> HeadGradient<S> backward_head(const FastHead<S>& h, const Tap
       const Idx c0 = i * h.w;
       const detail::Chunk<S> x(h, c0, std::min(h.w, h.n() - c0));
       detail::ChunkGrad<S> g;
+      c.start(c0, x.L);
       F::backward(h, c, x, tp.starts[static_cast<size_t>(i)], ops::rows(G, c0, x.L), Xb, g);
       if (h.scaled) ops::scale(g.dQ, h.scale);
       r.dq.put(c0, g.dQ);

@@ -7,7 +7,10 @@
 #include "hla/problem.hpp"
 #include "hla/variants.hpp"
 
+#include <cmath>
 #include <map>
+#include <stdexcept>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -40,6 +43,10 @@ template <class S> struct FastHead {
   bool magnitudes = true;   // compute mag (else only the bounds: see BMat::has_mag)
   Idx w = 64;               // chunk width
   bool full_carry = false;  // carry every state member (hla2's C also where no output reads it): a final state is wanted
+  // Decay in log space (set_log_decay, our orders only): b_t, t = -1..n-1 at
+  // index t + 1, the cumulative sum of log γ along the head's sequence; empty:
+  // decay by the powers of γ.
+  std::vector<double> logb;
   // The carry before token 0 (an initial state, hla/state.hpp: members in the
   // variant's State order, which is the order of the carries); empty: zero.
   std::vector<BMat<S>> carry0;
@@ -106,6 +113,13 @@ template <class S> class Chunks {
  public:
   explicit Chunks(const FastHead<S>& h) : h_(h) {}
 
+  // The chunk [c0, c0 + L) that the decays below are for: with log-space decay
+  // they depend on where it starts.
+  void start(Idx c0, Idx L) {
+    if (!h_.logb.empty() && c0 != c0_) masks_.clear();
+    c0_ = c0, L_ = L;
+  }
+
   // D_p(t, j) = γ^(p(t − j)) for j ≤ t, else 0 (L × L).
   const BMat<S>& D(Idx L, int p) {
     auto key = std::make_pair(L, p);
@@ -113,25 +127,25 @@ template <class S> class Chunks {
     if (it != masks_.end()) return it->second;
     Dense<S> m = Dense<S>::zero(L, L);
     for (Idx t = 0; t < L; ++t)
-      for (Idx j = 0; j <= t; ++j) put(m, t, j, g(p * (t - j)));
+      for (Idx j = 0; j <= t; ++j) put(m, t, j, logs() ? between(c0_ + t, c0_ + j, p) : g(p * (t - j)));
     return masks_.emplace(key, powers_matrix(std::move(m))).first->second;
   }
   // γ^(p(t + 1)), t = 0..L-1: decay from the carry's end to token t (L × 1).
   BMat<S> rho(Idx L, int p) {
     Dense<S> m = Dense<S>::zero(L, 1);
-    for (Idx t = 0; t < L; ++t) put(m, t, 0, g(p * (t + 1)));
+    for (Idx t = 0; t < L; ++t) put(m, t, 0, logs() ? between(c0_ + t, c0_ - 1, p) : g(p * (t + 1)));
     return powers_matrix(std::move(m));
   }
   // γ^(p(L − 1 − i)), i = 0..L-1: decay from token i to the chunk's end (L × 1).
   BMat<S> e(Idx L, int p) {
     Dense<S> m = Dense<S>::zero(L, 1);
-    for (Idx i = 0; i < L; ++i) put(m, i, 0, g(p * (L - 1 - i)));
+    for (Idx i = 0; i < L; ++i) put(m, i, 0, logs() ? between(c0_ + L - 1, c0_ + i, p) : g(p * (L - 1 - i)));
     return powers_matrix(std::move(m));
   }
-  // γ^x as a 1 × 1 matrix.
+  // γ^x as a 1 × 1 matrix (x a multiple of the chunk's length: its decay to that power).
   BMat<S> gs(Idx x) {
     Dense<S> m = Dense<S>::zero(1, 1);
-    put(m, 0, 0, g(x));
+    put(m, 0, 0, logs() ? between(c0_ + L_ - 1, c0_ - 1, static_cast<int>(x / L_)) : g(x));
     return powers_matrix(std::move(m));
   }
   // Rows r0 .. r0+L-1 of X times the column vector c (a copy).
@@ -146,6 +160,22 @@ template <class S> class Chunks {
     if (e < 0 || static_cast<size_t>(e) >= h_.pow.g.size()) throw std::logic_error("fast engine: power of gamma beyond its table");
     return h_.pow.g[static_cast<size_t>(e)];
   }
+  bool logs() const { return !h_.logb.empty(); }
+  // The decay from token lo to token hi in log space, to the p-th power:
+  // exp(b_hi − b_lo) with the difference, the exponential and the products
+  // rounded in f32 (f64 for S = double), as kernels that keep decays in f32 form it.
+  S between(Idx hi, Idx lo, int p) const {
+    if constexpr (std::is_same_v<S, double> || std::is_same_v<S, Emu<0>> || std::is_same_v<S, Emu<1>> || std::is_same_v<S, Emu<2>>) {
+      using T = std::conditional_t<std::is_same_v<S, double>, double, float>;
+      const T f = std::exp(static_cast<T>(h_.logb[static_cast<size_t>(hi + 1)]) - static_cast<T>(h_.logb[static_cast<size_t>(lo + 1)]));
+      T y = f;
+      for (int i = 1; i < p; ++i) y *= f;
+      if constexpr (std::is_same_v<S, double>) return y;
+      else return S(emu_round < std::is_same_v<S, Emu<1>> ? 1 : std::is_same_v<S, Emu<2>> ? 2 : 0 > (y));
+    } else {
+      throw std::logic_error("fast engine: log-space decay is an order of ours (double or an emulated precision)");
+    }
+  }
   static void put(Dense<S>& m, Idx i, Idx j, const S& x) { put_entry(m, i, j, x); }
   BMat<S> powers_matrix(Dense<S> m) const {
     BMat<S> b;
@@ -157,6 +187,7 @@ template <class S> class Chunks {
     return b;
   }
   const FastHead<S>& h_;
+  Idx c0_ = 0, L_ = 1;
   std::map<std::pair<Idx, int>, BMat<S>> masks_;
 };
 
