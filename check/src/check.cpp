@@ -346,7 +346,7 @@ void score_baseline(const Scoring& s, const CandidateOutputs& cand, const CheckO
   size_t forms_done = 0;
   for (const BaselineForm& f : forms) {
     if (opt.progress) opt.progress("baseline", static_cast<double>(forms_done++), static_cast<double>(forms.size()));
-    if (f.log_per_sequence && !log_needed()) continue;
+    if (f.log_along != engine::LogAlong::none && !log_needed()) continue;
     double worst = 0;
     const std::string key = key_of(f);
     if (const auto it = same.find(key); it != same.end()) {
@@ -355,7 +355,7 @@ void score_baseline(const Scoring& s, const CandidateOutputs& cand, const CheckO
       worst = same[key] = memo->sd_worst.at(key);
     } else {
       const BatchProblem& fp = !f.reversed_features ? finite : reversed ? *reversed : reversed.emplace(with_reversed_features(finite));
-      const CandidateOutputs c = (large || fp.has_state() || f.log_per_sequence) && fast_baseline_applies(fp, f, true)
+      const CandidateOutputs c = (large || fp.has_state() || f.log_along != engine::LogAlong::none) && fast_baseline_applies(fp, f, true)
                                      ? fast_ours(fp, r.precision, f)
                                      : ours(fp, r.precision, f.form, f.chunk, DType::f64, f.log_decay);
       if (memo) ++memo->evaluated;

@@ -10,6 +10,7 @@
 #include "score_map.hpp"
 
 #include <algorithm>
+#include <iterator>
 #include <cstdio>
 #include <functional>
 
@@ -371,15 +372,15 @@ void check_gradients(const BatchProblem& p, const Reference& ref, const Candidat
                maps_before = r.maps.size();
   token_rows(j, opt, cand, g, y, r, missing);
   state_rows(j, opt, cand, g, y, r, missing);
-  // Decay in log space along the sequence (engine::gradient_log_order): only
+  // Decay in log space along the sequence (engine::gradient_log_orders): only
   // where a row fails rule 3 without it, and then every row judged again with
   // it (an order more only raises each bar: the verdict is the same as with it always).
   const auto over_ratio = [](const GradientRow& x) { return x.over_ratio; };
   if (has_any && !exact_tier &&
       (std::any_of(r.gradients.begin() + static_cast<std::ptrdiff_t>(rows_before), r.gradients.end(), over_ratio) ||
        std::any_of(r.states.begin() + static_cast<std::ptrdiff_t>(states_before), r.states.end(), over_ratio)))
-    if (auto log_order = engine::gradient_log_order(p, g, r.precision)) {
-      bases.push_back(std::move(*log_order));  // j reads bases
+    if (auto log_orders = engine::gradient_log_orders(p, g, r.precision); !log_orders.empty()) {
+      std::move(log_orders.begin(), log_orders.end(), std::back_inserter(bases));  // j reads bases
       r.gradients.resize(rows_before), r.states.resize(states_before), r.maps.resize(maps_before), r.reasons.resize(reasons_before);
       missing.clear();
       token_rows(j, opt, cand, g, y, r, missing);

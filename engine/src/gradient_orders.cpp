@@ -123,11 +123,18 @@ std::vector<std::pair<std::string, CandidateOutputs>> gradient_baselines(
 // of log γ, as a masked-matmul kernel or autograd through one forms it): its
 // decays' error grows with |b_t|; without this order such a torch kernel's
 // gradients were up to 75x our worst at n = 4096, γ = 0.9 (2026-12-06).
-std::optional<std::pair<std::string, CandidateOutputs>> gradient_log_order(const BatchProblem& p, const GradientReference& g,
-                                                                           Precision prec) {
-  if (p.opt.gamma == 1 || !fast::supports(p.opt.variant) || !p.all_finite()) return std::nullopt;
-  return std::pair{std::string("engine chunked/64 (log-space decay along the sequence)"),
-                   fast_ours_gradients(p, prec, g.dout, g.dden, 64, true)};
+std::vector<std::pair<std::string, CandidateOutputs>> gradient_log_orders(const BatchProblem& p, const GradientReference& g,
+                                                                          Precision prec) {
+  std::vector<std::pair<std::string, CandidateOutputs>> out;
+  if (p.opt.gamma == 1 || !fast::supports(p.opt.variant) || !p.all_finite()) return out;
+  const Index longest = longest_sequence(p);
+  for (const Index w : {Index(64), longest}) {
+    if (w != 64 && (w <= 64 || w > 512)) continue;  // one chunk costs O(w^order) a chunk: short sequences only
+    for (const auto& [along, how] : {std::pair{LogAlong::summed, "summed"}, {LogAlong::rounded_once, "rounded once"}})
+      out.emplace_back("engine chunked/" + std::to_string(w) + " (log-space decay along the sequence, " + how + ")",
+                       fast_ours_gradients(p, prec, g.dout, g.dden, w, along));
+  }
+  return out;
 }
 
 void ours_gradients(const BatchProblem& p, const std::vector<double>& dout, const std::vector<double>& dden, BackwardForm form, Index chunk,

@@ -170,7 +170,7 @@ TEST_CASE("gradients: rule 2's reason with no worst element listed (--worst 0)",
 }
 
 // Decay in log space along the sequence (engine::gradient_log_order, the
-// outputs' chunked_matmul/64 order with log_per_sequence): exp(b_t − b_j) of a
+// outputs' chunked_matmul/64 order with log_along): exp(b_t − b_j) of a
 // cumulative sum of log γ errs with |b_t|, far beyond our other orders at
 // length. la1, 16 heads of 1024 tokens (the fast engine's orders: above 2^24),
 // γ = 9/10, f32: a candidate that forms its decays so PASSes only through that
@@ -191,8 +191,8 @@ TEST_CASE("log-space decay along the sequence: an order of ours at scale, consul
   o.require_gradients = true;
   const std::string along = "along the sequence";
   // Decays in log space along the sequence (the engine's forward and backward so formed).
-  CandidateOutputs lg = fast_ours(p, Precision::f32, BaselineForm{Form::chunked_matmul, 64, false, true, true}, DType::f32);
-  const CandidateOutputs lgg = fast_ours_gradients(p, Precision::f32, dout, dden, 64, true);
+  CandidateOutputs lg = fast_ours(p, Precision::f32, BaselineForm{Form::chunked_matmul, 64, false, true, LogAlong::summed}, DType::f32);
+  const CandidateOutputs lgg = fast_ours_gradients(p, Precision::f32, dout, dden, 64, LogAlong::summed);
   lg.dq = lgg.dq, lg.dk = lgg.dk, lg.dv = lgg.dv;
   lg.dq_dtype = lg.dk_dtype = lg.dv_dtype = DType::f32;
   const Report rl = check::check(p, ref, lg, o);

@@ -35,7 +35,7 @@ void run_head(const BatchProblem& p, const BaselineForm& f, CandidateOutputs& ou
   fast::FastHead<S> fh = fast::make_fast_head<S>(o, t1 - t0, p.d, p.dv, q_at, k_at, v_at, one_token ? 1 : f.chunk);
   const BatchProblem::StateView X0 = p.state_of(b, h, t0);
   fast::set_initial_carry(fh, X0.layout, [&](size_t i, Index r, Index c) { return input_as<S>(X0.at(i, r, c), p.state_dtype); });
-  if (f.log_decay) fast::set_log_decay(fh, o.gamma);
+  if (f.log_along != LogAlong::none) fast::set_log_decay(fh, o.gamma, f.log_along == LogAlong::rounded_once);
   const fast::Dense<S> Y =
       one_token && !p.has_state() ? fast::streaming_head(fh, f.form == Form::streaming_paper_state) : fast::evaluate_head(fh).val;
   using T = std::conditional_t<std::is_same_v<S, double>, double, float>;
@@ -74,7 +74,7 @@ void state_head(const BatchProblem& p, const BaselineForm& f, std::vector<double
   fh.full_carry = true;
   const BatchProblem::StateView X0 = p.state_of(b, h, t0);
   fast::set_initial_carry(fh, X0.layout, [&](size_t i, Index r, Index c) { return input_as<S>(X0.at(i, r, c), p.state_dtype); });
-  if (f.log_decay) fast::set_log_decay(fh, p.opt.gamma);
+  if (f.log_along != LogAlong::none) fast::set_log_decay(fh, p.opt.gamma, f.log_along == LogAlong::rounded_once);
   std::vector<fast::Dense<S>> X;
   if (f.form == Form::streaming_paper_state) X = fast::paper_state_final(fh);
   else
@@ -119,7 +119,7 @@ std::vector<double> fast_ours_state(const BatchProblem& p, Precision prec, const
 
 bool fast_baseline_applies(const BatchProblem& p, const BaselineForm& f, bool known_finite) {
   if (!fast::supports(p.opt.variant) || (!known_finite && !p.all_finite())) return false;
-  if (f.log_decay) return f.form == Form::chunked_matmul && f.log_per_sequence;  // the engine's decay in log space
+  if (f.log_decay) return f.form == Form::chunked_matmul && f.log_along != LogAlong::none;  // the engine's decay in log space
   return f.form == Form::streaming || f.form == Form::chunked_matmul ||
          (f.form == Form::streaming_paper_state && p.opt.variant == Variant::hla2);  // the engine's paper state is hla2's
 }

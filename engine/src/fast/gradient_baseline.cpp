@@ -31,7 +31,7 @@ template <class S> S scalar(Real<S> x) {
   else return S(x);
 }
 
-template <class S> fast::FastHead<S> head_in(const BatchProblem& p, Index b, Index h, Index t0, Index t1, Index chunk, bool log_decay) {
+template <class S> fast::FastHead<S> head_in(const BatchProblem& p, Index b, Index h, Index t0, Index t1, Index chunk, LogAlong along) {
   auto at = [&](const std::vector<double>& x, auto index) {
     return [&x, index](Index t, Index c) { return scalar<S>(input_as<S>(x[index(t, c)])); };
   };
@@ -41,7 +41,7 @@ template <class S> fast::FastHead<S> head_in(const BatchProblem& p, Index b, Ind
                               at(p.v, [&](Index t, Index c) { return p.v_index(b, h, t0 + t, c); }), chunk, false);
   const BatchProblem::StateView X0 = p.state_of(b, h, t0);
   fast::set_initial_carry(fh, X0.layout, [&](size_t i, Index r, Index c) { return scalar<S>(input_as<S>(X0.at(i, r, c))); });
-  if (log_decay) fast::set_log_decay(fh, p.opt.gamma);
+  if (along != LogAlong::none) fast::set_log_decay(fh, p.opt.gamma, along == LogAlong::rounded_once);
   return fh;
 }
 
@@ -77,14 +77,14 @@ fast::BMat<S> upstream_in(const BatchProblem& p, const std::vector<double>& dout
 }
 
 template <class S>
-void run_task(const BatchProblem& p, const std::vector<double>& dout, const std::vector<double>& dden, Index chunk, bool log_decay,
+void run_task(const BatchProblem& p, const std::vector<double>& dout, const std::vector<double>& dden, Index chunk, LogAlong along,
               const Task& k, CandidateOutputs& out) {
   using T = Real<S>;
   const Index L = k.t1 - k.t0, group = p.heads / p.kv_heads;
   std::vector<T> dk(static_cast<size_t>(L * p.d), 0), dv(static_cast<size_t>(L * p.dv), 0);
   for (Index i = 0; i < group; ++i) {
     const Index h = k.kvh * group + i;
-    const fast::FastHead<S> fh = head_in<S>(p, k.b, h, k.t0, k.t1, chunk, log_decay);
+    const fast::FastHead<S> fh = head_in<S>(p, k.b, h, k.t0, k.t1, chunk, along);
     const fast::Tape<S> tp = fast::forward_tape(fh, p.opt.normalize);
     const fast::HeadGradient<S> r = fast::backward_head(fh, tp, upstream_in<S>(p, dout, dden, k.b, h, k.t0, k.t1, &tp.outputs));
     for (Index t = 0; t < L; ++t) {
@@ -114,7 +114,7 @@ void run_task(const BatchProblem& p, const std::vector<double>& dout, const std:
 }  // namespace
 
 CandidateOutputs fast_ours_gradients(const BatchProblem& p, Precision prec, const std::vector<double>& dout,
-                                     const std::vector<double>& dden, Index chunk, bool log_decay) {
+                                     const std::vector<double>& dden, Index chunk, LogAlong along) {
   CandidateOutputs out;
   out.dq.assign(static_cast<size_t>(p.batch * p.heads * p.n * p.d), 0);
   out.dk.assign(static_cast<size_t>(p.batch * p.kv_heads * p.n * p.d), 0);
@@ -124,17 +124,17 @@ CandidateOutputs fast_ours_gradients(const BatchProblem& p, Precision prec, cons
   parallel_for(tasks.size(), worker_threads(), [&](size_t i) {
     switch (prec) {
       case Precision::f64:
-        run_task<double>(p, dout, dden, chunk, log_decay, tasks[i], out);
+        run_task<double>(p, dout, dden, chunk, along, tasks[i], out);
         break;
       case Precision::f32:
       case Precision::tf32:
-        run_task<fast::Emu<0>>(p, dout, dden, chunk, log_decay, tasks[i], out);
+        run_task<fast::Emu<0>>(p, dout, dden, chunk, along, tasks[i], out);
         break;
       case Precision::bf16:
-        run_task<fast::Emu<1>>(p, dout, dden, chunk, log_decay, tasks[i], out);
+        run_task<fast::Emu<1>>(p, dout, dden, chunk, along, tasks[i], out);
         break;
       case Precision::f16:
-        run_task<fast::Emu<2>>(p, dout, dden, chunk, log_decay, tasks[i], out);
+        run_task<fast::Emu<2>>(p, dout, dden, chunk, along, tasks[i], out);
         break;
     }
   });

@@ -94,10 +94,10 @@ void ours_gradients(const BatchProblem& p, const std::vector<double>& dout, cons
 // Our backward form in precision prec at scale: the fast engine's chunked
 // backward with chunk width `chunk` (engine/src/fast/gradient_baseline.cpp), the
 // normalized upstream formed from its own forward in that precision; dq, dk,
-// dv and (from a state) dstate, as a candidate's. log_decay: decay in log
-// space along each sequence (fast::set_log_decay).
+// dv and (from a state) dstate, as a candidate's; `along`: decay in log space
+// along each sequence (fast::set_log_decay).
 CandidateOutputs fast_ours_gradients(const BatchProblem& p, Precision prec, const std::vector<double>& dout,
-                                     const std::vector<double>& dden, Index chunk, bool log_decay = false);
+                                     const std::vector<double>& dden, Index chunk, LogAlong along = LogAlong::none);
 
 // Rule 3's yardsticks for gradients: our own backward forms in precision prec
 // (gradient_orders.cpp), named.
@@ -107,13 +107,15 @@ CandidateOutputs fast_ours_gradients(const BatchProblem& p, Precision prec, cons
 std::vector<std::pair<std::string, CandidateOutputs>> gradient_baselines(
     const BatchProblem& p, const GradientReference& g, Precision prec, FormClass cls,
     std::vector<std::pair<std::string, CandidateOutputs>>* masked_done = nullptr);
-// Rule 3's gradient order with decay in log space along each sequence (the
+// Rule 3's gradient orders with decay in log space along each sequence (the
 // fast engine's chunked backward, fast::set_log_decay), apart from
-// gradient_baselines: its error grows with the sequence, so the check consults
-// it only where a row fails rule 3 without it. None where γ = 1 or the engine
-// has no chunked form of the variant.
-std::optional<std::pair<std::string, CandidateOutputs>> gradient_log_order(const BatchProblem& p, const GradientReference& g,
-                                                                           Precision prec);
+// gradient_baselines: their error grows with the sequence, so the check
+// consults them only where a row fails rule 3 without them. Width 64, and one
+// chunk per sequence (a masked-matmul kernel's shape) up to 512 tokens, b
+// summed and rounded once (LogAlong); none
+// where γ = 1 or the engine has no chunked form of the variant.
+std::vector<std::pair<std::string, CandidateOutputs>> gradient_log_orders(const BatchProblem& p, const GradientReference& g,
+                                                                          Precision prec);
 
 // hla2's state-difference backward (the reverse of the paper-state recurrence,
 // S·C − G; gradient_paper_state.cpp) in double (f64), float (f32, tf32), bf16

@@ -52,6 +52,13 @@ CandidateOutputs ours_paper(const BatchProblem& p, Precision prec, PaperForm f, 
 // form masks by multiplying with 0, which is not NaN-causal); check() runs the
 // baseline on the inputs with NaN/Inf set to 0 instead, which leaves every
 // scored element (those that do not depend on them) as it is.
+// Decay in log space along each sequence (the fast engine's, fast::set_log_decay):
+// b_t, the cumulative sum of log γ, summed in f32 at every step (np.cumsum, a
+// loop: exact differences of nearby b, a drift along the sequence) or each
+// rounded once from its exact value (torch.cumsum: an error of |b_t|·u/2 at every
+// position); none: powers of γ, or the reference library's log_decay.
+enum class LogAlong : uint8_t { none, summed, rounded_once };
+
 struct BaselineForm {
   Form form;
   Index chunk = 64;
@@ -61,10 +68,9 @@ struct BaselineForm {
   // Decay weights as production chunk kernels form them: exp of a cumulative
   // sum of log γ, per chunk (chunked forms) or per sequence (literal forms).
   bool log_decay = false;
-  // With log_decay, the sum along the whole sequence in a chunked form (the
-  // fast engine's, fast::set_log_decay): a masked-matmul kernel's decays,
-  // whose error grows with the sequence, within chunks of `chunk`.
-  bool log_per_sequence = false;
+  // With log_decay, the sum along the whole sequence in the fast engine's
+  // chunked form: a masked-matmul kernel's decays, within chunks of `chunk`.
+  LogAlong log_along = LogAlong::none;
   std::string name() const;  // "chunked_matmul/16", "literal (log-space decay)"
 };
 std::vector<BaselineForm> baseline_forms(const BatchProblem& p, FormClass c = FormClass::masked);

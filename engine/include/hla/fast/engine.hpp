@@ -150,18 +150,21 @@ FastHead<S> make_fast_head(const Options& o, Idx n, Idx d, Idx dv, QAt&& q_at, K
   return h;
 }
 
-// Decay in log space for the head (an order of ours: S double or emulated), as
-// Head::lcum forms it: b_t = b_{t−1} + log γ along the sequence, log γ and
-// every sum rounded to f32 (f64 for S = double), b_{−1} = 0 where the sequence
-// (or its state) starts. A cumulative sum so rounded (np.cumsum, a C loop)
-// errs by up to about t·|b_t|·u: 0.02 at n = 4096, γ = 0.9 in f32, where one
-// rounded once (torch.cumsum on the CPU) errs by 2·10^-5 (2026-12-06).
-template <class S> void set_log_decay(FastHead<S>& h, const Rational& gamma) {
+// Decay in log space for the head (an order of ours: S double or emulated):
+// b_t = b_{t−1} + log γ along the sequence, log γ rounded to f32 (f64 for S =
+// double), b_{−1} = 0 where the sequence (or its state) starts; every sum
+// rounded (as Head::lcum, np.cumsum: at n = 4096, γ = 0.9 b drifts by 0.02 in
+// f32) or, rounded_once, each b_t rounded once from its exact value (as
+// torch.cumsum on the CPU: nearby differences err by |b_t|·u).
+template <class S> void set_log_decay(FastHead<S>& h, const Rational& gamma, bool rounded_once) {
   using T = std::conditional_t<std::is_same_v<S, double>, double, float>;
+  using Wide = std::conditional_t<std::is_same_v<S, double>, f113, double>;  // (t + 1)·log γ exactly
   const T lg = std::log(from_rational<T>(gamma));
   h.logb.assign(static_cast<size_t>(h.n() + 1), 0.0);
   T b = 0;
-  for (Idx t = 0; t < h.n(); ++t) h.logb[static_cast<size_t>(t + 1)] = b += lg;
+  for (Idx t = 0; t < h.n(); ++t)
+    h.logb[static_cast<size_t>(t + 1)] = rounded_once ? static_cast<double>(static_cast<T>(static_cast<Wide>(lg) * static_cast<Wide>(t + 1)))
+                                                      : static_cast<double>(b += lg);
 }
 
 // Sets the head's initial carry from a state in layout order (hla/state.hpp);
