@@ -69,8 +69,8 @@ std::string BaselineForm::name() const {
   return to_string(form) + (is_chunked(form) ? "/" + std::to_string(chunk) : "") + (reversed_features ? " (features reversed)" : "") +
          (log_along == LogAlong::summed         ? " (log-space decay along the sequence, summed)"
           : log_along == LogAlong::rounded_once ? " (log-space decay along the sequence, rounded once)"
-          : log_decay      ? " (log-space decay)"
-                           : "");
+          : log_decay                           ? " (log-space decay)"
+                                                : "");
 }
 
 BatchProblem with_reversed_features(BatchProblem p) {

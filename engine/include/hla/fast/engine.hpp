@@ -163,8 +163,8 @@ template <class S> void set_log_decay(FastHead<S>& h, const Rational& gamma, boo
   h.logb.assign(static_cast<size_t>(h.n() + 1), 0.0);
   T b = 0;
   for (Idx t = 0; t < h.n(); ++t)
-    h.logb[static_cast<size_t>(t + 1)] = rounded_once ? static_cast<double>(static_cast<T>(static_cast<Wide>(lg) * static_cast<Wide>(t + 1)))
-                                                      : static_cast<double>(b += lg);
+    h.logb[static_cast<size_t>(t + 1)] =
+        rounded_once ? static_cast<double>(static_cast<T>(static_cast<Wide>(lg) * static_cast<Wide>(t + 1))) : static_cast<double>(b += lg);
 }
 
 // Sets the head's initial carry from a state in layout order (hla/state.hpp);
