@@ -334,7 +334,10 @@ void score_baseline(const Scoring& s, const CandidateOutputs& cand, const CheckO
   // of times our other orders at production lengths: it is consulted only when
   // their bar does not already give rule 3 (an order more only raises the bar,
   // so the verdict is the same), and the ratio stays against the sharper orders.
-  std::optional<std::optional<EnoughBar>> without_log;  // formed when first asked
+  // With complete_baseline off that is `enough` itself (the loop reaches them
+  // only when it was not reached); else it is formed when first asked.
+  std::optional<std::optional<EnoughBar>> without_log;
+  if (!opt.complete_baseline && !opt.exact_tier) without_log = enough;
   auto log_needed = [&] {
     if (!without_log) {
       CheckOptions partial = opt;

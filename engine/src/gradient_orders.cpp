@@ -126,14 +126,8 @@ std::vector<std::pair<std::string, CandidateOutputs>> gradient_baselines(
 std::vector<std::pair<std::string, CandidateOutputs>> gradient_log_orders(const BatchProblem& p, const GradientReference& g,
                                                                           Precision prec) {
   std::vector<std::pair<std::string, CandidateOutputs>> out;
-  if (p.opt.gamma == 1 || !fast::supports(p.opt.variant) || !p.all_finite()) return out;
-  const Index longest = longest_sequence(p);
-  for (const Index w : {Index(64), longest}) {
-    if (w != 64 && (w <= 64 || w > 512)) continue;  // one chunk costs O(w^order) a chunk: short sequences only
-    for (const auto& [along, how] : {std::pair{LogAlong::summed, "summed"}, {LogAlong::rounded_once, "rounded once"}})
-      out.emplace_back("engine chunked/" + std::to_string(w) + " (log-space decay along the sequence, " + how + ")",
-                       fast_ours_gradients(p, prec, g.dout, g.dden, w, along));
-  }
+  for (const BaselineForm& f : log_along_forms(p))
+    out.emplace_back("engine " + f.name(), fast_ours_gradients(p, prec, g.dout, g.dden, f.chunk, f.log_along));
   return out;
 }
 

@@ -132,16 +132,9 @@ void add_flat_and_log_forms(const BatchProblem& p, FormClass cls, std::vector<Ba
   auto has = [&](Form f) { return std::find(fs.begin(), fs.end(), f) != fs.end(); };
   const bool log = p.opt.gamma != 1;
   const Index longest = std::max<Index>(longest_sequence(p), 1);
-  // Last, consulted only when needed (check.cpp): the fast engine's chunked form
-  // with decay in log space along each sequence, b summed and rounded once, at
-  // width 64 and as one chunk up to 512 tokens. A masked-matmul kernel's decays
-  // exp(b_t − b_j) err by about |b_t|·u: at n = 4096, γ = 0.9 an honest torch
-  // kernel was 35x our other orders; hla3 at n = 300, γ = 1/2, 9.7x (2026-12-06).
+  // Last, consulted only when needed (check.cpp): log_along_forms.
   auto along_sequence = [&] {
-    if (!log || !has(Form::chunked_matmul) || !p.all_finite()) return;
-    for (const Index w : {Index(64), longest})
-      if (w == 64 || (w > 64 && w <= 512))
-        for (const LogAlong a : {LogAlong::summed, LogAlong::rounded_once}) out.push_back({Form::chunked_matmul, w, false, true, a});
+    for (const BaselineForm& f : log_along_forms(p)) out.push_back(f);
   };
   if (p.has_state() || fast_baseline_wanted(p)) return along_sequence();
   if (!p.all_finite()) return;
@@ -161,6 +154,22 @@ void add_flat_and_log_forms(const BatchProblem& p, FormClass cls, std::vector<Ba
   along_sequence();
 }
 }  // namespace
+
+// A masked-matmul kernel's decays exp(b_t − b_j) err by about |b_t|·u: at
+// n = 4096, γ = 0.9 an honest torch kernel was 35x our other orders; hla3 at
+// n = 300, γ = 1/2, 9.7x with b summed only (2026-12-06).
+std::vector<BaselineForm> log_along_forms(const BatchProblem& p) {
+  std::vector<BaselineForm> out;
+  if (p.opt.gamma == 1 || !p.all_finite()) return out;
+  const Index longest = longest_sequence(p);
+  for (const Index w : {Index(64), longest})
+    if (w == 64 || (w > 64 && w <= 512))  // one chunk costs O(w^order) a chunk: short sequences only
+      for (const LogAlong a : {LogAlong::summed, LogAlong::rounded_once}) {
+        const BaselineForm f{Form::chunked_matmul, w, false, true, a};
+        if (fast_baseline_applies(p, f, true)) out.push_back(f);
+      }
+  return out;
+}
 
 std::vector<BaselineForm> baseline_forms(const BatchProblem& p, FormClass cls) {
   const Options& o = p.opt;

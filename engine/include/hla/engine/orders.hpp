@@ -74,6 +74,12 @@ struct BaselineForm {
   std::string name() const;  // "chunked_matmul/16", "literal (log-space decay)"
 };
 std::vector<BaselineForm> baseline_forms(const BatchProblem& p, FormClass c = FormClass::masked);
+// The orders with decay in log space along each sequence (LogAlong), last in
+// baseline_forms and, for gradients, gradient_log_orders: the fast engine's
+// chunked form at width 64 and, up to 512 tokens, as one chunk per sequence,
+// b summed and rounded once; none where γ = 1, on non-finite inputs, or
+// without the engine's chunked form of the variant.
+std::vector<BaselineForm> log_along_forms(const BatchProblem& p);
 
 // The same orders at scale: the streaming recurrence and the chunked matmul
 // form evaluated by the fast engine's vectorized kernels (hla/fast/), every
