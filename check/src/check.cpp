@@ -294,6 +294,34 @@ std::optional<EnoughBar> enough_bar(const Scoring& s, const CandidateOutputs& ca
   return e;
 }
 
+// Decay in log space along the sequence (last in the forms) errs with |b_t|,
+// tens of times our other orders at production lengths: it is consulted only
+// when their bar does not already give rule 3 (an order more only raises the
+// bar, so the verdict is the same), and the ratio stays against the sharper
+// orders. With complete_baseline off the test is `enough` itself (the loop
+// reaches those orders only when it was not reached); else formed when first asked.
+class LogNeed {
+ public:
+  LogNeed(const Scoring& s, const CandidateOutputs& cand, const CheckOptions& opt, const std::optional<EnoughBar>& enough)
+      : s_(s), cand_(cand), opt_(opt) {
+    if (!opt.complete_baseline && !opt.exact_tier) bar_ = enough;
+  }
+  bool operator()(double bar_so_far) {
+    if (!bar_) {
+      CheckOptions partial = opt_;
+      partial.complete_baseline = false, partial.exact_tier = false;
+      bar_ = enough_bar(s_, cand_, partial);
+    }
+    return *bar_ && !(*bar_)->reached(bar_so_far);
+  }
+
+ private:
+  const Scoring& s_;
+  const CandidateOutputs& cand_;
+  const CheckOptions& opt_;
+  std::optional<std::optional<EnoughBar>> bar_;
+};
+
 // Rule 3's bar: the worst score of our honest orders (baseline_forms) in the
 // candidate's precision, and which order, into r (their maps into r.maps);
 // they stop once the bar is `enough`.
@@ -330,26 +358,11 @@ void score_baseline(const Scoring& s, const CandidateOutputs& cand, const CheckO
     return k.name();
   };
   std::map<std::string, double> same;  // key -> worst score of an order already evaluated
-  // Decay in log space along the sequence (last in `forms`) errs with |b_t|, tens
-  // of times our other orders at production lengths: it is consulted only when
-  // their bar does not already give rule 3 (an order more only raises the bar,
-  // so the verdict is the same), and the ratio stays against the sharper orders.
-  // With complete_baseline off that is `enough` itself (the loop reaches them
-  // only when it was not reached); else it is formed when first asked.
-  std::optional<std::optional<EnoughBar>> without_log;
-  if (!opt.complete_baseline && !opt.exact_tier) without_log = enough;
-  auto log_needed = [&] {
-    if (!without_log) {
-      CheckOptions partial = opt;
-      partial.complete_baseline = false, partial.exact_tier = false;
-      without_log = enough_bar(s, cand, partial);
-    }
-    return *without_log && !(*without_log)->reached(r.baseline_max_score);
-  };
+  LogNeed log_needed(s, cand, opt, enough);
   size_t forms_done = 0;
   for (const BaselineForm& f : forms) {
     if (opt.progress) opt.progress("baseline", static_cast<double>(forms_done++), static_cast<double>(forms.size()));
-    if (f.log_along != engine::LogAlong::none && !log_needed()) continue;
+    if (f.log_along != engine::LogAlong::none && !log_needed(r.baseline_max_score)) continue;
     double worst = 0;
     const std::string key = key_of(f);
     if (const auto it = same.find(key); it != same.end()) {

@@ -361,7 +361,8 @@ MUTANTS = [
          replacement="if (auto log_orders = Bases{}; !log_orders.empty()) {",
          tests=r"^props_check:log-space decay along the sequence", description="gradient rows never consult the log-space order"),
     dict(id="log_order_always_consulted", area="check", file="check/src/check.cpp",
-         original="if (f.log_along != engine::LogAlong::none && !log_needed()) continue;", replacement="(void)log_needed;",
+         original="if (f.log_along != engine::LogAlong::none && !log_needed(r.baseline_max_score)) continue;",
+         replacement="(void)log_needed;",
          tests=r"^props_check:log-space decay along the sequence", description="the outputs' log-space order consulted even when not needed"),
     # Where the error lies (issue 32): the score maps, the diagnosis hints, the HTML page.
     dict(id="diagnosis_periodic_any_share", area="check", file="check/src/diagnosis.cpp",
