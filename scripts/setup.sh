@@ -21,10 +21,18 @@ if ! .venv/bin/python -c "import numpy, safetensors, pytest, xdist, nanobind" 2>
   [ -x .venv/bin/python ] || python3 -m venv .venv
   .venv/bin/pip install -q --disable-pip-version-check numpy safetensors pytest pytest-xdist nanobind
 fi
+# torch in the background while the build compiles: where PyTorch's CPU index is unreachable (CI's
+# machine) PyPI's wheel brings 5 GB of CUDA libraries, about 150 s of download and unpacking that
+# would otherwise come before the build (measured 2026-12-06). Only the tests need it; waited for below.
+torch_pid=""
+torch_log=.venv/torch-install.log
 if ! .venv/bin/python -c "import torch" 2>/dev/null; then
-  echo "setup: installing torch (CPU) into .venv for examples/torch_hla.py"
-  .venv/bin/pip install -q --disable-pip-version-check torch --index-url https://download.pytorch.org/whl/cpu 2>/dev/null ||
-    .venv/bin/pip install -q --disable-pip-version-check torch
+  echo "setup: installing torch (CPU where reachable) into .venv for examples/torch_hla.py, in the background ($torch_log)"
+  { .venv/bin/pip install -q --disable-pip-version-check torch --index-url https://download.pytorch.org/whl/cpu 2>/dev/null ||
+      .venv/bin/pip install -q --disable-pip-version-check torch; } >"$torch_log" 2>&1 &
+  torch_pid=$!
+  # A failed build ends setup at once: pip goes with it (the next run reinstalls what it left).
+  trap 'if kill -0 "$torch_pid" 2>/dev/null; then pkill -P "$torch_pid"; kill "$torch_pid"; fi 2>/dev/null || true' EXIT
 fi
 
 # The compiler of a new build folder: clang, unless CC/CXX name another. On
@@ -39,6 +47,10 @@ cmake -S . -B build -DCMAKE_BUILD_TYPE=Release >/dev/null
 build_start=$(date +%s)
 cmake --build build -j"$(nproc)"
 echo "setup: build took $(( $(date +%s) - build_start )) s"
+if [ -n "$torch_pid" ]; then
+  wait "$torch_pid" || { cat "$torch_log" >&2; echo "setup: installing torch failed (above)" >&2; exit 1; }
+  echo "setup: torch installed, $(( $(date +%s) - build_start )) s after the build began"
+fi
 
 # hla_oracle in .venv: the build's package (build/python: the module and a copy
 # of python/hla_oracle, refreshed by every build) through a .pth file, with its
