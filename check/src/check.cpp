@@ -371,7 +371,9 @@ void score_baseline(const Scoring& s, const CandidateOutputs& cand, const CheckO
       worst = same[key] = memo->sd_worst.at(key);
     } else {
       const BatchProblem& fp = !f.reversed_features ? finite : reversed ? *reversed : reversed.emplace(with_reversed_features(finite));
-      const CandidateOutputs c = (large || fp.has_state() || f.log_along != engine::LogAlong::none) && fast_baseline_applies(fp, f, true)
+      // A tensor-core precision's chunked orders round their products' operands on the fast engine only.
+      const bool tc = info(r.precision).f32_accumulation && is_chunked(f.form);
+      const CandidateOutputs c = (large || tc || fp.has_state() || f.log_along != engine::LogAlong::none) && fast_baseline_applies(fp, f, true)
                                      ? fast_ours(fp, r.precision, f)
                                      : ours(fp, r.precision, f.form, f.chunk, DType::f64, f.log_decay);
       if (memo) ++memo->evaluated;

@@ -100,11 +100,12 @@ std::vector<std::pair<std::string, CandidateOutputs>> gradient_baselines(
     if (std::pow(static_cast<double>(longest_sequence(p)), order_of(p.opt.variant) + 1) * p.d <= std::ldexp(1.0, 28))
       forms.emplace_back(BackwardForm::naive, 1, true);
   }
-  if ((prec == Precision::f32 || prec == Precision::f64) && !fast_baseline_wanted(p))
+  const Precision in = orders_precision(prec);
+  if ((in == Precision::f32 || in == Precision::f64) && !fast_baseline_wanted(p))
     for (const auto& [form, chunk, lg] : forms) {
       if (!has_backward_form(p.opt.variant, form)) continue;
       CandidateOutputs c;
-      if (prec == Precision::f32) gradients_in<float>(p, g.dout, g.dden, form, chunk, DType::f64, c, lg);
+      if (in == Precision::f32) gradients_in<float>(p, g.dout, g.dden, form, chunk, DType::f64, c, lg);
       else gradients_in<double>(p, g.dout, g.dden, form, chunk, DType::f64, c, lg);
       out.emplace_back(to_string(form) +
                            (form == BackwardForm::streaming || form == BackwardForm::naive ? "" : "/" + std::to_string(chunk)) +
@@ -134,7 +135,7 @@ std::vector<std::pair<std::string, CandidateOutputs>> gradient_log_orders(const 
 void ours_gradients(const BatchProblem& p, const std::vector<double>& dout, const std::vector<double>& dden, BackwardForm form, Index chunk,
                     DType out, CandidateOutputs& c, Precision prec) {
   if (prec == Precision::f64) return gradients_in<double>(p, dout, dden, form, chunk, out, c);
-  if (prec == Precision::f32 || prec == Precision::tf32) return gradients_in<float>(p, dout, dden, form, chunk, out, c);
+  if (orders_precision(prec) == Precision::f32) return gradients_in<float>(p, dout, dden, form, chunk, out, c);
   // bf16, f16: the reference library's backward forms exist in double and
   // float only; the fast engine's chunked backward rounds every operation.
   if (form != BackwardForm::chunked && form != BackwardForm::chunked_matmul)

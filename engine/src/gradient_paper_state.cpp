@@ -269,7 +269,7 @@ CandidateOutputs paper_state_gradients(const BatchProblem& p, Precision prec, co
     case Precision::f16:
       return gradients<f16>(p, dout, dden);
     default:
-      return gradients<float>(p, dout, dden);  // f32, tf32
+      return gradients<float>(p, dout, dden);  // f32 and the tensor-core precisions
   }
 }
 

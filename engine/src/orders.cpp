@@ -32,7 +32,9 @@ template <class Eval> CandidateOutputs run_ours(const BatchProblem& p, Precision
         run(double(), b, h, t0, t1);
         break;
       case Precision::f32:
-      case Precision::tf32:
+      case Precision::tf32:  // tensor-core precisions: our orders in f32
+      case Precision::bf16_f32:
+      case Precision::f16_f32:
         run(float(), b, h, t0, t1);
         break;
       case Precision::bf16:

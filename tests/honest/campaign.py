@@ -36,6 +36,14 @@ MASKED4 = [("la1", True), ("hla2", True), ("ahla", True), ("hla3", True)]
 MASKED3 = [("la1", True), ("hla2", True), ("ahla", True)]
 F32 = "bf16=f32,f32=f32"
 F64 = "bf16=f64,f32=f64"
+# Tensor-core operands, f32 accumulation. By the case's dtype: the check reads every case's inputs as f32 (bf16
+# values held in f32), so a declaration per input dtype would not tell the two apart.
+TC = {"bf16": "bf16+f32", "f32": "tf32"}
+
+
+def precision_for(K, c):
+    """The kernel's declared precision for case c."""
+    return K["precision"][c["dtype"]] if isinstance(K["precision"], dict) else K["precision"]
 
 
 # ---------------------------------------------------------------------------
@@ -65,6 +73,18 @@ def _torch(fn):
         q, k, v = q.to(tt), k.to(tt), v.to(tt)
         q = q * torch.tensor(o["scale"], dtype=tt)
         return fn(q, k, v, o)
+    return run
+
+
+def _torch_tc(variant_fn):
+    """As _torch, for a tensor-core kernel variant_fn(q, k, v, o, mm): operands rounded to bf16 on bf16 inputs, to
+    tf32 on f32 ones; not in the float64 rerun (the algorithm alone)."""
+    def run(q, k, v, o, ct):
+        import torch
+        import kernels_torch as KT
+        rnd = None if ct == np.float64 else KT.round_bf16 if q.dtype == torch.bfloat16 else KT.round_tf32
+        mm = KT.tensor_core_mm(rnd) if rnd else torch.matmul
+        return _torch(lambda q, k, v, o: variant_fn(q, k, v, o, mm))(q, k, v, o, ct)
     return run
 
 
@@ -115,6 +135,10 @@ def _kernels():
         "matmul_chunk_torch": dict(kind="torch", src="kernels_torch.py", style="10 chunked w=16, W⊙D masked matmuls, powers",
                                    form_class="masked", precision=F32, support=MASKED3, max_n={},
                                    run=_torch(lambda q, k, v, o: KT.chunked(q, k, v, o["variant"], o["gamma"], 16, "pow"))),
+        "tc_chunk_torch": dict(kind="torch", src="kernels_torch.py",
+                               style="11 chunked w=64, log-space, tensor-core operands (bf16 / tf32), f32 accumulation",
+                               form_class="masked", precision=TC, support=MASKED3, max_n={},
+                               run=_torch_tc(lambda q, k, v, o, mm: KT.chunked(q, k, v, o["variant"], o["gamma"], 64, "log", mm))),
     }
 
 
@@ -299,7 +323,7 @@ def verify_f64(name, K, libs, c):
 def judge(name, K, libs, c, args):
     """Runs and judges one kernel on one case: a dict of the verdict and its margins."""
     grad = K["kind"] == "torch" and c["grad_u"] < args.grad_fraction
-    kw = dict(check_kwargs(c), precision=K["precision"], form_class=K["form_class"], exact_max_n=args.exact_max_n)
+    kw = dict(check_kwargs(c), precision=precision_for(K, c), form_class=K["form_class"], exact_max_n=args.exact_max_n)
     t0 = time.perf_counter()
     if grad:
         out, den, do, dq, dk, dv = torch_backward(K, c)
@@ -332,10 +356,10 @@ def save_finding(args, name, K, libs, c, res):
         grads = dict(do=do, dq=dq, dk=dk, dv=dv)
     else:
         out, den = run_kernel(name, K, libs, c)
-    again = hla_oracle.check(out, c["q"], c["k"], c["v"], den=den, dump=str(folder / "case"), precision=K["precision"],
+    again = hla_oracle.check(out, c["q"], c["k"], c["v"], den=den, dump=str(folder / "case"), precision=precision_for(K, c),
                              form_class=K["form_class"], exact_max_n=args.exact_max_n, **check_kwargs(c), **grads)
     (folder / "report.txt").write_text(f"kernel {name} ({K['style']}, class {K['form_class']}, precision "
-                                       f"{K['precision']})\ncase: {describe(c)}\nreproduce: {repro}\n"
+                                       f"{precision_for(K, c)})\ncase: {describe(c)}\nreproduce: {repro}\n"
                                        f"f64 run of the same algorithm: max error / magnitude = {rel:.3g}\n\n"
                                        f"{again.text}\n")
     return folder, repro, rel

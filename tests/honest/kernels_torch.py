@@ -33,7 +33,7 @@ def _powers(n, gamma, dtype):
 # Chunked masked-matmul kernel (SPEC §5): logspace_chunk_torch (log-space decay,
 # width 64) and matmul_chunk_torch (powers, width 16) are this function.
 # ---------------------------------------------------------------------------
-def chunked(q, k, v, variant, gamma, width, decay):
+def chunked(q, k, v, variant, gamma, width, decay, mm=torch.matmul):
     B, H, n, d = q.shape
     dv = v.shape[-1]
     dt = q.dtype
@@ -53,31 +53,56 @@ def chunked(q, k, v, variant, gamma, width, decay):
         else:
             rho, D = _powers(L, gamma, dt)
             ge, r = D[-1], rho[-1]
-        A = Q @ K.transpose(-1, -2)
+        A = mm(Q, K.transpose(-1, -2))
         Lm = _tril(L).to(dt)
         rc = rho[:, None]
         if variant == "la1":
-            o = (A * D) @ V + rc * (Q @ P)
-            P = r * P + (K * ge[:, None]).transpose(-1, -2) @ V
+            o = mm(A * D, V) + rc * mm(Q, P)
+            P = r * P + mm((K * ge[:, None]).transpose(-1, -2), V)
         elif variant == "hla2":
-            intra = (((A * D) @ (A * Lm).transpose(-1, -2)) * D) @ V  # sum_{i<=j<=t} gamma^(2t-i-j) a_ti a_ji v_j
-            carry = rc * rc * (Q @ F) + (((Q @ S) @ Q.transpose(-1, -2)) * D * rc) @ V
+            intra = mm(mm(A * D, (A * Lm).transpose(-1, -2)) * D, V)  # sum_{i<=j<=t} gamma^(2t-i-j) a_ti a_ji v_j
+            carry = rc * rc * mm(Q, F) + mm(mm(mm(Q, S), Q.transpose(-1, -2)) * D * rc, V)
             o = intra + carry
             KG = K * ge[:, None]
-            CB = (Q * ge[:, None]).transpose(-1, -2) @ V
-            FB = K.transpose(-1, -2) @ ((ge[:, None] * (K @ Q.transpose(-1, -2)) * Lm.T * ge[None, :]) @ V)
-            F = r * r * F + r * (S @ CB) + FB
-            S = r * S + KG.transpose(-1, -2) @ K
+            CB = mm((Q * ge[:, None]).transpose(-1, -2), V)
+            FB = mm(K.transpose(-1, -2), mm(ge[:, None] * mm(K, Q.transpose(-1, -2)) * Lm.T * ge[None, :], V))
+            F = r * r * F + r * mm(S, CB) + FB
+            S = r * S + mm(KG.transpose(-1, -2), K)
         else:  # ahla
-            intra = ((A * D) @ (A * D)) @ V
-            carry = rc * (Q @ F + (A * Lm) @ (Q @ P))
+            intra = mm(mm(A * D, A * D), V)
+            carry = rc * (mm(Q, F) + mm(A * Lm, mm(Q, P)))
             o = intra + carry
             KG = K * ge[:, None]
-            F = r * F + KG.transpose(-1, -2) @ ((A * D) @ V) + r * ((K.transpose(-1, -2) @ Q) @ P)
-            P = r * P + KG.transpose(-1, -2) @ V
+            F = r * F + mm(KG.transpose(-1, -2), mm(A * D, V)) + r * mm(mm(K.transpose(-1, -2), Q), P)
+            P = r * P + mm(KG.transpose(-1, -2), V)
         outs.append(o)
     o = torch.cat(outs, 2) if outs else v1.new_zeros(B, H, 0, dv + 1)
     return o[..., :dv], o[..., dv]
+
+
+# ---------------------------------------------------------------------------
+# tc_chunk_torch: the same chunked kernel as a tensor-core kernel computes it
+# (Triton's tl.dot, FLA's chunk kernels): every operand of every product --
+# inputs, states, attention blocks, decayed keys -- rounded to the operand
+# format (bf16 inputs: bf16; f32 inputs: tf32), products accumulated in f32.
+# Declared "bf16=bf16+f32,f32=tf32". Rounding passes gradients straight through.
+# ---------------------------------------------------------------------------
+def round_bf16(x):
+    return x.to(torch.bfloat16).to(x.dtype)
+
+
+def round_tf32(x):
+    """To nearest, ties to even, on a 10-bit significand (f32's exponent): TF32's operand rounding."""
+    i = x.contiguous().view(torch.int32)
+    i = (i + 0xFFF + ((i >> 13) & 1)) & -0x2000
+    return i.view(torch.float32)
+
+
+def tensor_core_mm(rnd):
+    """a @ b on operands rounded by rnd (straight-through for autograd), accumulated in the operands' f32."""
+    def r(x):
+        return x + (rnd(x.detach()) - x).detach()
+    return lambda a, b: r(a) @ r(b)
 
 
 # ---------------------------------------------------------------------------

@@ -72,7 +72,8 @@ void add_check(CLI::App& app, Action& action) {
   c->add_option("FIXTURE", a->fixture, "fixture file written by `hla gen`")->required()->check(non_empty);
   c->add_option("CANDIDATE", a->candidate, "safetensors file with `out` [B,H,n,dv] (and optionally `den` [B,H,n]; gradients dq, dk, dv)")->required()->check(non_empty);
   c->add_option("--precision", a->precision,
-                "declared compute precision: f64 | f32 | tf32 | bf16 | f16, or per input dtype: bf16=f32,f16=f32,f32=f32 "
+                "declared compute precision: f64 | f32 | tf32 | bf16 | f16, or a tensor-core one (operands rounded, f32 accumulation): "
+                "tf32 | bf16+f32 | f16+f32; or per input dtype: bf16=f32,f16=f32,f32=f32 "
                 "(default: dtype of `out`)")
       ->check(non_empty);
   c->add_option("--form-class", a->form_class,

@@ -93,11 +93,14 @@ template <class Run> void each_head_in(const BatchProblem& p, Precision prec, Ru
   p.for_each_sequence([&](Index b, Index h, Index t0, Index t1) { tasks.push_back({b, h, t0, t1}); });
   parallel_for(tasks.size(), worker_threads(), [&](size_t i) {
     const Task& t = tasks[i];
+    const fast::OperandRounding operands(operand_format(prec));
     switch (prec) {
       case Precision::f64:
         return run(double(), t.b, t.h, t.t0, t.t1);
       case Precision::f32:
-      case Precision::tf32:
+      case Precision::tf32:  // tensor-core precisions: our orders in f32
+      case Precision::bf16_f32:
+      case Precision::f16_f32:
         return run(fast::Emu<0>(), t.b, t.h, t.t0, t.t1);
       case Precision::bf16:
         return run(fast::Emu<1>(), t.b, t.h, t.t0, t.t1);

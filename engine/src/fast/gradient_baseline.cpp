@@ -122,12 +122,15 @@ CandidateOutputs fast_ours_gradients(const BatchProblem& p, Precision prec, cons
   out.dstate.assign(p.state.size(), 0);
   const std::vector<Task> tasks = group_tasks(p);
   parallel_for(tasks.size(), worker_threads(), [&](size_t i) {
+    const fast::OperandRounding operands(operand_format(prec));
     switch (prec) {
       case Precision::f64:
         run_task<double>(p, dout, dden, chunk, along, tasks[i], out);
         break;
       case Precision::f32:
-      case Precision::tf32:
+      case Precision::tf32:  // tensor-core precisions: our orders in f32
+      case Precision::bf16_f32:
+      case Precision::f16_f32:
         run_task<fast::Emu<0>>(p, dout, dden, chunk, along, tasks[i], out);
         break;
       case Precision::bf16:

@@ -86,7 +86,7 @@ GradientReference compute_gradient_reference(const BatchProblem& p, const Refere
 // Our backward form `form` (chunk width `chunk`) evaluated in precision prec
 // on every group and sequence, rounded to `out`, into c.dq, c.dk, c.dv (and
 // c.dstate): what a correct kernel's backward writes (hla eval --grad). f64:
-// in double; f32, tf32: in float; bf16, f16: the chunked forms only, by
+// in double; f32 and the tensor-core precisions: in float; bf16, f16: the chunked forms only, by
 // fast_ours_gradients (every operation rounded). InputError otherwise.
 void ours_gradients(const BatchProblem& p, const std::vector<double>& dout, const std::vector<double>& dden, BackwardForm form, Index chunk,
                     DType out, CandidateOutputs& c, Precision prec = Precision::f64);
@@ -118,7 +118,7 @@ std::vector<std::pair<std::string, CandidateOutputs>> gradient_log_orders(const 
                                                                           Precision prec);
 
 // hla2's state-difference backward (the reverse of the paper-state recurrence,
-// S·C − G; gradient_paper_state.cpp) in double (f64), float (f32, tf32), bf16
+// S·C − G; gradient_paper_state.cpp) in double (f64), float (f32, tensor-core), bf16
 // or f16 (every operation rounded), from an initial state too (dstate:
 // ∂L/∂X0 in p.state's layout): rule 3's subtracting order for the
 // state-difference class.

@@ -35,7 +35,8 @@ struct CandidateOutputs {
 };
 
 // One of our forms on every head and sequence, evaluated in precision `prec`
-// (rounding after every operation for bf16/f16; tf32 runs as f32), outputs
+// (rounding after every operation for bf16/f16; tensor-core ones, tf32, bf16+f32 and
+// f16+f32, run as f32), outputs
 // rounded to `out`. A paper-literal form when `paper` is set. A problem with
 // an initial state: streaming (chunks of one token) and chunked_matmul through
 // the fast engine (fast_ours), from the state; other forms InputError.

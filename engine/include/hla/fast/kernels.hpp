@@ -94,6 +94,35 @@ template <int K> inline float emu_round(float x) {
   }
 }
 
+// Tensor-core operands (engine::Precision tf32, bf16+f32, f16+f32): while an
+// OperandRounding is alive on this thread, the operands of every f32 product
+// (Emu<0>'s gemm) are first rounded to its format, 1 bf16, 2 f16 or 3 tf32
+// (f32's exponent, 10 significand bits, to nearest even); sums stay f32. As a
+// tensor-core kernel computes, with its states and blocks stored as operands.
+inline int& operand_format() {
+  thread_local int format = 0;
+  return format;
+}
+struct OperandRounding {
+  int saved;
+  explicit OperandRounding(int format) : saved(operand_format()) { operand_format() = format; }
+  ~OperandRounding() { operand_format() = saved; }
+  OperandRounding(const OperandRounding&) = delete;
+  OperandRounding& operator=(const OperandRounding&) = delete;
+};
+inline float operand_round(int format, float x) {
+  if (format == 1) return emu_round<1>(x);
+  if (format == 2) return emu_round<2>(x);
+  if (format != 3 || !(x - x == 0)) return x;  // tf32; inf and NaN as they are
+  std::uint32_t u;
+  __builtin_memcpy(&u, &x, 4);
+  u += 0xFFFu + ((u >> 13) & 1u);
+  u &= ~0x1FFFu;
+  float y;
+  __builtin_memcpy(&y, &u, 4);
+  return y;
+}
+
 // The fastest table this CPU runs (HLA_FAST_KERNELS=generic|avx2|avx512 in
 // the environment forces one, for tests and benchmarks).
 const Kernels& kernels();

@@ -223,8 +223,14 @@ inline void scale(Dense<Rational>& X, const Dense<Rational>& s) {
 
 template <int K>
 void gemm(Dense<Emu<K>>& C, const Dense<Emu<K>>& A, bool a_trans, const Dense<Emu<K>>& B, bool a_lower, bool c_lower, int = 0) {
-  kernels().gemm_f(K, C.rows, C.ld, a_trans ? A.rows : A.cols, A.x.data(), A.ld, a_trans, B.x.data(), B.ld, C.x.data(), C.ld, a_lower,
-                   c_lower);
+  std::vector<float> a, b;  // tensor-core operands (kernels.hpp): rounded copies
+  if (const int f = K == 0 ? operand_format() : 0) {
+    a = A.x, b = B.x;
+    for (float& x : a) x = operand_round(f, x);
+    for (float& x : b) x = operand_round(f, x);
+  }
+  kernels().gemm_f(K, C.rows, C.ld, a_trans ? A.rows : A.cols, a.empty() ? A.x.data() : a.data(), A.ld, a_trans,
+                   b.empty() ? B.x.data() : b.data(), B.ld, C.x.data(), C.ld, a_lower, c_lower);
 }
 template <int K> void mul(Dense<Emu<K>>& X, const Dense<Emu<K>>& Y) {
   kernels().mul_f(K, static_cast<Idx>(X.x.size()), X.x.data(), Y.x.data());
