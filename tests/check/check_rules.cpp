@@ -564,3 +564,27 @@ TEST_CASE("state difference: judged against the unmasked-order magnitude, with o
   CHECK(has_paper_state(FormClass::state_difference));
   CHECK_FALSE(has_paper_state(FormClass::masked));
 }
+
+TEST_CASE("tensor-core precisions: rule 3's orders round their products' operands at every size", "[check][rule]") {
+  // hla2, 2 × 2 heads of 40 tokens, d = 8, bf16 inputs (small: our library's f32 orders run, and the fast engine's
+  // chunked ones). Declared bf16+f32 (tf32), the bar comes from a chunked order whose operands are rounded to bf16
+  // (tf32): in the format's unit far above what f32 alone errs (2^-16 (2^-13) of an f32 order's score). A kernel so
+  // rounding passes; the same values declared f32 fail rule 2: the declaration, not a loose bar, passes them.
+  BatchProblem p = gaussian(Variant::hla2, 2, 2, 1, 40, 8, 8, 12);
+  p.dtype = DType::bf16;
+  for (auto* x : {&p.q, &p.k, &p.v})
+    for (auto& e : *x) e = round_to(DType::bf16, e);
+  const Reference ref = compute_reference(p);
+  const Report f32 = check::check(p, ref, exactly(ref), {.precision = Precision::f32});
+  for (const Precision tc : {Precision::bf16_f32, Precision::tf32}) {
+    const double to_unit = unit_roundoff(Precision::f32) / unit_roundoff(tc);
+    const CandidateOutputs kernel =
+        engine::fast_ours(p, tc, BaselineForm{Form::chunked_matmul, 16, false, false, engine::LogAlong::none}, DType::bf16);
+    const Report r = check::check(p, ref, kernel, {.precision = tc});
+    INFO(r.text());
+    CHECK(r.pass);
+    CHECK(r.baseline_worst_form.rfind("chunked_matmul", 0) == 0);
+    CHECK(r.baseline_max_score > 64 * f32.baseline_max_score * to_unit);
+    if (tc == Precision::bf16_f32) CHECK_FALSE(check::check(p, ref, kernel, {.precision = Precision::f32}).pass);
+  }
+}

@@ -364,6 +364,16 @@ MUTANTS = [
          original="if (f.log_along != engine::LogAlong::none && !log_needed(r.baseline_max_score)) continue;",
          replacement="(void)log_needed;",
          tests=r"^props_check:log-space decay along the sequence", description="the outputs' log-space order consulted even when not needed"),
+    # Tensor-core precisions (bf16+f32, f16+f32, tf32): our orders round their products' operands.
+    dict(id="tensor_core_operands_unrounded", area="check", file="engine/include/hla/fast/matrix.hpp",
+         original="if (const int f = K == 0 ? operand_format() : 0) {", replacement="if (const int f = 0) {",
+         tests=r"^props_fast:tensor-core", description="a product under OperandRounding uses its operands unrounded"),
+    dict(id="tensor_core_format_not_set", area="check", file="engine/src/fast/baseline.cpp",
+         original="const fast::OperandRounding operands(operand_format(prec));", replacement="const fast::OperandRounding operands(0);",
+         tests=r"^props_check:tensor-core", description="the outputs' orders never round operands for a tensor-core precision"),
+    dict(id="tensor_core_small_library_only", area="check", file="check/src/check.cpp",
+         original="const bool tc = info(r.precision).f32_accumulation && is_chunked(f.form);", replacement="const bool tc = false;",
+         tests=r"^props_check:tensor-core", description="tensor-core orders on the fast engine only at scale"),
     # Where the error lies (issue 32): the score maps, the diagnosis hints, the HTML page.
     dict(id="diagnosis_periodic_any_share", area="check", file="check/src/diagnosis.cpp",
          original="if (!ok || high.empty() || static_cast<Index>(high.size()) * 4 > W) continue;",
