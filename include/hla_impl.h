@@ -98,8 +98,8 @@ typedef struct {
   uint32_t dtypes;        /* bit (1u << hla_dtype) per supported input/output dtype */
   uint32_t features;      /* HLA_FEAT_* */
   int64_t max_n, max_d, max_dv; /* 0: no limit */
-  const char* precision;  /* declared compute precision: "f64", "f32", "tf32", "bf16", "f16", "bf16+f32" or
-                             "f16+f32" (tensor-core: operands rounded, f32 accumulation) */
+  const char* precision;        /* declared compute precision: "f64", "f32", "tf32", "bf16", "f16", "bf16+f32" or
+                                   "f16+f32" (tensor-core: operands rounded, f32 accumulation) */
   /* ABI 1.1 and later only: */
   int32_t form_class;               /* hla_form_class: MASKED (0) unless the kernel subtracts partial sums */
   const char* precision_by_dtype;   /* NULL, or per input dtype, overriding `precision` for the

@@ -373,9 +373,10 @@ void score_baseline(const Scoring& s, const CandidateOutputs& cand, const CheckO
       const BatchProblem& fp = !f.reversed_features ? finite : reversed ? *reversed : reversed.emplace(with_reversed_features(finite));
       // A tensor-core precision's chunked orders round their products' operands on the fast engine only.
       const bool tc = info(r.precision).f32_accumulation && is_chunked(f.form);
-      const CandidateOutputs c = (large || tc || fp.has_state() || f.log_along != engine::LogAlong::none) && fast_baseline_applies(fp, f, true)
-                                     ? fast_ours(fp, r.precision, f)
-                                     : ours(fp, r.precision, f.form, f.chunk, DType::f64, f.log_decay);
+      const CandidateOutputs c =
+          (large || tc || fp.has_state() || f.log_along != engine::LogAlong::none) && fast_baseline_applies(fp, f, true)
+              ? fast_ours(fp, r.precision, f)
+              : ours(fp, r.precision, f.form, f.chunk, DType::f64, f.log_decay);
       if (memo) ++memo->evaluated;
       const double bar = map_bar;
       worst = same[key] = worst_under(s.mag, c, !f.log_decay);

@@ -33,9 +33,12 @@ struct PrecisionInfo {
   constexpr double unit_roundoff() const { return hla::detail::pow2(-(mantissa_bits + 1)); }
   constexpr double smallest_normal() const { return hla::detail::pow2(2 - (1 << (exponent_bits - 1))); }
 };
-inline constexpr std::array kPrecisions{PrecisionInfo{Precision::f64, "f64", 11, 52},         PrecisionInfo{Precision::f32, "f32", 8, 23},
-                                        PrecisionInfo{Precision::tf32, "tf32", 8, 10, true},     PrecisionInfo{Precision::bf16, "bf16", 8, 7},
-                                        PrecisionInfo{Precision::f16, "f16", 5, 10},             PrecisionInfo{Precision::bf16_f32, "bf16+f32", 8, 7, true},
+inline constexpr std::array kPrecisions{PrecisionInfo{Precision::f64, "f64", 11, 52},
+                                        PrecisionInfo{Precision::f32, "f32", 8, 23},
+                                        PrecisionInfo{Precision::tf32, "tf32", 8, 10, true},
+                                        PrecisionInfo{Precision::bf16, "bf16", 8, 7},
+                                        PrecisionInfo{Precision::f16, "f16", 5, 10},
+                                        PrecisionInfo{Precision::bf16_f32, "bf16+f32", 8, 7, true},
                                         PrecisionInfo{Precision::f16_f32, "f16+f32", 5, 10, true}};
 constexpr const PrecisionInfo& info(Precision p) { return kPrecisions[static_cast<std::size_t>(p)]; }
 static_assert(info(Precision::f16).smallest_normal() == 0x1p-14 && info(Precision::f32).smallest_normal() == 0x1p-126);
