@@ -63,6 +63,18 @@ inline constexpr Idx kPadF = 16;  // float columns per gemm_f tile
 // gemm_dd renormalizes its accumulators every kDDBlock steps (matrix.hpp: its error bound).
 inline constexpr Idx kDDBlock = 8;
 
+// x to nearest with its Drop low significand bits zero, ties to even, on the bit
+// pattern (f32's exponent kept): bf16 drops 16, f16's and tf32's significands 13.
+template <int Drop> inline float round_low_bits(float x) {
+  std::uint32_t u;
+  __builtin_memcpy(&u, &x, 4);
+  u += ((1u << (Drop - 1)) - 1u) + ((u >> Drop) & 1u);
+  u &= ~((1u << Drop) - 1u);
+  float y;
+  __builtin_memcpy(&y, &u, 4);
+  return y;
+}
+
 // The rounding of an f32 result to emulated kind K (0 f32: none; 1 bf16, 2
 // f16: to nearest, ties to even, overflow to ±inf), on the bit pattern so that
 // it vectorizes. The kernels and scalar code share it.
@@ -70,21 +82,10 @@ template <int K> inline float emu_round(float x) {
   if constexpr (K == 0) {
     return x;
   } else if constexpr (K == 1) {
-    std::uint32_t u;
-    __builtin_memcpy(&u, &x, 4);
-    u += 0x7FFFu + ((u >> 16) & 1u);
-    u &= 0xFFFF0000u;
-    float y;
-    __builtin_memcpy(&y, &u, 4);
-    return y;
+    return round_low_bits<16>(x);
   } else {
     const float a = x < 0 ? -x : x;
-    std::uint32_t u;
-    __builtin_memcpy(&u, &x, 4);
-    u += 0xFFFu + ((u >> 13) & 1u);
-    u &= ~0x1FFFu;
-    float y;
-    __builtin_memcpy(&y, &u, 4);
+    float y = round_low_bits<13>(x);
     const float ya = y < 0 ? -y : y;
     y = ya > 65504.0f ? (x < 0 ? -__builtin_inff() : __builtin_inff()) : y;
     // Below f16's normal range the quantum is 2^-24: round a·2^24 to an integer (RNE).
@@ -113,14 +114,7 @@ struct OperandRounding {
 inline float operand_round(int format, float x) {
   if (format == 1) return emu_round<1>(x);
   if (format == 2) return emu_round<2>(x);
-  if (format != 3 || !(x - x == 0)) return x;  // tf32; inf and NaN as they are
-  std::uint32_t u;
-  __builtin_memcpy(&u, &x, 4);
-  u += 0xFFFu + ((u >> 13) & 1u);
-  u &= ~0x1FFFu;
-  float y;
-  __builtin_memcpy(&y, &u, 4);
-  return y;
+  return format == 3 && x - x == 0 ? round_low_bits<13>(x) : x;  // tf32; inf and NaN as they are
 }
 
 // The fastest table this CPU runs (HLA_FAST_KERNELS=generic|avx2|avx512 in
