@@ -210,3 +210,39 @@ TEST_CASE("log-space decay along the sequence: an order of ours at scale, consul
   CHECK(rp.baseline_worst_form.find(along) == std::string::npos);
   for (const GradientRow& g : rp.gradients) CHECK(g.baseline_worst_form.find(along) == std::string::npos);
 }
+
+TEST_CASE("tensor-core precisions: our backward orders round their products' operands", "[check][gradients][tensor_core]") {
+  // la1, 2 heads of 40 tokens, d = 8, bf16 inputs and upstream. Declared bf16+f32, each gradient's bar comes from
+  // an engine backward order whose operands are rounded to bf16: more than 64 times what our f32 orders err, in
+  // bf16's unit. A backward so computed passes.
+  const BatchProblem p = gaussian_problem(Variant::la1, 2, 40, 8, DType::bf16, Rational(9, 10), 31);
+  std::mt19937_64 rng(32);
+  std::normal_distribution<double> N;
+  std::vector<double> dout(static_cast<size_t>(p.heads * p.n * p.dv)), dden;
+  for (double& e : dout) e = round_to(DType::bf16, N(rng));
+  Reference ref = compute_reference(p);
+  ref.grad = compute_gradient_reference(p, ref, dout, dden);
+  CheckOptions o;
+  o.require_gradients = true;
+  o.precision = Precision::f32;
+  CandidateOutputs exact{ref.out, {}, DType::f64, DType::f64};
+  exact.dq = ref.grad->dq, exact.dk = ref.grad->dk, exact.dv = ref.grad->dv;
+  exact.dq_dtype = exact.dk_dtype = exact.dv_dtype = DType::f64;
+  const Report f32 = check::check(p, ref, exact, o);
+  REQUIRE(f32.gradients.size() == 3);
+  o.precision = Precision::bf16_f32;
+  CandidateOutputs tc = fast_ours(p, Precision::bf16_f32, BaselineForm{Form::chunked_matmul, 16, false, false, LogAlong::none}, DType::bf16);
+  const CandidateOutputs g = fast_ours_gradients(p, Precision::bf16_f32, dout, dden, 16, LogAlong::none);
+  tc.dq = g.dq, tc.dk = g.dk, tc.dv = g.dv;
+  tc.dq_dtype = tc.dk_dtype = tc.dv_dtype = DType::f32;
+  const Report r = check::check(p, ref, tc, o);
+  INFO(r.text());
+  CHECK(r.verdict() == "PASS");
+  REQUIRE(r.gradients.size() == 3);
+  const double to_bf16 = unit_roundoff(Precision::f32) / unit_roundoff(Precision::bf16_f32);
+  for (size_t i = 0; i < 3; ++i) {
+    INFO(r.gradients[i].name << ": ours " << r.gradients[i].baseline_max_score << " (" << r.gradients[i].baseline_worst_form
+                             << "), f32 " << f32.gradients[i].baseline_max_score);
+    CHECK(r.gradients[i].baseline_max_score > 64 * f32.gradients[i].baseline_max_score * to_bf16);
+  }
+}
