@@ -231,7 +231,8 @@ TEST_CASE("tensor-core precisions: our backward orders round their products' ope
   const Report f32 = check::check(p, ref, exact, o);
   REQUIRE(f32.gradients.size() == 3);
   o.precision = Precision::bf16_f32;
-  CandidateOutputs tc = fast_ours(p, Precision::bf16_f32, BaselineForm{Form::chunked_matmul, 16, false, false, LogAlong::none}, DType::bf16);
+  CandidateOutputs tc =
+      fast_ours(p, Precision::bf16_f32, BaselineForm{Form::chunked_matmul, 16, false, false, LogAlong::none}, DType::bf16);
   const CandidateOutputs g = fast_ours_gradients(p, Precision::bf16_f32, dout, dden, 16, LogAlong::none);
   tc.dq = g.dq, tc.dk = g.dk, tc.dv = g.dv;
   tc.dq_dtype = tc.dk_dtype = tc.dv_dtype = DType::f32;
@@ -241,8 +242,8 @@ TEST_CASE("tensor-core precisions: our backward orders round their products' ope
   REQUIRE(r.gradients.size() == 3);
   const double to_bf16 = unit_roundoff(Precision::f32) / unit_roundoff(Precision::bf16_f32);
   for (size_t i = 0; i < 3; ++i) {
-    INFO(r.gradients[i].name << ": ours " << r.gradients[i].baseline_max_score << " (" << r.gradients[i].baseline_worst_form
-                             << "), f32 " << f32.gradients[i].baseline_max_score);
+    INFO(r.gradients[i].name << ": ours " << r.gradients[i].baseline_max_score << " (" << r.gradients[i].baseline_worst_form << "), f32 "
+                             << f32.gradients[i].baseline_max_score);
     CHECK(r.gradients[i].baseline_max_score > 64 * f32.gradients[i].baseline_max_score * to_bf16);
   }
 }
