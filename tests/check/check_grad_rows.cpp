@@ -84,16 +84,30 @@ BatchProblem gaussian_problem(Variant v, Index heads, Index n, Index d, DType dt
   }
   return p;
 }
+
+// A Gaussian upstream dout in p's dtype (seeded), dden as given, and p's reference with its gradients for them.
+Reference reference_with_gradients(const BatchProblem& p, uint64_t seed, std::vector<double>& dout, const std::vector<double>& dden) {
+  std::mt19937_64 rng(seed);
+  std::normal_distribution<double> N;
+  dout.resize(static_cast<size_t>(p.heads * p.n * p.dv));
+  for (double& e : dout) e = round_to(p.dtype, N(rng));
+  Reference ref = compute_reference(p);
+  ref.grad = compute_gradient_reference(p, ref, dout, dden);
+  return ref;
+}
+
+// c with the engine's gradients g, stored in f32.
+CandidateOutputs with_gradients(CandidateOutputs c, const CandidateOutputs& g) {
+  c.dq = g.dq, c.dk = g.dk, c.dv = g.dv;
+  c.dq_dtype = c.dk_dtype = c.dv_dtype = DType::f32;
+  return c;
+}
 }  // namespace
 
 TEST_CASE("vacuous: all-zero gradients of hla3 bf16 state_difference are INCONCLUSIVE, not PASS", "[check][gradients][vacuous]") {
   const BatchProblem p = gaussian_problem(Variant::hla3, 2, 256, 16, DType::bf16, Rational(99, 100), 5);
-  std::mt19937_64 rng(6);
-  std::normal_distribution<double> N;
-  std::vector<double> dout(static_cast<size_t>(p.heads * p.n * p.dv)), dden(static_cast<size_t>(p.heads * p.n), 0.0);
-  for (double& e : dout) e = round_to(DType::bf16, N(rng));
-  Reference ref = compute_reference(p);
-  ref.grad = compute_gradient_reference(p, ref, dout, dden);
+  std::vector<double> dout, dden(static_cast<size_t>(p.heads * p.n), 0.0);
+  const Reference ref = reference_with_gradients(p, 6, dout, dden);
   CandidateOutputs c = ours(p, Precision::bf16, Form::streaming_paper_state, 64, DType::bf16);
   c.dq.assign(ref.grad->dq.size(), 0.0), c.dk.assign(ref.grad->dk.size(), 0.0), c.dv.assign(ref.grad->dv.size(), 0.0);
   c.dq_dtype = c.dk_dtype = c.dv_dtype = DType::bf16;
@@ -180,21 +194,16 @@ TEST_CASE("gradients: rule 2's reason with no worst element listed (--worst 0)",
 TEST_CASE("log-space decay along the sequence: an order of ours at scale, consulted only when needed", "[check][gradients][log]") {
   const BatchProblem p = gaussian_problem(Variant::la1, 16, 1024, 32, DType::f32, Rational(9, 10), 21);
   REQUIRE(fast_baseline_wanted(p));
-  std::mt19937_64 rng(22);
-  std::normal_distribution<double> N;
-  std::vector<double> dout(static_cast<size_t>(p.heads * p.n * p.dv)), dden;
-  for (double& e : dout) e = round_to(DType::f32, N(rng));
-  Reference ref = compute_reference(p);
-  ref.grad = compute_gradient_reference(p, ref, dout, dden);
+  std::vector<double> dout, dden;
+  const Reference ref = reference_with_gradients(p, 22, dout, dden);
   CheckOptions o;
   o.precision = Precision::f32;
   o.require_gradients = true;
   const std::string along = "along the sequence";
   // Decays in log space along the sequence (the engine's forward and backward so formed).
-  CandidateOutputs lg = fast_ours(p, Precision::f32, BaselineForm{Form::chunked_matmul, 64, false, true, LogAlong::summed}, DType::f32);
-  const CandidateOutputs lgg = fast_ours_gradients(p, Precision::f32, dout, dden, 64, LogAlong::summed);
-  lg.dq = lgg.dq, lg.dk = lgg.dk, lg.dv = lgg.dv;
-  lg.dq_dtype = lg.dk_dtype = lg.dv_dtype = DType::f32;
+  const CandidateOutputs lg =
+      with_gradients(fast_ours(p, Precision::f32, BaselineForm{Form::chunked_matmul, 64, false, true, LogAlong::summed}, DType::f32),
+                     fast_ours_gradients(p, Precision::f32, dout, dden, 64, LogAlong::summed));
   const Report rl = check::check(p, ref, lg, o);
   INFO(rl.text());
   CHECK(rl.verdict() == "PASS");
@@ -216,12 +225,8 @@ TEST_CASE("tensor-core precisions: our backward orders round their products' ope
   // an engine backward order whose operands are rounded to bf16: more than 64 times what our f32 orders err, in
   // bf16's unit. A backward so computed passes.
   const BatchProblem p = gaussian_problem(Variant::la1, 2, 40, 8, DType::bf16, Rational(9, 10), 31);
-  std::mt19937_64 rng(32);
-  std::normal_distribution<double> N;
-  std::vector<double> dout(static_cast<size_t>(p.heads * p.n * p.dv)), dden;
-  for (double& e : dout) e = round_to(DType::bf16, N(rng));
-  Reference ref = compute_reference(p);
-  ref.grad = compute_gradient_reference(p, ref, dout, dden);
+  std::vector<double> dout, dden;
+  const Reference ref = reference_with_gradients(p, 32, dout, dden);
   CheckOptions o;
   o.require_gradients = true;
   o.precision = Precision::f32;
@@ -231,11 +236,9 @@ TEST_CASE("tensor-core precisions: our backward orders round their products' ope
   const Report f32 = check::check(p, ref, exact, o);
   REQUIRE(f32.gradients.size() == 3);
   o.precision = Precision::bf16_f32;
-  CandidateOutputs tc =
-      fast_ours(p, Precision::bf16_f32, BaselineForm{Form::chunked_matmul, 16, false, false, LogAlong::none}, DType::bf16);
-  const CandidateOutputs g = fast_ours_gradients(p, Precision::bf16_f32, dout, dden, 16, LogAlong::none);
-  tc.dq = g.dq, tc.dk = g.dk, tc.dv = g.dv;
-  tc.dq_dtype = tc.dk_dtype = tc.dv_dtype = DType::f32;
+  const CandidateOutputs tc =
+      with_gradients(fast_ours(p, Precision::bf16_f32, BaselineForm{Form::chunked_matmul, 16, false, false, LogAlong::none}, DType::bf16),
+                     fast_ours_gradients(p, Precision::bf16_f32, dout, dden, 16, LogAlong::none));
   const Report r = check::check(p, ref, tc, o);
   INFO(r.text());
   CHECK(r.verdict() == "PASS");
