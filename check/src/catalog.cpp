@@ -507,15 +507,22 @@ const std::vector<Mistake> kCatalog = {
        return one(
            first_parts_from(p, r, first, la1_hla2_backward(with_tokens(p, first), {dout1, dden1, num1, den1, &next}, BackwardFlaw::none)));
      }},
-    // Precision: the reference judged at bf16 or f16 (the sums of a kernel declaring f32 kept in a 16-bit dtype).
+    // Precision: the reference judged at bf16 or f16 (the sums of a kernel declaring f32 kept in a 16-bit dtype,
+    // or its products' operands so rounded: a tensor-core kernel errs as much in u·M, so the fix names both).
     {"low_precision_accumulation", false,
-     "accumulated in a lower precision than the declared f32: within the pass rule judged at /bf16 or /f16",
-     "keep the state and running sums in f32", [](const BatchProblem&, const Reference&) { return true; },
+     "computed below the declared f32 (within the pass rule judged at /bf16 or /f16): sums or state kept in a 16-bit "
+     "dtype, or products' operands rounded (tensor cores)",
+     "keep the state and running sums in f32; a kernel whose products take bf16, f16 or tf32 operands and sum in f32 "
+     "declares bf16+f32, f16+f32 or tf32",
+     [](const BatchProblem&, const Reference&) { return true; },
      [](const BatchProblem&, const Reference& r) {
        return at_low_precision(CandidateOutputs{r.out, r.den, DType::f64, DType::f64});
      }},
-    {"low_precision_accumulation", true, "the backward's adjoints accumulated in a lower precision than the declared f32 (/bf16 or /f16)",
-     "keep the adjoint states in f32", [](const BatchProblem& p, const Reference& r) { return has_grad(p, r); },
+    {"low_precision_accumulation", true,
+     "the backward computed below the declared f32 (/bf16 or /f16): adjoints kept in a 16-bit dtype, or products' operands "
+     "rounded (tensor cores)",
+     "keep the adjoint states in f32; a backward on bf16, f16 or tf32 operands with f32 sums declares bf16+f32, f16+f32 or tf32",
+     [](const BatchProblem& p, const Reference& r) { return has_grad(p, r); },
      [](const BatchProblem&, const Reference& r) {
        CandidateOutputs c;
        c.dq = r.grad->dq, c.dk = r.grad->dk, c.dv = r.grad->dv;

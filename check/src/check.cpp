@@ -376,7 +376,7 @@ void score_baseline(const Scoring& s, const CandidateOutputs& cand, const CheckO
       const CandidateOutputs c =
           (large || tc || fp.has_state() || f.log_along != engine::LogAlong::none) && fast_baseline_applies(fp, f, true)
               ? fast_ours(fp, r.precision, f)
-              : ours(fp, r.precision, f.form, f.chunk, DType::f64, f.log_decay);
+              : ours(fp, orders_precision(r.precision), f.form, f.chunk, DType::f64, f.log_decay);  // the library's forms: plain f32
       if (memo) ++memo->evaluated;
       const double bar = map_bar;
       worst = same[key] = worst_under(s.mag, c, !f.log_decay);

@@ -135,9 +135,10 @@ std::vector<std::pair<std::string, CandidateOutputs>> gradient_log_orders(const 
 void ours_gradients(const BatchProblem& p, const std::vector<double>& dout, const std::vector<double>& dden, BackwardForm form, Index chunk,
                     DType out, CandidateOutputs& c, Precision prec) {
   if (prec == Precision::f64) return gradients_in<double>(p, dout, dden, form, chunk, out, c);
-  if (orders_precision(prec) == Precision::f32) return gradients_in<float>(p, dout, dden, form, chunk, out, c);
+  if (prec == Precision::f32) return gradients_in<float>(p, dout, dden, form, chunk, out, c);
   // bf16, f16: the reference library's backward forms exist in double and
-  // float only; the fast engine's chunked backward rounds every operation.
+  // float only; the fast engine's chunked backward rounds every operation
+  // (and, in a tensor-core precision, its products' operands).
   if (form != BackwardForm::chunked && form != BackwardForm::chunked_matmul)
     throw InputError("backward form " + to_string(form) + " runs in f64 and f32; in " + to_string(prec) +
                      " the chunked backward does (chunked or chunked_matmul)");

@@ -51,6 +51,15 @@ template <class Eval> CandidateOutputs run_ours(const BatchProblem& p, Precision
 }  // namespace
 
 CandidateOutputs ours(const BatchProblem& p, Precision prec, Form f, Index chunk, DType out, bool log_decay) {
+  if (operand_format(prec) != 0) {
+    // A tensor-core precision: the fast engine's chunked form, the one of ours whose products round
+    // their operands to the format (the library's forms would compute plain f32).
+    const BaselineForm bf{Form::chunked_matmul, chunk, false, log_decay, log_decay ? LogAlong::summed : LogAlong::none};
+    if (f != Form::chunked_matmul || !fast_baseline_applies(p, bf, false))
+      throw InputError("in " + to_string(prec) + " (products' operands rounded, sums in f32) our form is chunked_matmul, on finite inputs; form " +
+                       to_string(f) + " runs in f64, f32, bf16 and f16");
+    return fast_ours(p, prec, bf, out);
+  }
   if (p.has_state()) {
     // From an initial state: the fast engine's orders, which take one.
     const BaselineForm bf{f, f == Form::chunked_matmul ? chunk : 1, false, log_decay, log_decay ? LogAlong::summed : LogAlong::none};

@@ -32,6 +32,12 @@ expect 1 "exact tier demands bit equality" -- sh -c "'$hla' eval '$exact' --prec
 # Lower precision than declared.
 "$hla" eval "$fx" --precision f16 --out "$work/f16.safetensors" >/dev/null
 expect 1 "the worst of our honest evaluation orders" -- "$hla" check "$fx" "$work/f16.safetensors" --precision f32
+# A tensor-core precision: eval rounds its products' operands to bf16 (sums in f32), so the candidate passes as
+# bf16+f32 and fails as f32; our other forms have no such rounding and are refused.
+"$hla" eval "$fx" --precision bf16+f32 --out "$work/tc.safetensors" >/dev/null
+expect 0 "PASS" -- "$hla" check "$fx" "$work/tc.safetensors" --precision bf16+f32
+expect 1 "exceed the a priori bound" -- "$hla" check "$fx" "$work/tc.safetensors" --precision f32
+expect 2 "our form is chunked_matmul" -- "$hla" eval "$fx" --precision bf16+f32 --form naive --out "$work/tc_naive.safetensors"
 # INCONCLUSIVE, exit 4: the la1 golden fixture with q, k, v scaled by 2^-40
 # (exact: its reference scales by 2^-120, den by 2^-80, still honest): every
 # u·M is then below f32's smallest normal, so nothing is scored.

@@ -377,6 +377,9 @@ MUTANTS = [
     dict(id="tensor_core_small_library_only", area="check", file="check/src/check.cpp",
          original="const bool tc = info(r.precision).f32_accumulation && is_chunked(f.form);", replacement="const bool tc = false;",
          tests=r"^props_check:tensor-core", description="tensor-core orders on the fast engine only at scale"),
+    dict(id="tensor_core_eval_plain_f32", area="check", file="engine/src/orders.cpp",
+         original="if (operand_format(prec) != 0) {", replacement="if (false) {",
+         tests=r"^hla_cli$", description="hla eval in a tensor-core precision computes plain f32 (and says it rounded operands)"),
     # Where the error lies (issue 32): the score maps, the diagnosis hints, the HTML page.
     dict(id="diagnosis_periodic_any_share", area="check", file="check/src/diagnosis.cpp",
          original="if (!ok || high.empty() || static_cast<Index>(high.size()) * 4 > W) continue;",
