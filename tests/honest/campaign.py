@@ -139,6 +139,11 @@ def _kernels():
                                style="11 chunked w=64, log-space, tensor-core operands (bf16 / tf32), f32 accumulation",
                                form_class="masked", precision=TC, support=MASKED3, max_n={},
                                run=_torch_tc(lambda q, k, v, o, mm: KT.chunked(q, k, v, o["variant"], o["gamma"], 64, "log", mm))),
+        "tc_seq_torch": dict(kind="torch", src="kernels_torch.py",
+                             style="12 naive masked matmul, log-space per sequence, tensor-core operands, f32 accumulation",
+                             form_class="masked", precision=TC,
+                             support=[("la1", True), ("hla2", True), ("hla2", False), ("ahla", True), ("hla3", True)], max_n={},
+                             run=_torch_tc(lambda q, k, v, o, mm: KT.logspace_seq(q, k, v, o["variant"], o["masked"], o["gamma"], mm))),
     }
 
 

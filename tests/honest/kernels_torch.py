@@ -109,23 +109,23 @@ def tensor_core_mm(rnd):
 # logspace_seq_torch: one naive masked matmul per sequence, decays
 # exp(b_t - b_j) with b = cumsum(log gamma) over the whole sequence.
 # ---------------------------------------------------------------------------
-def logspace_seq(q, k, v, variant, masked, gamma):
+def logspace_seq(q, k, v, variant, masked, gamma, mm=torch.matmul):
     n = q.shape[2]
     dt = q.dtype
     _, D = _logspace(n, gamma, dt)
     Lm = _tril(n).to(dt)
     v1 = torch.cat([v, torch.ones(*v.shape[:-1], 1, dtype=dt)], -1)
-    A = q @ k.transpose(-1, -2)
+    A = mm(q, k.transpose(-1, -2))
     if variant == "la1":
-        o = (A * D) @ v1
+        o = mm(A * D, v1)
     elif variant == "hla2":
-        M = (A * D) @ ((A * Lm) if masked else A).transpose(-1, -2)
-        o = (M * D) @ v1
+        M = mm(A * D, ((A * Lm) if masked else A).transpose(-1, -2))
+        o = mm(M * D, v1)
     elif variant == "ahla":
-        o = ((A * D) @ (A * D)) @ v1
+        o = mm(mm(A * D, A * D), v1)
     else:  # hla3 masked
-        M = ((A * D) @ (A * Lm).transpose(-1, -2)) * D * D
-        o = (M @ (A * D)) @ v1
+        M = mm(A * D, (A * Lm).transpose(-1, -2)) * D * D
+        o = mm(mm(M, A * D), v1)
     return o[..., :-1], o[..., -1]
 
 

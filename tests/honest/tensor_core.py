@@ -6,7 +6,9 @@ compute. Exits 1 unless:
   75: ahla, gamma = 1/2, tf32: 6.6x and 5.9x our worst for limits of 5.4 and 5.2);
 - at [1, 2, 1024, 64] bf16, gamma = 0.99, la1, hla2 and ahla PASS declared bf16+f32, and FAIL declared f32 (the
   declaration, not a loose bar, makes the PASS);
-- the same kernel with the state not carried across chunks of 64 FAILs declared bf16+f32 (la1, hla2).
+- the same kernel with the state not carried across chunks of 64 FAILs declared bf16+f32 (la1, hla2);
+- tc_seq_torch, the naive masked matmul on tensor-core operands, PASSes hla3 at [1, 2, 256, 32] bf16, gamma = 0.99,
+  declared bf16+f32 and FAILs declared f32 (tc_chunk_torch has no hla3).
 
     PYTHONPATH=build/python .venv/bin/python tests/honest/tensor_core.py
 """
@@ -63,10 +65,24 @@ def at_scale(failed):
                 failed.append(f"{variant} {what} {precision}")
 
 
+def hla3_naive(failed):
+    torch.manual_seed(2027)
+    q, k, v = ((torch.randn(1, 2, 256, 32) / 32 ** 0.5).to(torch.bfloat16) for _ in range(3))
+    out = KT.logspace_seq(q.float(), k.float(), v.float(), "hla3", True, 0.99, KT.tensor_core_mm(KT.round_bf16))[0]
+    for precision, want in [("bf16+f32", "PASS"), ("f32", "FAIL")]:
+        r = hla_oracle.check(out.to(torch.bfloat16), q, k, v, variant="hla3", gamma="0.99", precision=precision)
+        js = r.json()
+        print(f"hla3 [1, 2, 256, 32] bf16, naive masked matmul, declared {precision}: {r.verdict} (want {want}),"
+              f" worst {js['max_score']:.3g}, ours {js['baseline_max_score']:.3g}, ratio {js['baseline_ratio']:.3g}")
+        if r.verdict != want:
+            failed.append(f"hla3 naive {precision}")
+
+
 def main():
     failed = []
     campaign_cases(failed)
     at_scale(failed)
+    hla3_naive(failed)
     if failed:
         print("FAIL:", "; ".join(failed))
         return 1
