@@ -56,8 +56,9 @@ CandidateOutputs ours(const BatchProblem& p, Precision prec, Form f, Index chunk
     // their operands to the format (the library's forms would compute plain f32).
     const BaselineForm bf{Form::chunked_matmul, chunk, false, log_decay, log_decay ? LogAlong::summed : LogAlong::none};
     if (f != Form::chunked_matmul || !fast_baseline_applies(p, bf, false))
-      throw InputError("in " + to_string(prec) + " (products' operands rounded, sums in f32) our form is chunked_matmul, on finite inputs; form " +
-                       to_string(f) + " runs in f64, f32, bf16 and f16");
+      throw InputError("in " + to_string(prec) +
+                       " (products' operands rounded, sums in f32) our form is chunked_matmul, on finite inputs; form " + to_string(f) +
+                       " runs in f64, f32, bf16 and f16");
     return fast_ours(p, prec, bf, out);
   }
   if (p.has_state()) {

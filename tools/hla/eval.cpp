@@ -72,10 +72,9 @@ void add_eval(CLI::App& app, Action& action) {
       c->add_option("--form", a->form, "naive | streaming | streaming_paper_state | fold | blelloch | chunked_scan | chunked_matmul")
           ->check(non_empty);
   c->add_option("--paper", a->paper, "a paper-literal (wrong) form instead: E1 | E2 | E3 | E5 | E6")->check(non_empty);
-  c->add_option(
-       "--precision", a->precision,
-       "f64 | f32 | tf32 | bf16 | f16 | bf16+f32 | f16+f32 (bf16/f16 round after every operation; tf32, bf16+f32, f16+f32 "
-       "round products' operands and sum in f32, --form chunked_matmul only)")
+  c->add_option("--precision", a->precision,
+                "f64 | f32 | tf32 | bf16 | f16 | bf16+f32 | f16+f32 (bf16/f16 round after every operation; tf32, bf16+f32, f16+f32 "
+                "round products' operands and sum in f32, --form chunked_matmul only)")
       ->check(non_empty);
   c->add_option("--dtype", a->dtype, "dtype of the written outputs (default f64 for f64, else f32)")->check(non_empty);
   c->add_option("--chunk", a->chunk, "chunk width")->check(integer_in(1, 1 << 20));
