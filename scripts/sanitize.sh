@@ -20,13 +20,16 @@ jobs=$(nproc)
 # clang, not GCC: the same build takes about 30% less compile time (measured
 # 2026-12-04: 509 s of CPU against 693 s over the same units); GCC still
 # compiles a consumer of the installed package in CI (consumer_package). clang's sanitizer runtimes are Debian's libclang-rt-14-dev.
-bash scripts/apt_install.sh sanitize clang libclang-rt-14-dev
+bash scripts/apt_install.sh sanitize clang libclang-rt-14-dev ninja-build
 ref=build/reference/libhla_reference.a
 main=build/properties/CMakeFiles/hla_test_main.dir/main.cpp.o  # the tests' Catch main, uninstrumented too
 for f in "$ref" "$main"; do [ -f "$f" ] || { echo "sanitize: $f missing: run scripts/setup.sh first" >&2; exit 2; }; done
-# A folder configured with another compiler (GCC, before) starts afresh.
-if [ -f "$dir/CMakeCache.txt" ] && ! grep -q '^CMAKE_CXX_COMPILER:[A-Z]*=.*clang++' "$dir/CMakeCache.txt"; then rm -rf "$dir"; fi
-cmake -S . -B "$dir" -DCMAKE_BUILD_TYPE=Debug -DHLA_SANITIZE=ON -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++ \
+# Ninja: it compiles the check library's sources while the engine's are still compiling, where make waits for the
+# engine library (measured 2026-12-06: this build took 167 s against 220 s with make).
+# A folder configured with another compiler (GCC, before) or generator starts afresh.
+if [ -f "$dir/CMakeCache.txt" ] && ! { grep -q '^CMAKE_CXX_COMPILER:[A-Z]*=.*clang++' "$dir/CMakeCache.txt" &&
+                                      grep -q '^CMAKE_GENERATOR:INTERNAL=Ninja$' "$dir/CMakeCache.txt"; }; then rm -rf "$dir"; fi
+cmake -G Ninja -S . -B "$dir" -DCMAKE_BUILD_TYPE=Debug -DHLA_SANITIZE=ON -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++ \
   "-DHLA_REFERENCE_LIBRARY=$PWD/$ref" "-DHLA_TEST_MAIN_OBJECT=$PWD/$main" "-DHLA_RC_EXTRA=${HLA_SAN_RC_PARAMS:-max_success=25}" >/dev/null
 cmake --build "$dir" -j"$jobs" --target props_io props_check props_state hla zoo zoo_selftest example_cabi_la1 \
   fuzz_exact_tier_test fuzz_fixture_reader_replay fuzz_candidate_reader_replay

@@ -6,7 +6,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 # chromium: headless, renders `hla check --html` pages in ctest hla_html_report (skipped without it).
-packages=(cmake clang g++ make python3 python3-venv libboost-dev libgmp-dev libmpfr-dev libeigen3-dev catch2
+packages=(cmake clang g++ make ninja-build python3 python3-venv libboost-dev libgmp-dev libmpfr-dev libeigen3-dev catch2
           librapidcheck-dev nlohmann-json3-dev libcli11-dev chromium)
 # HLA_EXTRA_APT: more packages for the same apt run (.ci/run: the later CI jobs' own, so that
 # a fresh machine updates the package lists once, not once per job).
