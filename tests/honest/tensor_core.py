@@ -29,6 +29,16 @@ import kernels_torch as KT  # noqa: E402
 import hla_oracle  # noqa: E402
 
 
+def judge(failed, what, out, q, k, v, variant, gamma, precision, want):
+    """hla_oracle.check of one output, printed; a verdict other than want is recorded in failed."""
+    r = hla_oracle.check(out, q, k, v, variant=variant, gamma=gamma, precision=precision)
+    js = r.json()
+    print(f"{variant} {what}, declared {precision}: {r.verdict} (want {want}), worst {js['max_score']:.3g},"
+          f" ours {js['baseline_max_score']:.3g}, ratio {js['baseline_ratio']:.3g} of {js['ratio_limit']:.3g}")
+    if r.verdict != want:
+        failed.append(f"{variant} {what} {precision}")
+
+
 def campaign_cases(failed):
     kernel = C._kernels()["tc_chunk_torch"]
     args = argparse.Namespace(grad_fraction=0.25, exact_max_n=0)
@@ -61,12 +71,7 @@ def at_scale(failed):
         if variant != "ahla":  # ahla's carry is within bf16's noise here (3.8x our worst, limit 4): see pass-rule.md
             trials.append(("state not carried", run(variant, carry=False).to(torch.bfloat16), "bf16+f32", "FAIL"))
         for what, out, precision, want in trials:
-            r = hla_oracle.check(out, q, k, v, variant=variant, gamma="0.99", precision=precision)
-            js = r.json()
-            print(f"{variant} [1, 2, 1024, 64] bf16, {what}, declared {precision}: {r.verdict} (want {want}),"
-                  f" worst {js['max_score']:.3g}, ours {js['baseline_max_score']:.3g}, ratio {js['baseline_ratio']:.3g}")
-            if r.verdict != want:
-                failed.append(f"{variant} {what} {precision}")
+            judge(failed, f"[1, 2, 1024, 64] bf16, {what}", out, q, k, v, variant, "0.99", precision, want)
 
 
 def hla3_naive(failed):
@@ -74,12 +79,7 @@ def hla3_naive(failed):
     q, k, v = ((torch.randn(1, 2, 256, 32) / 32 ** 0.5).to(torch.bfloat16) for _ in range(3))
     out = KT.logspace_seq(q.float(), k.float(), v.float(), "hla3", True, 0.99, KT.tensor_core_mm(KT.round_bf16))[0]
     for precision, want in [("bf16+f32", "PASS"), ("f32", "FAIL")]:
-        r = hla_oracle.check(out.to(torch.bfloat16), q, k, v, variant="hla3", gamma="0.99", precision=precision)
-        js = r.json()
-        print(f"hla3 [1, 2, 256, 32] bf16, naive masked matmul, declared {precision}: {r.verdict} (want {want}),"
-              f" worst {js['max_score']:.3g}, ours {js['baseline_max_score']:.3g}, ratio {js['baseline_ratio']:.3g}")
-        if r.verdict != want:
-            failed.append(f"hla3 naive {precision}")
+        judge(failed, "[1, 2, 256, 32] bf16, naive masked matmul", out.to(torch.bfloat16), q, k, v, "hla3", "0.99", precision, want)
 
 
 def adversarial(failed):
@@ -95,12 +95,7 @@ def adversarial(failed):
                     out = KT.logspace_seq(q.float(), q.float(), v.float(), variant, True, 1.0, mm)[0]
                 else:
                     out = KT.chunked(q.float(), q.float(), v.float(), variant, 1.0, 64, "log", mm)[0]
-            r = hla_oracle.check(out.to(dt), q, q, v, variant=variant, gamma="1", precision=precision)
-            js = r.json()
-            print(f"{variant} n = {n}, d = 1, one repeated token, gamma = 1, declared {precision}: {r.verdict} (want PASS),"
-                  f" ratio {js['baseline_ratio']:.3g} of {js['ratio_limit']:.3g}")
-            if r.verdict != "PASS":
-                failed.append(f"{variant} adversarial {precision}")
+            judge(failed, f"n = {n}, d = 1, one repeated token, gamma = 1", out.to(dt), q, q, v, variant, "1", precision, "PASS")
 
 
 def main():
