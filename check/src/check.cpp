@@ -372,7 +372,7 @@ void score_baseline(const Scoring& s, const CandidateOutputs& cand, const CheckO
     } else {
       const BatchProblem& fp = !f.reversed_features ? finite : reversed ? *reversed : reversed.emplace(with_reversed_features(finite));
       // A tensor-core precision's chunked orders round their products' operands on the fast engine only.
-      const bool tc = info(r.precision).f32_accumulation && is_chunked(f.form);
+      const bool tc = operand_format(r.precision) != 0 && is_chunked(f.form);
       const CandidateOutputs c =
           (large || tc || fp.has_state() || f.log_along != engine::LogAlong::none) && fast_baseline_applies(fp, f, true)
               ? fast_ours(fp, r.precision, f)

@@ -14,6 +14,13 @@
 namespace hla::engine {
 namespace {
 
+// The library's forms compute plain f32 where a tensor-core precision rounds its products' operands:
+// only the fast engine's chunked form does that (ours()).
+InputError operands_not_rounded(Precision prec, const std::string& form_runs) {
+  return InputError("in " + to_string(prec) + " (products' operands rounded, sums in f32) our form is chunked_matmul, on finite inputs; " +
+                    form_runs + " in f64, f32, bf16 and f16");
+}
+
 // Runs eval(head problem in S) on every head and sequence in precision prec.
 template <class Eval> CandidateOutputs run_ours(const BatchProblem& p, Precision prec, DType out_dtype, Eval&& eval) {
   CandidateOutputs out{std::vector<double>(static_cast<size_t>(p.batch * p.heads * p.n * p.dv)),
@@ -51,22 +58,16 @@ template <class Eval> CandidateOutputs run_ours(const BatchProblem& p, Precision
 }  // namespace
 
 CandidateOutputs ours(const BatchProblem& p, Precision prec, Form f, Index chunk, DType out, bool log_decay) {
-  if (operand_format(prec) != 0) {
-    // A tensor-core precision: the fast engine's chunked form, the one of ours whose products round
-    // their operands to the format (the library's forms would compute plain f32).
-    const BaselineForm bf{Form::chunked_matmul, chunk, false, log_decay, log_decay ? LogAlong::summed : LogAlong::none};
-    if (f != Form::chunked_matmul || !fast_baseline_applies(p, bf, false))
-      throw InputError("in " + to_string(prec) +
-                       " (products' operands rounded, sums in f32) our form is chunked_matmul, on finite inputs; form " + to_string(f) +
-                       " runs in f64, f32, bf16 and f16");
-    return fast_ours(p, prec, bf, out);
-  }
-  if (p.has_state()) {
-    // From an initial state: the fast engine's orders, which take one.
+  const bool tc = operand_format(prec) != 0;
+  if (tc && f != Form::chunked_matmul) throw operands_not_rounded(prec, "form " + to_string(f) + " runs");
+  if (tc || p.has_state()) {
+    // The fast engine's orders: the ones that start from an initial state, and whose products round their
+    // operands in a tensor-core precision.
     const BaselineForm bf{f, f == Form::chunked_matmul ? chunk : 1, false, log_decay, log_decay ? LogAlong::summed : LogAlong::none};
     if ((f != Form::streaming && f != Form::chunked_matmul) || !fast_baseline_applies(p, bf, false))
-      throw InputError("form " + to_string(f) +
-                       " does not start from an initial state (streaming and chunked_matmul do, on finite inputs)");
+      throw tc ? operands_not_rounded(prec, "form " + to_string(f) + " runs")
+               : InputError("form " + to_string(f) +
+                            " does not start from an initial state (streaming and chunked_matmul do, on finite inputs)");
     return fast_ours(p, prec, bf, out);
   }
   return run_ours(p, prec, out, [&](const auto& head) { return evaluate(head, f, chunk, log_decay); });
@@ -74,6 +75,7 @@ CandidateOutputs ours(const BatchProblem& p, Precision prec, Form f, Index chunk
 
 CandidateOutputs ours_paper(const BatchProblem& p, Precision prec, PaperForm f, Index chunk, DType out) {
   if (p.has_state()) throw InputError("the paper's forms do not start from an initial state");
+  if (operand_format(prec) != 0) throw operands_not_rounded(prec, "the paper's forms run");
   return run_ours(p, prec, out, [&](const auto& head) { return evaluate_paper(head, f, chunk); });
 }
 

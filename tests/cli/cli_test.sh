@@ -38,6 +38,7 @@ expect 1 "the worst of our honest evaluation orders" -- "$hla" check "$fx" "$wor
 expect 0 "PASS" -- "$hla" check "$fx" "$work/tc.safetensors" --precision bf16+f32
 expect 1 "exceed the a priori bound" -- "$hla" check "$fx" "$work/tc.safetensors" --precision f32
 expect 2 "our form is chunked_matmul" -- "$hla" eval "$fx" --precision bf16+f32 --form naive --out "$work/tc_naive.safetensors"
+expect 2 "the paper's forms run in" -- "$hla" eval "$fx" --precision tf32 --paper E1 --out "$work/tc_paper.safetensors"
 # INCONCLUSIVE, exit 4: the la1 golden fixture with q, k, v scaled by 2^-40
 # (exact: its reference scales by 2^-120, den by 2^-80, still honest): every
 # u·M is then below f32's smallest normal, so nothing is scored.

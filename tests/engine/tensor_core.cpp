@@ -52,20 +52,20 @@ TEST_CASE("tensor-core operands: tf32 and bf16 rounding to nearest even, inf and
 }
 
 TEST_CASE("tensor-core operands: the format holds on its own thread, within its scope", "[fast][tensor_core]") {
-  REQUIRE(fast::operand_format() == 0);
+  REQUIRE(fast::current_operand_format() == 0);
   {
     const fast::OperandRounding outer(1);
-    CHECK(fast::operand_format() == 1);
+    CHECK(fast::current_operand_format() == 1);
     {
       const fast::OperandRounding inner(3);
-      CHECK(fast::operand_format() == 3);
+      CHECK(fast::current_operand_format() == 3);
     }
-    CHECK(fast::operand_format() == 1);
+    CHECK(fast::current_operand_format() == 1);
     int other = -1;
-    std::thread([&] { other = fast::operand_format(); }).join();
+    std::thread([&] { other = fast::current_operand_format(); }).join();
     CHECK(other == 0);
   }
-  CHECK(fast::operand_format() == 0);
+  CHECK(fast::current_operand_format() == 0);
 }
 
 TEST_CASE("tensor-core precisions: names, unit roundoff, the orders' precision and the operand format", "[fast][tensor_core]") {

@@ -366,7 +366,7 @@ MUTANTS = [
          tests=r"^props_check:log-space decay along the sequence", description="the outputs' log-space order consulted even when not needed"),
     # Tensor-core precisions (bf16+f32, f16+f32, tf32): our orders round their products' operands.
     dict(id="tensor_core_operands_unrounded", area="check", file="engine/include/hla/fast/matrix.hpp",
-         original="if (const int f = K == 0 ? operand_format() : 0) {", replacement="if (const int f = 0) {",
+         original="if (const int f = K == 0 ? current_operand_format() : 0) {", replacement="if (const int f = 0) {",
          tests=r"^props_fast:tensor-core", description="a product under OperandRounding uses its operands unrounded"),
     dict(id="tensor_core_format_not_set", area="check", file="engine/src/fast/baseline.cpp",
          original="const fast::OperandRounding operands(operand_format(prec));", replacement="const fast::OperandRounding operands(0);",
@@ -375,10 +375,10 @@ MUTANTS = [
          original="const fast::OperandRounding operands(operand_format(prec));", replacement="const fast::OperandRounding operands(0);",
          tests=r"^props_check:tensor-core", description="the gradients' orders never round operands for a tensor-core precision"),
     dict(id="tensor_core_small_library_only", area="check", file="check/src/check.cpp",
-         original="const bool tc = info(r.precision).f32_accumulation && is_chunked(f.form);", replacement="const bool tc = false;",
+         original="const bool tc = operand_format(r.precision) != 0 && is_chunked(f.form);", replacement="const bool tc = false;",
          tests=r"^props_check:tensor-core", description="tensor-core orders on the fast engine only at scale"),
     dict(id="tensor_core_eval_plain_f32", area="check", file="engine/src/orders.cpp",
-         original="if (operand_format(prec) != 0) {", replacement="if (false) {",
+         original="const bool tc = operand_format(prec) != 0;", replacement="const bool tc = false;",
          tests=r"^hla_cli$", description="hla eval in a tensor-core precision computes plain f32 (and says it rounded operands)"),
     # Where the error lies (issue 32): the score maps, the diagnosis hints, the HTML page.
     dict(id="diagnosis_periodic_any_share", area="check", file="check/src/diagnosis.cpp",

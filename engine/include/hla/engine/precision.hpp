@@ -28,18 +28,19 @@ struct PrecisionInfo {
   std::string_view name;
   int exponent_bits;
   int mantissa_bits;
-  bool f32_accumulation = false;  // a tensor-core precision (above)
+  // A tensor-core precision (above): the format its products' operands are rounded to,
+  // hla::fast::OperandRounding's 1 bf16, 2 f16, 3 tf32; 0 for the others.
+  int operand_format = 0;
+  constexpr bool f32_accumulation() const { return operand_format != 0; }
   // u = 2^-p for a p-bit significand: f64 2^-53, f32 2^-24, tf32 2^-11, bf16 2^-8, f16 2^-11.
   constexpr double unit_roundoff() const { return hla::detail::pow2(-(mantissa_bits + 1)); }
   constexpr double smallest_normal() const { return hla::detail::pow2(2 - (1 << (exponent_bits - 1))); }
 };
-inline constexpr std::array kPrecisions{PrecisionInfo{Precision::f64, "f64", 11, 52},
-                                        PrecisionInfo{Precision::f32, "f32", 8, 23},
-                                        PrecisionInfo{Precision::tf32, "tf32", 8, 10, true},
-                                        PrecisionInfo{Precision::bf16, "bf16", 8, 7},
-                                        PrecisionInfo{Precision::f16, "f16", 5, 10},
-                                        PrecisionInfo{Precision::bf16_f32, "bf16+f32", 8, 7, true},
-                                        PrecisionInfo{Precision::f16_f32, "f16+f32", 5, 10, true}};
+inline constexpr std::array kPrecisions{
+    PrecisionInfo{Precision::f64, "f64", 11, 52},          PrecisionInfo{Precision::f32, "f32", 8, 23},
+    PrecisionInfo{Precision::tf32, "tf32", 8, 10, 3},      PrecisionInfo{Precision::bf16, "bf16", 8, 7},
+    PrecisionInfo{Precision::f16, "f16", 5, 10},           PrecisionInfo{Precision::bf16_f32, "bf16+f32", 8, 7, 1},
+    PrecisionInfo{Precision::f16_f32, "f16+f32", 5, 10, 2}};
 constexpr const PrecisionInfo& info(Precision p) { return kPrecisions[static_cast<std::size_t>(p)]; }
 static_assert(info(Precision::f16).smallest_normal() == 0x1p-14 && info(Precision::f32).smallest_normal() == 0x1p-126);
 static_assert(info(Precision::bf16_f32).id == Precision::bf16_f32 && info(Precision::f16_f32).id == Precision::f16_f32);
@@ -48,12 +49,9 @@ std::string to_string(Precision p);
 Precision parse_precision(std::string_view s);  // throws InputError
 inline double unit_roundoff(Precision p) { return info(p).unit_roundoff(); }
 // The precision our orders compute in for a declared one: f32 for the tensor-core precisions,
-// whose fast-engine orders round the operands of their products to the format
-// (hla::fast::OperandRounding: 1 bf16, 2 f16, 3 tf32; 0 none).
-constexpr Precision orders_precision(Precision p) { return info(p).f32_accumulation ? Precision::f32 : p; }
-constexpr int operand_format(Precision p) {
-  return p == Precision::bf16_f32 ? 1 : p == Precision::f16_f32 ? 2 : p == Precision::tf32 ? 3 : 0;
-}
+// whose fast-engine orders round the operands of their products to the format.
+constexpr Precision orders_precision(Precision p) { return info(p).f32_accumulation() ? Precision::f32 : p; }
+constexpr int operand_format(Precision p) { return info(p).operand_format; }
 // The precision a dtype computes in unless declared otherwise.
 Precision precision_of(DType t);
 

@@ -100,14 +100,14 @@ template <int K> inline float emu_round(float x) {
 // (Emu<0>'s gemm) are first rounded to its format, 1 bf16, 2 f16 or 3 tf32
 // (f32's exponent, 10 significand bits, to nearest even); sums stay f32. As a
 // tensor-core kernel computes, with its states and blocks stored as operands.
-inline int& operand_format() {
+inline int& current_operand_format() {
   thread_local int format = 0;
   return format;
 }
 struct OperandRounding {
   int saved;
-  explicit OperandRounding(int format) : saved(operand_format()) { operand_format() = format; }
-  ~OperandRounding() { operand_format() = saved; }
+  explicit OperandRounding(int format) : saved(current_operand_format()) { current_operand_format() = format; }
+  ~OperandRounding() { current_operand_format() = saved; }
   OperandRounding(const OperandRounding&) = delete;
   OperandRounding& operator=(const OperandRounding&) = delete;
 };

@@ -224,7 +224,7 @@ inline void scale(Dense<Rational>& X, const Dense<Rational>& s) {
 template <int K>
 void gemm(Dense<Emu<K>>& C, const Dense<Emu<K>>& A, bool a_trans, const Dense<Emu<K>>& B, bool a_lower, bool c_lower, int = 0) {
   std::vector<float> a, b;  // tensor-core operands (kernels.hpp): rounded copies
-  if (const int f = K == 0 ? operand_format() : 0) {
+  if (const int f = K == 0 ? current_operand_format() : 0) {
     a = A.x, b = B.x;
     for (float& x : a) x = operand_round(f, x);
     for (float& x : b) x = operand_round(f, x);
