@@ -371,6 +371,8 @@ TEST_CASE("skip: the underflow regime is not scored, and more than half unscored
   CHECK(r3.scored == 1);
   CHECK_FALSE(r3.pass);
   CHECK(r3.inconclusive);
+  REQUIRE(r3.reasons.size() == 1);
+  CHECK(r3.reasons[0].find("3 underflow (u·M below f32's smallest normal): test at a larger scale") != std::string::npos);
 }
 
 TEST_CASE("skip: a non-finite output within K·u·M of the pole is accepted, beyond u·M too", "[check][skip]") {
