@@ -183,7 +183,8 @@ std::string unscored_causes(size_t pole, size_t range, size_t under, DType out, 
     c.emplace_back(range, std::to_string(range) + " have a reference beyond " + to_string(out) + "'s largest finite value " +
                               fmt(limits(out).max_finite, 6) + ": store them in a wider dtype, or test at a smaller scale or normalized");
   if (under)
-    c.emplace_back(under, std::to_string(under) + " underflow (u·M below " + to_string(prec) + "'s smallest normal): test at a larger scale");
+    c.emplace_back(under,
+                   std::to_string(under) + " underflow (u·M below " + to_string(prec) + "'s smallest normal): test at a larger scale");
   std::stable_sort(c.begin(), c.end(), [](const auto& a, const auto& b) { return a.first > b.first; });
   std::string s;
   for (const auto& [n, why] : c) s += (s.empty() ? "" : "; ") + why;
@@ -554,15 +555,17 @@ void decide_verdict(const BatchProblem& p, const Reference& ref, const Candidate
         r.inconclusive = true;
         // Mostly near a pole of 1/(den ⊕ ε) (Gaussian q, k make den change sign): say so, and what to test instead.
         const bool pole = v == &r.gradients && !r.gradients_ill_tokens.empty() && 2 * g.ill_conditioned > left;
-        const DType dt = g.name == "dq" ? cand.dq_dtype : g.name == "dk" ? cand.dk_dtype : g.name == "dv" ? cand.dv_dtype
-                       : v == &r.states                                                        ? cand.final_state_dtype
-                                                                                               : cand.dstate_dtype;
+        const DType dt = g.name == "dq"   ? cand.dq_dtype
+                         : g.name == "dk" ? cand.dk_dtype
+                         : g.name == "dv" ? cand.dv_dtype
+                         : v == &r.states ? cand.final_state_dtype
+                                          : cand.dstate_dtype;
         r.reasons.push_back(g.name + ": " + std::to_string(left) + " of its " + std::to_string(counted) + " elements are not scored" +
                             (pole ? " because they depend on a den ⊕ ε within its error bound of 0 (the tokens are listed below), where "
                                     "a normalized gradient cannot be bounded: too little was checked; test on inputs whose den is far "
                                     "from 0, as a feature map makes it (hla gen --case ...,dist=positive), or in a higher precision"
-                                  : ": too little was checked. Of them, " +
-                                        unscored_causes(v == &r.states ? 0 : g.ill_conditioned, g.out_of_range, g.underflow, dt, r.precision)));
+                                  : ": too little was checked. Of them, " + unscored_causes(v == &r.states ? 0 : g.ill_conditioned,
+                                                                                            g.out_of_range, g.underflow, dt, r.precision)));
       }
     }
   // Never a PASS on nothing: a verdict needs scored elements.
@@ -570,8 +573,8 @@ void decide_verdict(const BatchProblem& p, const Reference& ref, const Candidate
   if (r.reasons.empty() && (r.scored == 0 || static_cast<double>(unscored) > kMaxUnscoredFraction * static_cast<double>(considered))) {
     r.inconclusive = true;
     const std::string causes = unscored_causes(r.at_pole, r.out_of_range, r.underflow, cand.out_dtype, r.precision);
-    r.reasons.push_back(r.scored == 0 ? "no element was scored (" + std::to_string(r.elements) + " elements: " +
-                                            std::to_string(r.reference_nonfinite) + " depend on NaN/Inf inputs" +
+    r.reasons.push_back(r.scored == 0 ? "no element was scored (" + std::to_string(r.elements) +
+                                            " elements: " + std::to_string(r.reference_nonfinite) + " depend on NaN/Inf inputs" +
                                             (causes.empty() ? "" : "; " + causes) + "): nothing was checked"
                                       : std::to_string(unscored) + " of the " + std::to_string(considered) +
                                             " elements that do not depend on NaN/Inf inputs are not scored, more than " +

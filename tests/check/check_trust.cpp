@@ -400,7 +400,8 @@ TEST_CASE("trust: a report never passes on nothing", "[check][trust]") {
   // The reason names the cause, the dtype's limit and what to do instead.
   REQUIRE(r2.reasons.size() == 1);
   CHECK(r2.reasons[0].find(std::to_string(r2.out_of_range) +
-                           " have a reference beyond f32's largest finite value 3.40282e+38: store them in a wider dtype") != std::string::npos);
+                           " have a reference beyond f32's largest finite value 3.40282e+38: store them in a wider dtype") !=
+        std::string::npos);
 }
 
 TEST_CASE("trust: --verify-inputs demands the recomputed reference", "[check][trust]") {
