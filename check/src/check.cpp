@@ -173,12 +173,14 @@ std::string fmt(double x, int digits = 4) {
   return os.str();
 }
 
+// What to test where den ⊕ ε lies within its error bound of 0.
+constexpr const char* kAwayFromPole =
+    "test on inputs whose den is far from 0, as a feature map makes it (hla gen --case ...,dist=positive)";
+
 // Why elements went unscored, the most frequent cause first, each with what to do instead.
 std::string unscored_causes(size_t pole, size_t range, size_t under, DType out, Precision prec) {
   std::vector<std::pair<size_t, std::string>> c;
-  if (pole)
-    c.emplace_back(pole, std::to_string(pole) + " depend on a den ⊕ ε within its error bound of 0: test on inputs whose den is far " +
-                             "from 0, as a feature map makes it (hla gen --case ...,dist=positive)");
+  if (pole) c.emplace_back(pole, std::to_string(pole) + " depend on a den ⊕ ε within its error bound of 0: " + kAwayFromPole);
   if (range)
     c.emplace_back(range, std::to_string(range) + " have a reference beyond " + to_string(out) + "'s largest finite value " +
                               fmt(limits(out).max_finite, 6) + ": store them in a wider dtype, or test at a smaller scale or normalized");
@@ -390,7 +392,7 @@ void score_baseline(const Scoring& s, const CandidateOutputs& cand, const CheckO
     } else {
       const BatchProblem& fp = !f.reversed_features ? finite : reversed ? *reversed : reversed.emplace(with_reversed_features(finite));
       // A tensor-core precision's chunked orders round their products' operands on the fast engine only.
-      const bool tc = operand_format(r.precision) != 0 && is_chunked(f.form);
+      const bool tc = tensor_core(r.precision) && is_chunked(f.form);
       const CandidateOutputs c =
           (large || tc || fp.has_state() || f.log_along != engine::LogAlong::none) && fast_baseline_applies(fp, f, true)
               ? fast_ours(fp, r.precision, f)
@@ -555,17 +557,13 @@ void decide_verdict(const BatchProblem& p, const Reference& ref, const Candidate
         r.inconclusive = true;
         // Mostly near a pole of 1/(den ⊕ ε) (Gaussian q, k make den change sign): say so, and what to test instead.
         const bool pole = v == &r.gradients && !r.gradients_ill_tokens.empty() && 2 * g.ill_conditioned > left;
-        const DType dt = g.name == "dq"   ? cand.dq_dtype
-                         : g.name == "dk" ? cand.dk_dtype
-                         : g.name == "dv" ? cand.dv_dtype
-                         : v == &r.states ? cand.final_state_dtype
-                                          : cand.dstate_dtype;
-        r.reasons.push_back(g.name + ": " + std::to_string(left) + " of its " + std::to_string(counted) + " elements are not scored" +
-                            (pole ? " because they depend on a den ⊕ ε within its error bound of 0 (the tokens are listed below), where "
-                                    "a normalized gradient cannot be bounded: too little was checked; test on inputs whose den is far "
-                                    "from 0, as a feature map makes it (hla gen --case ...,dist=positive), or in a higher precision"
-                                  : ": too little was checked. Of them, " + unscored_causes(v == &r.states ? 0 : g.ill_conditioned,
-                                                                                            g.out_of_range, g.underflow, dt, r.precision)));
+        r.reasons.push_back(
+            g.name + ": " + std::to_string(left) + " of its " + std::to_string(counted) + " elements are not scored" +
+            (pole ? " because they depend on a den ⊕ ε within its error bound of 0 (the tokens are listed below), where "
+                    "a normalized gradient cannot be bounded: too little was checked; " +
+                        std::string(kAwayFromPole) + ", or in a higher precision"
+                  : ": too little was checked. Of them, " +
+                        unscored_causes(v == &r.states ? 0 : g.ill_conditioned, g.out_of_range, g.underflow, g.dtype, r.precision)));
       }
     }
   // Never a PASS on nothing: a verdict needs scored elements.

@@ -178,6 +178,7 @@ void finish(const Judge& j, Report& r, GradientRow& row, Worst worst, const Rewa
 template <class Walk, class Ours>
 void judge_elements(const Judge& j, const CheckOptions& opt, Report& r, GradientRow& row, DType dtype, const Walk& walk, const Ours& ours,
                     RowMaps& maps, Index heads, const std::function<std::string(const Element&)>& at) {
+  row.dtype = dtype;
   Worst worst;
   worst.k = opt.worst;
   walk([&](const Element& e, size_t i) {

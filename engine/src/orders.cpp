@@ -58,7 +58,7 @@ template <class Eval> CandidateOutputs run_ours(const BatchProblem& p, Precision
 }  // namespace
 
 CandidateOutputs ours(const BatchProblem& p, Precision prec, Form f, Index chunk, DType out, bool log_decay) {
-  const bool tc = operand_format(prec) != 0;
+  const bool tc = tensor_core(prec);
   if (tc && f != Form::chunked_matmul) throw operands_not_rounded(prec, "form " + to_string(f) + " runs");
   if (tc || p.has_state()) {
     // The fast engine's orders: the ones that start from an initial state, and whose products round their
@@ -75,7 +75,7 @@ CandidateOutputs ours(const BatchProblem& p, Precision prec, Form f, Index chunk
 
 CandidateOutputs ours_paper(const BatchProblem& p, Precision prec, PaperForm f, Index chunk, DType out) {
   if (p.has_state()) throw InputError("the paper's forms do not start from an initial state");
-  if (operand_format(prec) != 0) throw operands_not_rounded(prec, "the paper's forms run");
+  if (tensor_core(prec)) throw operands_not_rounded(prec, "the paper's forms run");
   return run_ours(p, prec, out, [&](const auto& head) { return evaluate_paper(head, f, chunk); });
 }
 

@@ -250,3 +250,28 @@ TEST_CASE("tensor-core precisions: our backward orders round their products' ope
     CHECK(r.gradients[i].baseline_max_score > 64 * f32.gradients[i].baseline_max_score * to_bf16);
   }
 }
+
+TEST_CASE("gradients: a row mostly beyond its own dtype's range is INCONCLUSIVE, naming that dtype", "[check][gradients]") {
+  // la1, q = k = v = 1, n = 4, d = dv = 1: dq_t = do_t (t + 1) and dk_j = dv_j = Σ_{t ≥ j} do_t, so with
+  // do = (1, 6e4, 6e4, 6e4) three of each gradient's four elements exceed f16's 65504; the outputs (≤ 4) are scored.
+  BatchProblem p;
+  p.opt.variant = Variant::la1;
+  p.opt.gamma = 1;
+  p.dtype = DType::f32;
+  p.n = 4, p.d = 1, p.dv = 1;
+  p.q = p.k = p.v = {1, 1, 1, 1};
+  const std::vector<double> dout{1, 6e4, 6e4, 6e4};
+  Reference ref = compute_reference(p);
+  ref.grad = compute_gradient_reference(p, ref, dout, {});
+  CandidateOutputs c{ref.out, {}, DType::f32};
+  for (auto [x, g] : {std::pair{&c.dq, &ref.grad->dq}, {&c.dk, &ref.grad->dk}, {&c.dv, &ref.grad->dv}})
+    for (const double e : *g) x->push_back(round_to(DType::f16, e));
+  c.dq_dtype = c.dk_dtype = c.dv_dtype = DType::f16;
+  const Report r = check::check(p, ref, c, {.precision = Precision::f32, .require_gradients = true});
+  INFO(r.text());
+  CHECK(r.scored == r.elements);
+  for (const GradientRow& g : r.gradients) CHECK((g.dtype == DType::f16 && g.out_of_range == 3 && g.scored == 1));
+  REQUIRE(r.inconclusive);
+  CHECK(r.reasons.front().find("dq: 3 of its 4 elements are not scored: too little was checked. Of them, 3 have a reference beyond "
+                               "f16's largest finite value 65504: store them in a wider dtype") != std::string::npos);
+}

@@ -74,10 +74,14 @@ TEST_CASE("tensor-core precisions: names, unit roundoff, the orders' precision a
   CHECK(m.of(DType::bf16) == Precision::bf16_f32);
   CHECK(engine::unit_roundoff(Precision::bf16_f32) == engine::unit_roundoff(Precision::bf16));
   CHECK(engine::unit_roundoff(Precision::f16_f32) == engine::unit_roundoff(Precision::f16));
-  for (const Precision p : {Precision::tf32, Precision::bf16_f32, Precision::f16_f32}) CHECK(engine::orders_precision(p) == Precision::f32);
+  for (const Precision p : {Precision::tf32, Precision::bf16_f32, Precision::f16_f32}) {
+    CHECK(engine::orders_precision(p) == Precision::f32);
+    CHECK(engine::tensor_core(p));
+  }
   for (const Precision p : {Precision::f64, Precision::f32, Precision::bf16, Precision::f16}) {
     CHECK(engine::orders_precision(p) == p);
     CHECK(engine::operand_format(p) == 0);
+    CHECK_FALSE(engine::tensor_core(p));
   }
   CHECK(engine::operand_format(Precision::bf16_f32) == 1);
   CHECK(engine::operand_format(Precision::f16_f32) == 2);

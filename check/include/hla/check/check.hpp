@@ -130,6 +130,7 @@ struct Tally {
 struct GradientRow : Tally {
   std::string name;      // dq, dk, dv, dstate.<part> (from an initial state), or state.<part> (a final state)
   bool checked = false;  // the candidate has it
+  DType dtype = DType::f64;    // the dtype the candidate stored it in
   size_t ill_conditioned = 0;  // not scored: depends on a den ⊕ ε within its error bound of 0 (or of a clamp jump)
   bool baseline_applied = false;  // rule 3 applies: we have backward forms of this variant
   bool over_ratio = false;

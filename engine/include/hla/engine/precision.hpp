@@ -31,7 +31,6 @@ struct PrecisionInfo {
   // A tensor-core precision (above): the format its products' operands are rounded to,
   // hla::fast::OperandRounding's 1 bf16, 2 f16, 3 tf32; 0 for the others.
   int operand_format = 0;
-  constexpr bool f32_accumulation() const { return operand_format != 0; }
   // u = 2^-p for a p-bit significand: f64 2^-53, f32 2^-24, tf32 2^-11, bf16 2^-8, f16 2^-11.
   constexpr double unit_roundoff() const { return hla::detail::pow2(-(mantissa_bits + 1)); }
   constexpr double smallest_normal() const { return hla::detail::pow2(2 - (1 << (exponent_bits - 1))); }
@@ -50,8 +49,9 @@ Precision parse_precision(std::string_view s);  // throws InputError
 inline double unit_roundoff(Precision p) { return info(p).unit_roundoff(); }
 // The precision our orders compute in for a declared one: f32 for the tensor-core precisions,
 // whose fast-engine orders round the operands of their products to the format.
-constexpr Precision orders_precision(Precision p) { return info(p).f32_accumulation() ? Precision::f32 : p; }
 constexpr int operand_format(Precision p) { return info(p).operand_format; }
+constexpr bool tensor_core(Precision p) { return operand_format(p) != 0; }
+constexpr Precision orders_precision(Precision p) { return tensor_core(p) ? Precision::f32 : p; }
 // The precision a dtype computes in unless declared otherwise.
 Precision precision_of(DType t);
 
